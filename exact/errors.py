@@ -1,0 +1,85 @@
+"""Errors a user can cause, each with a stable code, a message naming what is wrong and where.
+
+Every layer raises these (or subclasses); the CLI prints ``str(error)`` as one line on stderr and the HTTP API
+serialises ``to_dict()`` as ``{"error": {...}}`` with ``http_status``.  Anything else escaping is a bug.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SeqsketchError(Exception):
+    code = "error"
+    http_status = 400
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None,
+                 where: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+        self.where = where  # a file, record or field the error is about
+
+    @property
+    def position(self) -> dict[str, int] | None:
+        if self.line is None:
+            return None
+        pos = {"line": self.line}
+        if self.column is not None:
+            pos["column"] = self.column
+        return pos
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": str(self)}
+        if self.position is not None:
+            out["position"] = self.position
+        return out
+
+    def __str__(self) -> str:
+        parts = []
+        if self.where:
+            parts.append(self.where)
+        if self.line is not None:
+            parts.append(f"line {self.line}" + (f", column {self.column}" if self.column is not None else ""))
+        prefix = ": ".join(parts)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class InputError(SeqsketchError):
+    """A malformed input file or record: names the file, the line/record and the field."""
+
+    code = "bad_input"
+
+
+class QuerySyntaxError(SeqsketchError):
+    code = "query_syntax"
+
+
+class QuerySemanticError(SeqsketchError):
+    code = "query_semantic"
+
+
+class QueryLimitError(SeqsketchError):
+    """A query too large or too deeply nested to accept, or over a per-query limit."""
+
+    code = "query_limit"
+
+
+class NotFound(SeqsketchError):
+    code = "not_found"
+    http_status = 404
+
+
+class Conflict(SeqsketchError):
+    """The request contradicts the dataset's state (e.g. exists already; an append goes back in time)."""
+
+    code = "conflict"
+    http_status = 409
+
+
+class IndexCorrupt(SeqsketchError):
+    """A persisted index failed its checksum or format check; it is never used silently."""
+
+    code = "index_corrupt"
+    http_status = 500
