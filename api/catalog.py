@@ -1,0 +1,405 @@
+"""The service catalog: what the server knows about datasets, index versions, build jobs, tokens and queries.
+
+The event store and the index files under ``$SEQSKETCH_HOME/datasets/<name>/`` remain the truth about events
+(their manifest is the atomic snapshot pointer); the catalog records what the service did with them — when a
+dataset was created, which index version is live, which build jobs ran, who may call the API, and which
+queries were answered — in a relational database (SQLite by default, PostgreSQL in production).
+
+SQLAlchemy 2.0 typed declarative models (``Mapped[...]`` / ``mapped_column``).  The schema is owned by the
+Alembic migrations in ``migrations/``; never ``create_all`` outside tests of the migrations themselves.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import uuid
+from contextlib import AbstractContextManager
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    select,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+
+from api.db import database_url, open_catalog_engine, session_factory, session_scope
+from exact.errors import NotFound
+
+#: Longest dataset name (CONTRACT §1: ``[a-z0-9][a-z0-9_-]{0,63}``).
+NAME_LENGTH = 64
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """A timezone-aware UTC timestamp on every backend.
+
+    SQLite has no time zones, PostgreSQL's ``timestamptz`` has; storing naive UTC everywhere and attaching
+    UTC on the way out gives the same aware values from both.
+    """
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the catalog; use UTC-aware datetimes")
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        return None if value is None else value.replace(tzinfo=dt.UTC)
+
+
+class DatasetState(enum.StrEnum):
+    """Life cycle of a dataset as the service sees it."""
+
+    BUILDING = "building"  # a build job is writing it for the first time
+    READY = "ready"  # events and index published
+    FAILED = "failed"  # its first build failed; nothing is on disk
+    DELETED = "deleted"  # removed; the row keeps its history (jobs, queries) readable
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED)
+
+
+class Scope(enum.StrEnum):
+    """Token scopes: ``read`` lists, describes and queries; ``write`` also appends, builds and deletes."""
+
+    READ = "read"
+    WRITE = "write"
+
+    def grants(self, needed: Scope) -> bool:
+        return self is Scope.WRITE or needed is Scope.READ
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dt.datetime: UTCDateTime, dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Dataset(Base):
+    """One named dataset; ``live_version`` is the number of the index version queries use."""
+
+    __tablename__ = "datasets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True, index=True)
+    state: Mapped[str] = mapped_column(String(16), default=DatasetState.BUILDING.value)
+    events: Mapped[int] = mapped_column(Integer, default=0)
+    live_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    versions: Mapped[list[IndexVersion]] = relationship(
+        back_populates="dataset", cascade="all, delete-orphan", order_by="IndexVersion.number"
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state": self.state,
+            "events": self.events,
+            "index_version": self.live_version,
+            "created": self.created.isoformat(),
+            "updated": self.updated.isoformat(),
+        }
+
+
+class IndexVersion(Base):
+    """One published index version of a dataset: its files, ``index_digest`` and sizing configuration."""
+
+    __tablename__ = "index_versions"
+    __table_args__ = (UniqueConstraint("dataset_id", "number", name="uq_index_versions_dataset_number"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    events: Mapped[int] = mapped_column(Integer, default=0)
+    files: Mapped[list[Any]] = mapped_column(default=list)
+    digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    dataset: Mapped[Dataset] = relationship(back_populates="versions")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "events": self.events,
+            "files": list(self.files or []),
+            "digest": self.digest,
+            "config": dict(self.config or {}),
+            "created": self.created.isoformat(),
+        }
+
+
+class BuildJob(Base):
+    """An offline build requested through the API, run in the background; progress is a fraction 0..1.
+
+    ``dataset`` is a name, not a foreign key: the job exists before its dataset does, and outlives it.
+    """
+
+    __tablename__ = "build_jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    dataset: Mapped[str] = mapped_column(String(NAME_LENGTH), index=True)
+    inputs: Mapped[list[Any]] = mapped_column(default=list)
+    options: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED.value, index=True)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(nullable=True)
+    result: Mapped[dict[str, Any] | None] = mapped_column(nullable=True)
+    created: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    started: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    finished: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        def iso(t: dt.datetime | None) -> str | None:
+            return None if t is None else t.isoformat()
+
+        return {
+            "id": self.id,
+            "dataset": self.dataset,
+            "state": self.state,
+            "progress": self.progress,
+            "message": self.message,
+            "error": self.error,
+            "inputs": list(self.inputs or []),
+            "options": dict(self.options or {}),
+            "result": self.result,
+            "created": iso(self.created),
+            "started": iso(self.started),
+            "finished": iso(self.finished),
+        }
+
+
+class Token(Base):
+    """An API token.  Only the SHA-256 of the secret is stored; the plaintext is shown once, at creation."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    scope: Mapped[str] = mapped_column(String(16))
+    created: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    revoked: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "scope": self.scope,
+            "created": self.created.isoformat(),
+            "revoked": None if self.revoked is None else self.revoked.isoformat(),
+        }
+
+
+class QueryLogEntry(Base):
+    """One answered (or refused) query: what was asked, how, how long it took and what came back."""
+
+    __tablename__ = "query_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset: Mapped[str] = mapped_column(String(NAME_LENGTH), index=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    query: Mapped[str] = mapped_column(Text)
+    ms: Mapped[float] = mapped_column(Float)
+    count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    candidate_intervals: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    events_scanned: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    error_code: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    token: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+    created: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
+
+
+# --- the catalog as the service uses it ---------------------------------------------------------------------
+
+
+class Catalog:
+    """Typed operations on the catalog database; every method is one short transaction.
+
+    Build one per process with :func:`open_catalog`; it is safe to share between threads (each call opens its
+    own session from a thread-safe factory).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = session_factory(engine)
+
+    def session(self) -> AbstractContextManager[Session]:
+        """A transaction as a context manager (commit on success, rollback on error)."""
+        return session_scope(self._sessions)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # datasets ---------------------------------------------------------------------------------------------
+
+    def get_dataset(self, name: str) -> dict[str, Any] | None:
+        with self.session() as s:
+            row = s.scalar(select(Dataset).where(Dataset.name == name))
+            return None if row is None else row.to_dict()
+
+    def list_datasets(self, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+        with self.session() as s:
+            stmt = select(Dataset).order_by(Dataset.name)
+            if not include_deleted:
+                stmt = stmt.where(Dataset.state != DatasetState.DELETED.value)
+            return [row.to_dict() for row in s.scalars(stmt)]
+
+    def upsert_dataset(self, name: str, *, state: DatasetState, events: int | None = None,
+                       live_version: int | None = None) -> dict[str, Any]:
+        """Create or update the dataset's row; ``None`` leaves a field as it is."""
+        with self.session() as s:
+            row = s.scalar(select(Dataset).where(Dataset.name == name))
+            if row is None:
+                row = Dataset(name=name, state=state.value, events=events or 0, live_version=live_version)
+                s.add(row)
+            else:
+                if row.state == DatasetState.DELETED.value and state is not DatasetState.DELETED:
+                    # A dataset built again under a deleted name starts a new life (and a new history).
+                    row.created = utcnow()
+                    row.versions.clear()
+                row.state = state.value
+                if events is not None:
+                    row.events = events
+                if live_version is not None:
+                    row.live_version = live_version
+            s.flush()
+            return row.to_dict()
+
+    def record_index_version(self, name: str, *, number: int, events: int, files: list[Any],
+                             digest: str | None, config: dict[str, Any]) -> dict[str, Any]:
+        """Record a published index version and make it the live one (the dataset row must exist)."""
+        with self.session() as s:
+            row = s.scalar(select(Dataset).where(Dataset.name == name))
+            if row is None:
+                raise NotFound(f"dataset {name!r} is not in the catalog", where=name)
+            version = s.scalar(
+                select(IndexVersion).where(IndexVersion.dataset_id == row.id, IndexVersion.number == number)
+            )
+            if version is None:
+                version = IndexVersion(dataset=row, number=number)
+                s.add(version)
+            version.events, version.files, version.digest, version.config = events, files, digest, config
+            row.live_version = number
+            row.events = events
+            row.state = DatasetState.READY.value
+            s.flush()
+            return version.to_dict()
+
+    def index_versions(self, name: str) -> list[dict[str, Any]]:
+        with self.session() as s:
+            row = s.scalar(select(Dataset).where(Dataset.name == name))
+            return [] if row is None else [v.to_dict() for v in row.versions]
+
+    def mark_deleted(self, name: str) -> None:
+        with self.session() as s:
+            row = s.scalar(select(Dataset).where(Dataset.name == name))
+            if row is not None:
+                row.state = DatasetState.DELETED.value
+                row.live_version = None
+                row.events = 0
+                row.versions.clear()
+
+    # build jobs -------------------------------------------------------------------------------------------
+
+    def create_job(self, dataset: str, inputs: list[str], options: dict[str, Any]) -> dict[str, Any]:
+        with self.session() as s:
+            job = BuildJob(id=uuid.uuid4().hex, dataset=dataset, inputs=inputs, options=options,
+                           state=JobState.QUEUED.value, progress=0.0)
+            s.add(job)
+            s.flush()
+            return job.to_dict()
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        with self.session() as s:
+            job = s.get(BuildJob, job_id)
+            return None if job is None else job.to_dict()
+
+    def update_job(self, job_id: str, **fields: Any) -> dict[str, Any]:
+        """Set the given columns (``state`` may be a :class:`JobState`) and return the job."""
+        with self.session() as s:
+            job = s.get(BuildJob, job_id)
+            if job is None:
+                raise NotFound(f"build job {job_id!r} does not exist", where=job_id)
+            for key, value in fields.items():
+                setattr(job, key, value.value if isinstance(value, enum.Enum) else value)
+            s.flush()
+            return job.to_dict()
+
+    def active_job(self, dataset: str) -> dict[str, Any] | None:
+        """The queued or running build of ``dataset``, if any."""
+        with self.session() as s:
+            job = s.scalar(
+                select(BuildJob)
+                .where(BuildJob.dataset == dataset,
+                       BuildJob.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))
+                .order_by(BuildJob.created)
+                .limit(1)
+            )
+            return None if job is None else job.to_dict()
+
+    def fail_unfinished_jobs(self, reason: str) -> list[str]:
+        """Mark every queued or running job failed (their worker is gone, e.g. after a restart)."""
+        with self.session() as s:
+            jobs = list(s.scalars(select(BuildJob).where(
+                BuildJob.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))))
+            for job in jobs:
+                job.state = JobState.FAILED.value
+                job.error = {"code": "interrupted", "message": reason}
+                job.finished = utcnow()
+            return [job.id for job in jobs]
+
+    # query log --------------------------------------------------------------------------------------------
+
+    def log_query(self, *, dataset: str, mode: str, query: str, ms: float, count: int | None = None,
+                  candidate_intervals: int | None = None, events_scanned: int | None = None,
+                  truncated: bool = False, error_code: str | None = None, token: str | None = None) -> None:
+        with self.session() as s:
+            s.add(QueryLogEntry(dataset=dataset, mode=mode, query=query, ms=ms, count=count,
+                                candidate_intervals=candidate_intervals, events_scanned=events_scanned,
+                                truncated=truncated, error_code=error_code, token=token))
+
+    def recent_queries(self, dataset: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        with self.session() as s:
+            stmt = select(QueryLogEntry).order_by(QueryLogEntry.id.desc()).limit(limit)
+            if dataset is not None:
+                stmt = stmt.where(QueryLogEntry.dataset == dataset)
+            return [
+                {"dataset": q.dataset, "mode": q.mode, "query": q.query, "ms": q.ms, "count": q.count,
+                 "candidate_intervals": q.candidate_intervals, "events_scanned": q.events_scanned,
+                 "truncated": q.truncated, "error_code": q.error_code, "token": q.token,
+                 "created": q.created.isoformat()}
+                for q in s.scalars(stmt)
+            ]
+
+
+def open_catalog(url: str | None = None, *, home: str | None = None,
+                 init_empty_sqlite: bool = True) -> Catalog:
+    """The catalog at ``url`` (default: :func:`api.db.database_url`), refused unless at the migration head."""
+    return Catalog(open_catalog_engine(url or database_url(home), init_empty_sqlite=init_empty_sqlite))
