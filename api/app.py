@@ -1,0 +1,176 @@
+"""The Flask application: ``create_app(config=None)``, a flaskr-style factory serving CONTRACT §5 at ``/v1``.
+
+Configuration comes from the environment, overridden by ``config``:
+
+=========================  ===============================  ================================================
+key                        environment                      default
+=========================  ===============================  ================================================
+``SEQSKETCH_HOME``         ``SEQSKETCH_HOME``               ``./.seqsketch``
+``DATABASE_URL``           ``SEQSKETCH_DATABASE_URL``       SQLite ``<home>/catalog.db``
+``INPUT_ROOTS``            ``SEQSKETCH_INPUT_ROOTS``        shared data dir beside the repo, ``<home>/inputs``
+``MAX_APPEND_BYTES``       ``SEQSKETCH_MAX_APPEND_BYTES``   64 MiB (one append request)
+``MAX_CONTENT_LENGTH``     ``SEQSKETCH_MAX_REQUEST_BYTES``  1 MiB (any other request)
+``QUERY_TIMEOUT_MS``       ``SEQSKETCH_QUERY_TIMEOUT_MS``   30000
+``QUERY_MAX_MATCHES``      ``SEQSKETCH_QUERY_MAX_MATCHES``  10000 (answers beyond are truncated)
+``QUERY_MAX_EVENTS``       ``SEQSKETCH_QUERY_MAX_EVENTS``   0 = unlimited (events a query may scan)
+``BUILD_WORKERS``          ``SEQSKETCH_BUILD_WORKERS``      1
+``INIT_EMPTY_SQLITE``      —                                True (an empty SQLite catalog is migrated)
+=========================  ===============================  ================================================
+
+The app refuses to start on a catalog that is not at the migration head (:class:`api.db.CatalogOutOfDate`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+from api.catalog import Catalog, open_catalog
+from api.db import database_url, seqsketch_home
+from api.jobs import JobRunner, Progress, input_roots_from_env
+from exact.errors import SeqsketchError
+
+log = logging.getLogger(__name__)
+
+EXTENSION = "seqsketch"
+
+
+class DatasetLocks:
+    """One lock per dataset name: appends, builds and deletes of one dataset take turns in this process.
+
+    The event store's optimistic commit protects the data across processes; these locks spare callers in one
+    process a conflict error when they merely arrive together.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+
+    @contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:
+            yield
+
+
+@dataclass
+class ServiceState:
+    """What the routes share: the data root, the catalog, input roots, limits, the job pool, the locks."""
+
+    home: Path
+    catalog: Catalog
+    input_roots: list[Path]
+    config: Mapping[str, Any]
+    jobs: JobRunner | None = None
+    locks: DatasetLocks = field(default_factory=DatasetLocks)
+
+    def run_build(self, dataset: str, inputs: list[Path], options: dict[str, Any],
+                  progress: Progress) -> dict[str, Any]:
+        """The body of a build job (runs on the job pool)."""
+        from api import service
+
+        with self.locks.hold(dataset):
+            return service.build_dataset(self.home, dataset, inputs, options, progress=progress)
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise SeqsketchError(f"environment variable {name} must be an integer, got {value!r}",
+                             where=name) from None
+
+
+def default_config() -> dict[str, Any]:
+    home = seqsketch_home()
+    return {
+        "SEQSKETCH_HOME": str(home),
+        "DATABASE_URL": None,  # resolved against SEQSKETCH_HOME in create_app
+        "INPUT_ROOTS": None,
+        "MAX_APPEND_BYTES": _env_int("SEQSKETCH_MAX_APPEND_BYTES", 64 * 1024 * 1024),
+        "MAX_CONTENT_LENGTH": _env_int("SEQSKETCH_MAX_REQUEST_BYTES", 1024 * 1024),
+        "QUERY_TIMEOUT_MS": _env_int("SEQSKETCH_QUERY_TIMEOUT_MS", 30_000),
+        "QUERY_MAX_MATCHES": _env_int("SEQSKETCH_QUERY_MAX_MATCHES", 10_000),
+        "QUERY_MAX_EVENTS": _env_int("SEQSKETCH_QUERY_MAX_EVENTS", 0),
+        "BUILD_WORKERS": _env_int("SEQSKETCH_BUILD_WORKERS", 1),
+        "INIT_EMPTY_SQLITE": True,
+        "JSON_SORT_KEYS": False,
+    }
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """Build the application; opens (and checks) the catalog and starts the build-job pool."""
+    app = Flask(__name__)
+    app.config.from_mapping(default_config())
+    if config:
+        app.config.from_mapping(config)
+    app.json.sort_keys = False  # keep CONTRACT §3's field order
+
+    home = Path(app.config["SEQSKETCH_HOME"])
+    url = app.config["DATABASE_URL"] or database_url(home)
+    catalog: Catalog = open_catalog(url, init_empty_sqlite=bool(app.config["INIT_EMPTY_SQLITE"]))
+    roots = app.config["INPUT_ROOTS"]
+    roots = [Path(r) for r in roots] if roots else input_roots_from_env(home)
+
+    state = ServiceState(home=home, catalog=catalog, input_roots=roots, config=app.config)
+    interrupted = catalog.fail_unfinished_jobs("the server stopped before the job finished")
+    if interrupted:
+        log.warning("marked %d unfinished build job(s) failed: %s", len(interrupted), ", ".join(interrupted))
+    state.jobs = JobRunner(catalog, state.run_build, workers=int(app.config["BUILD_WORKERS"]))
+    app.extensions[EXTENSION] = state
+
+    from api.routes import bp
+
+    app.register_blueprint(bp)
+    _register_error_handlers(app)
+    return app
+
+
+def service_state(app: Flask) -> ServiceState:
+    return app.extensions[EXTENSION]
+
+
+def error_body(code: str, message: str, position: Mapping[str, int] | None = None) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if position:
+        err["position"] = dict(position)
+    return {"error": err}
+
+
+def _register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(SeqsketchError)
+    def user_error(err: SeqsketchError) -> Any:
+        body = {"error": err.to_dict()}
+        return jsonify(body), err.http_status
+
+    @app.errorhandler(HTTPException)
+    def http_error(err: HTTPException) -> Any:
+        # Werkzeug's own errors (unknown route, wrong method, body too large) in the same JSON shape.
+        fallback = (err.name or "error").lower().replace(" ", "_")
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
+                415: "unsupported_media_type"}.get(err.code or 500, fallback)
+        response = jsonify(error_body(code, err.description or err.name))
+        response.status_code = err.code or 500
+        if err.code == 405 and err.response is None:
+            allow = getattr(err, "valid_methods", None)
+            if allow:
+                response.headers["Allow"] = ", ".join(allow)
+        return response
+
+    @app.errorhandler(Exception)
+    def internal_error(err: Exception) -> Any:
+        log.exception("unhandled error")
+        return jsonify(error_body("internal", "internal server error; see the server log")), 500

@@ -1,0 +1,308 @@
+"""The ``/v1`` blueprint: every endpoint of CONTRACT §5, thin — parse, authorise, call the service, serialise.
+
+Each view is declared with :func:`operation`, which registers the route, checks the token scope, parses and
+validates the JSON body against the view's :class:`~api.schemas.Operation` schema, and attaches that
+operation to the view so that ``/v1/openapi.json`` is generated from exactly the routes that exist.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import time
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+from flask import Blueprint, current_app, g, jsonify, request, url_for
+
+from api import schemas as sc
+from api.app import ServiceState, service_state
+from api.auth import Principal, authorize, has_active_tokens
+from api.catalog import DatasetState, Scope
+from api.db import head_revision
+from api.jobs import publish_build, resolve_inputs
+from exact.errors import Conflict, NotFound, SeqsketchError
+
+bp = Blueprint("v1", __name__, url_prefix="/v1")
+
+NAME = re.compile(sc.DATASET_NAME_PATTERN)
+NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines")
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("seqsketch")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def state() -> ServiceState:
+    return service_state(current_app)
+
+
+def operation(rule: str, method: str, op: sc.Operation) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``rule`` for ``method`` with authorisation and body validation as ``op`` declares."""
+
+    def register(view: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(view)
+        def endpoint(**kwargs: Any) -> Any:
+            g.principal = None
+            if op.scope is not None:
+                g.principal = authorize(state().catalog, request.headers.get("Authorization"),
+                                        Scope(op.scope), request.remote_addr)
+            if op.request is not None and op.request_kind == "json":
+                body = sc.parse_json_body(request.get_data(cache=False))
+                op.request.validate(body)
+                kwargs["body"] = body
+            return view(**kwargs)
+
+        op.attach(endpoint)
+        bp.add_url_rule(rule, endpoint=view.__name__, view_func=endpoint, methods=[method])
+        return endpoint
+
+    return register
+
+
+def checked_name(name: str) -> str:
+    if not NAME.fullmatch(name):
+        raise sc.RequestInvalid("dataset names are 1-64 characters: a-z, 0-9, '_' and '-', starting with a "
+                                "letter or digit", where=f"dataset name {name!r}")
+    return name
+
+
+def _principal_name() -> str | None:
+    principal: Principal | None = g.get("principal")
+    return None if principal is None else principal.name
+
+
+# --- health and the API description -------------------------------------------------------------------------
+
+
+@operation("/health", "GET", sc.Operation(
+    summary="Liveness and version", scope=None, tag="service",
+    responses={200: ("the service is up", sc.HEALTH)}))
+def health() -> Any:
+    st = state()
+    return jsonify({
+        "status": "ok",
+        "version": package_version(),
+        "catalog_revision": head_revision(),
+        "auth": "tokens" if has_active_tokens(st.catalog) else "open-loopback",
+    })
+
+
+@operation("/openapi.json", "GET", sc.Operation(
+    summary="This API's OpenAPI 3.1 document", scope=None, tag="service",
+    responses={200: ("the OpenAPI document", None)}))
+def openapi() -> Any:
+    return jsonify(sc.openapi_document(current_app, version=package_version()))
+
+
+# --- datasets ----------------------------------------------------------------------------------------------
+
+
+def _merge(info: dict[str, Any], row: dict[str, Any] | None) -> dict[str, Any]:
+    """The store's description of a dataset plus what the catalog adds (state, live version, creation)."""
+    out = dict(info)
+    out["state"] = row["state"] if row else DatasetState.READY.value
+    out.setdefault("index_version", row["index_version"] if row else None)
+    if row and out.get("index_version") is None:
+        out["index_version"] = row["index_version"]
+    out["created"] = row["created"] if row else None
+    return out
+
+
+def _catalog_only(row: dict[str, Any]) -> dict[str, Any]:
+    return {"name": row["name"], "events": row["events"], "state": row["state"],
+            "index_version": row["index_version"], "created": row["created"]}
+
+
+def _sync_row(st: ServiceState, name: str, info: dict[str, Any]) -> dict[str, Any]:
+    """The catalog row of a dataset found on disk, recorded first if it was built outside the service."""
+    row = st.catalog.get_dataset(name)
+    if row is None or row["state"] == DatasetState.DELETED.value:
+        publish_build(st.catalog, name, info)
+        row = st.catalog.get_dataset(name)
+    return row or {}
+
+
+@operation("/datasets", "GET", sc.Operation(
+    summary="List datasets", scope="read", tag="datasets",
+    responses={200: ("every dataset, by name", sc.DATASET_LIST)}))
+def list_datasets() -> Any:
+    from api import service
+
+    st = state()
+    out: dict[str, dict[str, Any]] = {}
+    for info in service.list_datasets(st.home):
+        out[info["name"]] = _merge(info, _sync_row(st, info["name"], info))
+    pending = (DatasetState.BUILDING.value, DatasetState.FAILED.value)
+    for row in st.catalog.list_datasets():
+        if row["name"] not in out and row["state"] in pending:
+            out[row["name"]] = _catalog_only(row)
+    return jsonify({"datasets": [out[n] for n in sorted(out)]})
+
+
+@operation("/datasets/<name>", "GET", sc.Operation(
+    summary="Describe a dataset", scope="read", tag="datasets",
+    description="events, time range, types, store size, the live index (CONTRACT §4 `info`) and its "
+                "catalog state",
+    responses={200: ("the dataset", sc.DATASET)}))
+def get_dataset(name: str) -> Any:
+    from api import service
+
+    st = state()
+    checked_name(name)
+    if service.dataset_exists(st.home, name):
+        info = service.dataset_info(st.home, name)
+        return jsonify(_merge(info, _sync_row(st, name, info)))
+    row = st.catalog.get_dataset(name)
+    if row is not None and row["state"] in (DatasetState.BUILDING.value, DatasetState.FAILED.value):
+        return jsonify(_catalog_only(row))
+    raise NotFound(f"dataset {name!r} does not exist", where=name)
+
+
+@operation("/datasets/<name>", "DELETE", sc.Operation(
+    summary="Delete a dataset (events and index)", scope="write", tag="datasets",
+    responses={200: ("deleted", sc.DELETED)}))
+def delete_dataset(name: str) -> Any:
+    from api import service
+
+    st = state()
+    checked_name(name)
+    active = st.catalog.active_job(name)
+    if active is not None:
+        raise Conflict(f"dataset {name!r} has a build in progress (job {active['id']}); delete it afterwards",
+                       where=name)
+    with st.locks.hold(name):
+        on_disk = service.dataset_exists(st.home, name)
+        row = st.catalog.get_dataset(name)
+        if not on_disk and (row is None or row["state"] == DatasetState.DELETED.value):
+            raise NotFound(f"dataset {name!r} does not exist", where=name)
+        if on_disk:
+            service.delete_dataset(st.home, name)
+        st.catalog.mark_deleted(name)
+    return jsonify({"deleted": name})
+
+
+# --- appends and builds ------------------------------------------------------------------------------------
+
+
+def _append_records() -> list[dict[str, Any]]:
+    """The request's events, from a JSON array or NDJSON, within the configured append size limit."""
+    request.max_content_length = int(current_app.config["MAX_APPEND_BYTES"])
+    raw = request.get_data(cache=False)
+    mimetype = (request.mimetype or "").lower()
+    records = sc.parse_ndjson_body(raw) if mimetype in NDJSON_TYPES else sc.parse_json_body(raw)
+    return sc.validate_events(records)
+
+
+@operation("/datasets/<name>/events", "POST", sc.Operation(
+    summary="Append events (all or nothing)", scope="write", tag="datasets", request=sc.EVENT_BATCH,
+    request_kind="events",
+    description="A JSON array of events, or NDJSON (Content-Type application/x-ndjson), one event per line. "
+                "Events are ordered by ts (ties in the given order) and numbered after the dataset's last "
+                "event; an event older than the dataset's last ts rejects the whole batch (409). The index "
+                "is extended in place.",
+    responses={200: ("appended", sc.APPEND_RESULT)}))
+def append_events(name: str) -> Any:
+    from api import service
+
+    st = state()
+    checked_name(name)
+    records = _append_records()
+    if not service.dataset_exists(st.home, name):
+        raise NotFound(f"dataset {name!r} does not exist; build it first", where=name)
+    active = st.catalog.active_job(name)
+    if active is not None:
+        raise Conflict(f"dataset {name!r} has a build in progress (job {active['id']})", where=name)
+    with st.locks.hold(name):
+        result = service.append_records(st.home, name, records)
+        info = service.dataset_info(st.home, name)
+        publish_build(st.catalog, name, info)
+    return jsonify(result)
+
+
+@operation("/datasets/<name>/builds", "POST", sc.Operation(
+    summary="Start an offline build from server-side inputs", scope="write", tag="builds",
+    request=sc.BUILD_REQUEST,
+    description="Inputs are paths relative to (or inside) the server's input roots (SEQSKETCH_INPUT_ROOTS). "
+                "The build runs in the background; poll GET /v1/jobs/{id}.",
+    responses={202: ("queued", sc.JOB_ACCEPTED)}))
+def start_build(name: str, body: dict[str, Any]) -> Any:
+    from api import service
+
+    st = state()
+    checked_name(name)
+    inputs = resolve_inputs(body["inputs"], st.input_roots)
+    options = {k: v for k, v in body.items() if k != "inputs"}
+    exists = service.dataset_exists(st.home, name)
+    if exists and not options.get("replace"):
+        raise Conflict(f"dataset {name!r} exists already; pass \"replace\": true to rebuild it", where=name)
+    assert st.jobs is not None
+    job = st.jobs.submit(name, inputs, options, exists=exists)
+    location = url_for("v1.get_job", job_id=job["id"])
+    response = jsonify({"job_id": job["id"], "state": job["state"], "url": location})
+    response.status_code = 202
+    response.headers["Location"] = location
+    return response
+
+
+@operation("/jobs/<job_id>", "GET", sc.Operation(
+    summary="A build job's state and progress", scope="read", tag="builds",
+    responses={200: ("the job", sc.JOB)}))
+def get_job(job_id: str) -> Any:
+    job = state().catalog.get_job(job_id)
+    if job is None:
+        raise NotFound(f"build job {job_id!r} does not exist", where=job_id)
+    return jsonify(job)
+
+
+# --- queries -----------------------------------------------------------------------------------------------
+
+
+def _query_text(query: str | dict[str, Any]) -> str:
+    return query if isinstance(query, str) else json.dumps(query, sort_keys=True)
+
+
+@operation("/datasets/<name>/query", "POST", sc.Operation(
+    summary="Answer a pattern query", scope="read", tag="queries", request=sc.QUERY_REQUEST,
+    description="Modes: approximate (the Bloom-filter tree alone), verified (default; exact on the "
+                "candidates), exact (the whole stream). Answers beyond the server's match limit are "
+                "truncated (truncated: true); a query over the time or scan limit fails with query_limit.",
+    responses={200: ("the answer (CONTRACT §3)", sc.QUERY_ANSWER)}))
+def query(name: str, body: dict[str, Any]) -> Any:
+    from api import service
+
+    st = state()
+    checked_name(name)
+    cfg = current_app.config
+    mode = body.get("mode") or "verified"
+    started = time.perf_counter()
+    error_code: str | None = None
+    answer: dict[str, Any] = {}
+    try:
+        if not service.dataset_exists(st.home, name):
+            raise NotFound(f"dataset {name!r} does not exist", where=name)
+        answer = service.limited_query(
+            st.home, name, body["query"], mode=mode, limit=body.get("limit"),
+            granularity=body.get("granularity"), include_events=bool(body.get("include_events")),
+            max_matches=int(cfg["QUERY_MAX_MATCHES"]) or None,
+            timeout_ms=int(cfg["QUERY_TIMEOUT_MS"]) or None,
+            max_events=int(cfg["QUERY_MAX_EVENTS"]) or None)
+        return jsonify(answer)
+    except SeqsketchError as err:
+        error_code = err.code
+        raise
+    except Exception:
+        error_code = "internal"
+        raise
+    finally:
+        stats = answer.get("stats") or {}
+        st.catalog.log_query(
+            dataset=name, mode=mode, query=_query_text(body["query"]),
+            ms=(time.perf_counter() - started) * 1000.0, count=answer.get("count"),
+            candidate_intervals=stats.get("candidate_intervals"), events_scanned=stats.get("events_scanned"),
+            truncated=bool(answer.get("truncated")), error_code=error_code, token=_principal_name())
