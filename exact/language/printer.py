@@ -1,0 +1,96 @@
+"""AST → canonical query text.
+
+The canonical form: keywords upper-case; every variable printed with its name (``A+ a``); types and attribute
+names bare when they are plain identifiers (types: and not keywords), else single-quoted; event sets as
+``{…}``; one clause per line; clauses left out when they hold their default (no WHERE, no window,
+``skip_till_next_match``, ``RETURN matches``); a literal compared with ``x.ts`` printed as an ISO-8601 string.
+``parse(to_text(q)) == q`` for every checked query ``q``, and ``to_text`` is idempotent through ``parse``.
+"""
+
+from __future__ import annotations
+
+from exact.ast import (
+    Absent,
+    AnyOf,
+    Condition,
+    Element,
+    EventSet,
+    Field,
+    Literal,
+    Operand,
+    Query,
+    Return,
+    Single,
+    Strategy,
+    Var,
+    WithinEvents,
+    WithinTime,
+)
+from exact.language import lexical, temporal
+
+
+def to_text(query: Query) -> str:
+    """The canonical text of ``query``."""
+    lines = ["PATTERN " + _pattern(query.pattern)]
+    if query.where:
+        lines.append("WHERE " + " AND ".join(_condition(c) for c in query.where))
+    if query.partition_by:
+        lines.append("PARTITION BY " + ", ".join(lexical.attribute(a) for a in query.partition_by))
+    if isinstance(query.within, WithinTime):
+        lines.append("WITHIN " + temporal.format_duration(query.within.micros))
+    elif isinstance(query.within, WithinEvents):
+        lines.append(f"WITHIN {query.within.count} EVENTS")
+    if query.between is not None:
+        start = lexical.quote(temporal.micros_to_iso(query.between.start))
+        end = lexical.quote(temporal.micros_to_iso(query.between.end))
+        lines.append(f"BETWEEN {start} AND {end}")
+    if query.strategy is not Strategy.SKIP_TILL_NEXT_MATCH:
+        lines.append("STRATEGY " + query.strategy.value)
+    if query.returns is not Return.MATCHES:
+        lines.append("RETURN " + query.returns.value)
+    return "\n".join(lines)
+
+
+def _pattern(pattern: tuple[Element, ...]) -> str:
+    if len(pattern) == 1 and not isinstance(pattern[0], Absent):
+        return _element(pattern[0])
+    return "SEQ(" + ", ".join(_element(e) for e in pattern) + ")"
+
+
+def _element(element: Element) -> str:
+    if isinstance(element, Single):
+        return _var(element.var)
+    inner = ", ".join(_var(v) for v in element.vars)
+    if isinstance(element, EventSet):
+        return "{" + inner + "}"
+    if isinstance(element, AnyOf):
+        return f"OR({inner})"
+    return f"NOT({inner})"
+
+
+def _var(var: Var) -> str:
+    type_text = "ANY" if var.type is None else lexical.word(var.type)
+    return f"{type_text}{'+' if var.kleene else ''} {var.name}"
+
+
+def _condition(cond: Condition) -> str:
+    left = _operand(cond.left, cond.right)
+    right = _operand(cond.right, cond.left)
+    return f"{left} {cond.op} {right}"
+
+
+def _operand(operand: Operand, other: Operand) -> str:
+    if isinstance(operand, Field):
+        field = f"{operand.var}.{lexical.attribute(operand.attr)}"
+        return f"prev({field})" if operand.prev else field
+    return _literal(operand, other)
+
+
+def _literal(literal: Literal, other: Operand) -> str:
+    value = literal.value
+    compared_with_ts = isinstance(other, Field) and other.attr == "ts"
+    if (compared_with_ts and isinstance(value, int) and not isinstance(value, bool)
+            and temporal.is_printable_time(value)):
+        # Readable and exact: the parser turns the ISO string back into these microseconds.
+        return lexical.quote(temporal.micros_to_iso(value))
+    return lexical.format_scalar(value)
