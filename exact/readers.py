@@ -1,0 +1,604 @@
+"""Readers: input files → batches of stream tables (no ``seq``; ingest orders and numbers them).
+
+Formats (CONTRACT §1):
+
+``xes`` (``.xes``, ``.xes.gz``)
+    Streamed with the expat parser that ``xml.etree`` is built on, fed 1 MiB at a time: no element tree is
+    built at all, so memory stays at one batch whatever the log's size, and every error can name its line.
+    type = ``concept:name``, ts = ``time:timestamp``; the trace's ``concept:name`` becomes attribute ``case``;
+    every other attribute of the event and of its trace is kept, typed by its XES element (``int``, ``float``,
+    ``boolean``, ``string``/``id``, ``date`` → ISO-8601 UTC text).  An event attribute wins over a trace
+    attribute of the same key.  Nested attributes (children of an attribute element), ``list``/``container``
+    values and log-level attributes and globals are not event data and are skipped.
+``csv`` / ``jsonl`` / ``parquet``
+    ``--type-field`` (default ``type``) and ``--time-field`` (default ``ts``) name the two fields; every other
+    field becomes an attribute.  A field named ``seq`` is ignored: ``seq`` is always assigned at ingest.
+    CSV values are inferred per column over the whole file: int64 if every non-empty value is an integer, else
+    double if every one is a number, else bool if every one is ``true``/``false`` (any case), else string; an
+    empty cell is null.  JSON values keep their JSON type (objects and arrays become compact JSON text); a
+    record may also carry its attributes in an ``attrs`` object.  Parquet columns keep their type (integers →
+    int64, floats → double, dates and timestamps → ISO text, anything else → text); a struct column ``attrs``
+    is unpacked, so a stream written by the store reads back as itself.
+``text``
+    Each whitespace-separated token is one event whose type is the token.  Its ts is its position: token ``i``
+    (0-based, counted over the whole input) is at ``1970-01-01T00:00:00Z + i`` seconds (plus an optional
+    origin, so several text inputs continue one another).  A ``word/tag`` token keeps the word, the part
+    before the last ``/``.  A ``.zip`` archive is read member by member in name order, skipping directories
+    and the documentation members that corpus archives carry (``README*``, ``LICENSE*``, ``CONTENTS*``,
+    ``cats.txt``).  A ``.gz`` file is decompressed.
+
+Timestamps in CSV, JSON and Parquet text: ISO-8601, with an offset or ``Z``; **text without a zone is taken
+as UTC**.  Numbers (and numeric text) are **seconds since the Unix epoch**, fractions allowed.
+
+Every malformed record raises :class:`~exact.errors.InputError` naming the file, the line (XES, CSV, JSON
+Lines, text) or record (Parquet, 1-based) and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+from xml.parsers import expat
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from exact.errors import InputError
+from exact.events import (
+    ATTRS,
+    SEQ,
+    TS_TYPE,
+    attr_array,
+    iso_date_text,
+    iso_of_micros,
+    make_table,
+    parse_timestamp,
+)
+
+FORMATS = ("xes", "csv", "jsonl", "parquet", "text")
+#: Records per batch: large enough that Arrow does the work, small enough to bound memory per batch.
+BATCH_ROWS = 65_536
+DEFAULT_TYPE_FIELD = "type"
+DEFAULT_TIME_FIELD = "ts"
+_CHUNK = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read one input: field names (csv/jsonl/parquet), text ts origin (seconds), batch size."""
+
+    type_field: str = DEFAULT_TYPE_FIELD
+    time_field: str = DEFAULT_TIME_FIELD
+    text_origin: int = 0
+    batch_rows: int = BATCH_ROWS
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of ``path`` by its extension (``--format auto``)."""
+    name = Path(path).name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    for suffix, fmt in ((".xes", "xes"), (".csv", "csv"), (".jsonl", "jsonl"), (".ndjson", "jsonl"),
+                        (".json", "jsonl"), (".parquet", "parquet"), (".pq", "parquet"), (".txt", "text"),
+                        (".zip", "text")):
+        if name.endswith(suffix):
+            return fmt
+    raise InputError(f"cannot tell the format from the extension; pass --format one of {', '.join(FORMATS)}",
+                     where=str(path))
+
+
+def read_events(path: str | Path, fmt: str = "auto",
+                options: ReadOptions | None = None) -> Iterator[pa.Table]:
+    """Stream the events of one input as stream tables without ``seq``, in input order."""
+    path = Path(path)
+    options = options or ReadOptions()
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; expected one of auto, {', '.join(FORMATS)}",
+                         where=str(path))
+    if not path.is_file():
+        raise InputError("no such file", where=str(path))
+    reader = {"xes": read_xes, "csv": read_csv, "jsonl": read_jsonl, "parquet": read_parquet,
+              "text": read_text}[fmt]
+    yield from reader(path, options)
+
+
+# ------------------------------------------------------------------------------------------- batching
+
+
+class _Columns:
+    """Column-wise accumulation of one batch: no per-event dict survives the batch."""
+
+    def __init__(self) -> None:
+        self.ts: list[int] = []
+        self.types: list[str] = []
+        self.attrs: dict[str, list[Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def add(self, ts: int, typ: str, attrs: dict[str, Any]) -> None:
+        n = len(self.ts)
+        for key, value in attrs.items():
+            col = self.attrs.get(key)
+            if col is None:
+                col = self.attrs[key] = [None] * n
+            col.append(value)
+        self.ts.append(ts)
+        self.types.append(typ)
+        n += 1
+        for col in self.attrs.values():
+            if len(col) < n:
+                col.append(None)
+
+    def table(self) -> pa.Table:
+        return make_table(self.ts, self.types, {k: attr_array(v) for k, v in self.attrs.items()})
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    """The file's bytes, gunzipped when it starts with the gzip magic (whatever its name)."""
+    raw = open(path, "rb")  # noqa: SIM115 - handed to the caller
+    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+    if head == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    return raw
+
+
+def _read_chunks(stream: IO[bytes], where: str) -> Iterator[bytes]:
+    try:
+        while chunk := stream.read(_CHUNK):
+            yield chunk
+    except (OSError, EOFError, gzip.BadGzipFile) as err:
+        raise InputError(f"cannot read: {err}", where=where) from None
+
+
+def _empty(where: str) -> InputError:
+    return InputError("empty file: no events", where=where)
+
+
+# ------------------------------------------------------------------------------------------------ XES
+
+_XES_VALUE_TAGS = frozenset({"string", "date", "int", "float", "boolean", "id"})
+_XES_SKIPPED_TAGS = frozenset({"list", "container", "values"})
+_XES_TYPE, _XES_TIME, _CASE = "concept:name", "time:timestamp", "case"
+
+
+class _XesHandler:
+    """Expat callbacks turning ``<trace>``/``<event>`` elements into column rows (see module docstring)."""
+
+    def __init__(self, parser: Any, where: str) -> None:
+        self.parser = parser
+        self.where = where
+        self.stack: list[str] = []
+        self.trace: dict[str, Any] | None = None
+        self.event: dict[str, Any] | None = None
+        self.event_line = 0
+        self.batch = _Columns()
+        self.count = 0
+
+    def error(self, message: str, line: int | None = None) -> InputError:
+        return InputError(message, where=self.where, line=line or self.parser.CurrentLineNumber)
+
+    def start(self, name: str, attrs: dict[str, str]) -> None:
+        local = name.rsplit(":", 1)[-1]
+        parent = self.stack[-1] if self.stack else None
+        self.stack.append(local)
+        if local == "trace" and parent == "log":
+            self.trace = {}
+        elif local == "event" and parent in ("trace", "log"):
+            self.event = {}
+            self.event_line = self.parser.CurrentLineNumber
+        elif local in _XES_VALUE_TAGS:
+            target = self.event if parent == "event" else self.trace if parent == "trace" else None
+            if target is not None and (parent != "trace" or self.event is None):
+                key = attrs.get("key")
+                if not key:
+                    raise self.error(f"<{local}> attribute has no 'key'")
+                target[key] = self.typed_value(local, key, attrs.get("value"))
+
+    def typed_value(self, tag: str, key: str, value: str | None) -> Any:
+        if value is None:
+            raise self.error(f"field {key!r}: <{tag}> has no 'value'")
+        try:
+            if tag == "int":
+                return int(value)
+            if tag == "float":
+                return float(value)
+            if tag == "boolean":
+                low = value.strip().lower()
+                if low not in ("true", "false"):
+                    raise ValueError(f"not a boolean: {value!r}")
+                return low == "true"
+            if tag == "date":
+                return value if key == _XES_TIME else iso_date_text(value.strip())
+        except ValueError as err:
+            raise self.error(f"field {key!r}: bad <{tag}> value: {err}") from None
+        return value
+
+    def end(self, name: str) -> None:
+        local = self.stack.pop()
+        parent = self.stack[-1] if self.stack else None
+        if local == "event" and self.event is not None and parent in ("trace", "log"):
+            self.emit(self.event)
+            self.event = None
+        elif local == "trace" and self.stack and self.stack[-1] == "log":
+            self.trace = None
+
+    def emit(self, event: dict[str, Any]) -> None:
+        typ = event.pop(_XES_TYPE, None)
+        if not isinstance(typ, str) or not typ:
+            raise self.error(f"event has no field {_XES_TYPE!r} (its type)", self.event_line)
+        raw_ts = event.pop(_XES_TIME, None)
+        if raw_ts is None:
+            raise self.error(f"event has no field {_XES_TIME!r} (its time)", self.event_line)
+        try:
+            ts = parse_timestamp(raw_ts)
+        except ValueError as err:
+            raise self.error(f"field {_XES_TIME!r}: {err}", self.event_line) from None
+        row: dict[str, Any] = {}
+        if self.trace:
+            for key, value in self.trace.items():
+                row[_CASE if key == _XES_TYPE else key] = value
+        row.update(event)
+        self.batch.add(ts, typ, row)
+        self.count += 1
+
+
+def read_xes(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
+    """Stream an XES log (plain or gzipped) in batches; see the module docstring for the mapping."""
+    where = str(path)
+    parser = expat.ParserCreate()
+    parser.buffer_text = True
+    handler = _XesHandler(parser, where)
+    parser.StartElementHandler = handler.start
+    parser.EndElementHandler = handler.end
+    with _open_binary(path) as stream:
+        saw_bytes = False
+        for chunk in _read_chunks(stream, where):
+            saw_bytes = saw_bytes or bool(chunk.strip())
+            _feed(parser, chunk, False, where)
+            if len(handler.batch) >= options.batch_rows:
+                yield handler.batch.table()
+                handler.batch = _Columns()
+        if not saw_bytes:
+            raise InputError("empty file", where=where)
+        _feed(parser, b"", True, where)
+    if len(handler.batch):
+        yield handler.batch.table()
+    if handler.count == 0:
+        raise _empty(where)
+
+
+def _feed(parser: Any, data: bytes, final: bool, where: str) -> None:
+    try:
+        parser.Parse(data, final)
+    except expat.ExpatError as err:
+        raise InputError(f"malformed XML: {expat.ErrorString(err.code)}", where=where, line=err.lineno,
+                         column=err.offset + 1) from None
+
+
+# ------------------------------------------------------------------------------------------------ CSV
+
+_INT_RE = r"^\s*[+-]?\d{1,18}\s*$"
+_FLOAT_RE = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
+
+
+def _fields_check(header: list[str], options: ReadOptions, where: str) -> None:
+    for role, field in (("type", options.type_field), ("time", options.time_field)):
+        if field not in header:
+            raise InputError(f"no {role} field {field!r} in the header (columns: {', '.join(header)})",
+                             where=where, line=1)
+
+
+def read_csv(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
+    """CSV with a header row; values typed per column over the whole file (see module docstring)."""
+    where = str(path)
+    with _open_binary(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+        reader = csv.reader(text)
+        try:
+            header = next(reader, None)
+            if header is None or not any(h.strip() for h in header):
+                raise InputError("empty file: no header row", where=where)
+            header = [h.strip() for h in header]
+            _fields_check(header, options, where)
+            ti, si = header.index(options.type_field), header.index(options.time_field)
+            attr_idx = [(i, h) for i, h in enumerate(header) if i not in (ti, si) and h != SEQ and h]
+            batches = list(_csv_batches(reader, header, ti, si, attr_idx, options, where))
+        except UnicodeDecodeError as err:
+            raise InputError(f"not UTF-8 text: {err.reason}", where=where) from None
+        except csv.Error as err:
+            raise InputError(f"malformed CSV: {err}", where=where, line=reader.line_num) from None
+    if not batches:
+        raise _empty(where)
+    columns = {name: pa.chunked_array([b[2][name] for b in batches], pa.string()) for _, name in attr_idx}
+    typed = {name: _infer_text_column(col) for name, col in columns.items()}
+    offset = 0
+    for ts, types, _ in batches:
+        n = len(ts)
+        attrs = {name: col.slice(offset, n).combine_chunks() for name, col in typed.items()}
+        offset += n
+        yield make_table(ts, types, attrs)
+
+
+_CsvBatch = tuple[list[int], list[str], dict[str, pa.Array]]
+
+
+def _csv_batches(reader: Any, header: list[str], ti: int, si: int, attr_idx: list[tuple[int, str]],
+                 options: ReadOptions, where: str) -> Iterator[_CsvBatch]:
+    width = len(header)
+    ts: list[int] = []
+    types: list[str] = []
+    cols: dict[str, list[str | None]] = {name: [] for _, name in attr_idx}
+    for row in reader:
+        line = reader.line_num
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != width:
+            raise InputError(f"record has {len(row)} fields, the header has {width}", where=where, line=line)
+        typ = row[ti].strip()
+        if not typ:
+            raise InputError(f"field {options.type_field!r}: empty type", where=where, line=line)
+        ts.append(_ts_or_error(row[si], options.time_field, where, line))
+        types.append(typ)
+        for i, name in attr_idx:
+            cell = row[i]
+            cols[name].append(cell if cell != "" else None)
+        if len(ts) >= options.batch_rows:
+            yield ts, types, {n: pa.array(v, pa.string()) for n, v in cols.items()}
+            ts, types, cols = [], [], {name: [] for _, name in attr_idx}
+    if ts:
+        yield ts, types, {n: pa.array(v, pa.string()) for n, v in cols.items()}
+
+
+def _infer_text_column(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """int64, double, bool or string for a column of CSV text, whichever fits every non-null value."""
+    if col.null_count == len(col):
+        return pa.chunked_array([pa.nulls(len(c)) for c in col.chunks], pa.null())
+
+    def all_match(pattern: str) -> bool:
+        return bool(pc.all(pc.match_substring_regex(col, pattern), skip_nulls=True).as_py())
+
+    if all_match(_INT_RE):
+        return pc.cast(pc.utf8_trim_whitespace(col), pa.int64())
+    if all_match(_FLOAT_RE):
+        return pc.cast(pc.utf8_trim_whitespace(col), pa.float64())
+    lowered = pc.utf8_lower(pc.utf8_trim_whitespace(col))
+    if bool(pc.all(pc.is_in(lowered, pa.array(["true", "false"])), skip_nulls=True).as_py()):
+        return pc.equal(lowered, "true")
+    return col
+
+
+def _ts_or_error(value: Any, field: str, where: str, line: int | None = None,
+                 record: int | None = None) -> int:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise InputError(f"field {field!r}: missing time", where=_where(where, record), line=line)
+    try:
+        return parse_timestamp(value)
+    except ValueError as err:
+        raise InputError(f"field {field!r}: {err}", where=_where(where, record), line=line) from None
+
+
+def _where(where: str, record: int | None) -> str:
+    return where if record is None else f"{where}: record {record}"
+
+
+# ---------------------------------------------------------------------------------------------- JSONL
+
+
+def read_jsonl(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
+    """JSON Lines: one object per line, blank lines skipped; values keep their JSON type."""
+    where = str(path)
+    batch = _Columns()
+    count = 0
+    with _open_binary(path) as raw:
+        for line_no, line in enumerate(io.TextIOWrapper(raw, encoding="utf-8-sig"), start=1):
+            if not line.strip():
+                continue
+            record = _json_record(line, where, line_no)
+            batch.add(*_json_event(record, options, where, line_no))
+            count += 1
+            if len(batch) >= options.batch_rows:
+                yield batch.table()
+                batch = _Columns()
+    if len(batch):
+        yield batch.table()
+    if count == 0:
+        raise _empty(where)
+
+
+def _json_record(line: str, where: str, line_no: int) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise InputError(f"malformed JSON: {err.msg}", where=where, line=line_no, column=err.colno) from None
+    if not isinstance(record, dict):
+        raise InputError(f"expected a JSON object, got {type(record).__name__}", where=where, line=line_no)
+    return record
+
+
+def _json_event(record: dict[str, Any], options: ReadOptions, where: str,
+                line_no: int) -> tuple[int, str, dict[str, Any]]:
+    typ = record.get(options.type_field)
+    if typ is None:
+        raise InputError(f"no type field {options.type_field!r}", where=where, line=line_no)
+    if not isinstance(typ, str) or not typ:
+        raise InputError(f"field {options.type_field!r}: the type must be a non-empty string, got {typ!r}",
+                         where=where, line=line_no)
+    if options.time_field not in record:
+        raise InputError(f"no time field {options.time_field!r}", where=where, line=line_no)
+    ts = _ts_or_error(record[options.time_field], options.time_field, where, line_no)
+    attrs: dict[str, Any] = {}
+    for key, value in record.items():
+        if key in (options.type_field, options.time_field, SEQ):
+            continue
+        if key == ATTRS and isinstance(value, dict):
+            for k, v in value.items():
+                attrs[k] = _json_scalar(v)
+        else:
+            attrs[key] = _json_scalar(value)
+    return ts, typ, attrs
+
+
+def _json_scalar(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return value
+
+
+# -------------------------------------------------------------------------------------------- Parquet
+
+
+def read_parquet(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
+    """Parquet, batch by batch; column types kept (see module docstring)."""
+    where = str(path)
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"not a readable Parquet file: {err}", where=where) from None
+    names = pf.schema_arrow.names
+    for role, field in (("type", options.type_field), ("time", options.time_field)):
+        if field not in names:
+            raise InputError(f"no {role} field {field!r} (columns: {', '.join(names)})", where=where)
+    if pf.metadata.num_rows == 0:
+        raise _empty(where)
+    first = 1
+    for batch in pf.iter_batches(batch_size=options.batch_rows):
+        yield _parquet_table(pa.Table.from_batches([batch]), options, where, first)
+        first += batch.num_rows
+
+
+def _parquet_table(table: pa.Table, options: ReadOptions, where: str, first_record: int) -> pa.Table:
+    types = table.column(options.type_field).combine_chunks()
+    if not (pa.types.is_string(types.type) or pa.types.is_large_string(types.type)
+            or pa.types.is_dictionary(types.type)):
+        types = pc.cast(types, pa.string())
+    types = types.cast(pa.string())
+    bad = pc.or_kleene(pc.is_null(types), pc.equal(types, ""))
+    if pc.any(bad).as_py():
+        i = pc.index(bad, True).as_py()
+        raise InputError(f"field {options.type_field!r}: missing type",
+                         where=f"{where}: record {first_record + i}")
+    time_col = table.column(options.time_field).combine_chunks()
+    ts = _parquet_ts(time_col, options.time_field, where, first_record)
+    attrs: dict[str, pa.Array] = {}
+    for name in table.column_names:
+        if name in (options.type_field, options.time_field, SEQ):
+            continue
+        col = table.column(name).combine_chunks()
+        if name == ATTRS and pa.types.is_struct(col.type):
+            for i in range(col.type.num_fields):
+                attrs[col.type.field(i).name] = _arrow_attr(col.field(i))
+        else:
+            attrs[name] = _arrow_attr(col)
+    return make_table(ts, types, attrs)
+
+
+def _parquet_ts(col: pa.Array, field: str, where: str, first_record: int) -> pa.Array:
+    if col.null_count:
+        i = pc.index(pc.is_null(col), True).as_py()
+        raise InputError(f"field {field!r}: missing time", where=f"{where}: record {first_record + i}")
+    t = col.type
+    if pa.types.is_timestamp(t):
+        # A naive timestamp is read as UTC: reinterpret its wall-clock value, no shift.
+        return col.cast(pa.timestamp("us", tz=t.tz)).view(pa.int64()).cast(TS_TYPE)
+    if pa.types.is_date(t):
+        return col.cast(pa.date32()).cast(pa.timestamp("us")).view(pa.int64()).cast(TS_TYPE)
+    if pa.types.is_integer(t):
+        return pc.multiply_checked(col.cast(pa.int64()), 1_000_000).cast(TS_TYPE)
+    if pa.types.is_floating(t):
+        return pc.round(pc.multiply(col.cast(pa.float64()), 1e6)).cast(pa.int64()).cast(TS_TYPE)
+    values = col.cast(pa.string()).to_pylist()
+    return pa.array([_ts_or_error(v, field, where, record=first_record + i) for i, v in enumerate(values)],
+                    pa.int64()).cast(TS_TYPE)
+
+
+def _arrow_attr(col: pa.Array) -> pa.Array:
+    """One input column as an attribute column of int64, double, bool or string (or null)."""
+    t = col.type
+    if pa.types.is_dictionary(t):
+        return _arrow_attr(col.dictionary_decode())
+    if pa.types.is_null(t) or t in (pa.int64(), pa.float64(), pa.bool_(), pa.string()):
+        return col
+    if pa.types.is_integer(t):
+        try:
+            return col.cast(pa.int64())
+        except pa.ArrowInvalid:  # uint64 beyond int64
+            return col.cast(pa.string())
+    if pa.types.is_floating(t):
+        return col.cast(pa.float64())
+    if pa.types.is_large_string(t):
+        return col.cast(pa.string())
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        unit = pa.timestamp("us") if pa.types.is_date(t) else pa.timestamp("us", tz=t.tz)
+        micros = col.cast(unit).view(pa.int64()).to_pylist()
+        return pa.array([None if v is None else iso_of_micros(v) for v in micros], pa.string())
+    return pa.array([None if v is None else _json_scalar(v) if isinstance(v, dict | list) else str(v)
+                     for v in col.to_pylist()], pa.string())
+
+
+# ----------------------------------------------------------------------------------------------- text
+
+_DOC_MEMBER = re.compile(r"^(readme|license|licence|contents)([._-].*)?$|^cats\.txt$", re.IGNORECASE)
+
+
+def word_of(token: str) -> str:
+    """The word of a ``word/tag`` token (the part before the last ``/``); other tokens stay whole."""
+    head, sep, _ = token.rpartition("/")
+    return head if sep and head else token
+
+
+def read_text(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
+    """Whitespace tokens as events (see module docstring for ts and ``.zip`` handling)."""
+    position = options.text_origin
+    for where, stream in _text_streams(path):
+        with stream:
+            batch: list[str] = []
+            try:
+                for line in io.TextIOWrapper(stream, encoding="utf-8"):
+                    batch.extend(word_of(tok) for tok in line.split())
+                    if len(batch) >= options.batch_rows:
+                        yield _text_table(batch, position)
+                        position += len(batch)
+                        batch = []
+            except UnicodeDecodeError as err:
+                raise InputError(f"not UTF-8 text (byte {err.start} of a block): {err.reason}",
+                                 where=where) from None
+            if batch:
+                yield _text_table(batch, position)
+                position += len(batch)
+    if position == options.text_origin:
+        raise _empty(str(path))
+
+
+def _text_streams(path: Path) -> Iterator[tuple[str, IO[bytes]]]:
+    if zipfile.is_zipfile(path):
+        try:
+            archive = zipfile.ZipFile(path)
+        except zipfile.BadZipFile as err:
+            raise InputError(f"bad zip archive: {err}", where=str(path)) from None
+        with archive:
+            for info in sorted(archive.infolist(), key=lambda i: i.filename):
+                base = info.filename.rstrip("/").rsplit("/", 1)[-1]
+                if info.is_dir() or _DOC_MEMBER.match(base) or base.startswith("."):
+                    continue
+                yield f"{path}:{info.filename}", archive.open(info)
+    else:
+        yield str(path), _open_binary(path)
+
+
+def _text_table(words: list[str], position: int) -> pa.Table:
+    ts = np.arange(position, position + len(words), dtype=np.int64) * 1_000_000
+    return make_table(pa.array(ts), pa.array(words, pa.string()))

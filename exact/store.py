@@ -1,0 +1,551 @@
+"""The event store: a dataset's stream as seq-sorted Parquet parts behind one atomically replaced manifest.
+
+Layout under ``$SEQSKETCH_HOME/datasets/<name>/store/``::
+
+    manifest.json            the one snapshot pointer (replaced atomically: temp file, fsync, os.replace)
+    parts/part-<first_seq>-<id>.parquet
+    .lock                    advisory lock held by writers
+
+A part holds a contiguous seq range in seq order, written in row groups of ``row_group_size`` rows.  The
+manifest records each part's row-group seq ranges, so a read of ``[start_seq, end_seq]`` opens only the parts
+and row groups that overlap it (:meth:`EventStore.plan`).  Parts are immutable once written; an append adds
+parts and publishes them with one manifest replace, together with any ``extra`` the index wants published
+with them (its current version), so readers never see events without the index that covers them or the
+reverse.
+
+Writers (``append``, ``commit``) hold an exclusive lock on ``.lock``; a caller that calls
+:meth:`EventStore.write_part` and then :meth:`EventStore.commit` itself holds :meth:`EventStore.writing`
+across both.  Files in ``parts/`` that the manifest does not name (left by a crash or a rejected batch) are
+never read and are deleted by the next write.
+
+Each part keeps its own schema; a snapshot's ``attrs`` is the widening of all parts' attribute types
+(:func:`exact.events.widen`), and reads cast every batch to it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import threading
+import uuid
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from exact.errors import Conflict, InputError, NotFound, SeqsketchError
+from exact.events import (
+    ATTRS,
+    SEQ,
+    TS,
+    TYPE,
+    attr_types,
+    conform_attrs,
+    event_schema,
+    finish_table,
+    iso_of_micros,
+    type_from_name,
+    type_name,
+    unify_attr_types,
+)
+from exact.ingest import order_by_time, with_seq
+
+FORMAT = "seqsketch-event-store"
+FORMAT_VERSION = 1
+DEFAULT_ROW_GROUP_SIZE = 8192
+#: Rows per part file when a large table is written at once (a build); appends make one part each.
+DEFAULT_PART_ROWS = 1 << 20
+MANIFEST = "manifest.json"
+PARTS = "parts"
+_LOCK = ".lock"
+_DATASET_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+COLUMNS = (SEQ, TS, TYPE, ATTRS)
+
+
+# --------------------------------------------------------------------------------------- dataset paths
+
+
+def seqsketch_home() -> Path:
+    """The data root: ``$SEQSKETCH_HOME``, default ``./.seqsketch``."""
+    return Path(os.environ.get("SEQSKETCH_HOME") or ".seqsketch").absolute()
+
+
+def check_dataset_name(name: str) -> str:
+    """``name`` if it is a valid dataset name (``[a-z0-9][a-z0-9_-]{0,63}``), else an :class:`InputError`."""
+    if not isinstance(name, str) or not _DATASET_NAME.fullmatch(name):
+        raise InputError(f"invalid dataset name {name!r}: use 1-64 characters of a-z, 0-9, '_' and '-', "
+                         "starting with a letter or digit", where="dataset name")
+    return name
+
+
+def datasets_dir(home: Path | None = None) -> Path:
+    return (home or seqsketch_home()) / "datasets"
+
+
+def dataset_dir(name: str, home: Path | None = None) -> Path:
+    return datasets_dir(home) / check_dataset_name(name)
+
+
+def store_dir(dataset: Path) -> Path:
+    """The event store's root inside a dataset directory."""
+    return dataset / "store"
+
+
+def dataset_names(home: Path | None = None) -> list[str]:
+    """Names of the datasets under ``home`` that have a committed store, sorted."""
+    root = datasets_dir(home)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir()
+                  if _DATASET_NAME.fullmatch(p.name) and (store_dir(p) / MANIFEST).is_file())
+
+
+# ------------------------------------------------------------------------------------------ snapshots
+
+
+@dataclass(frozen=True)
+class PartInfo:
+    """One part file: its seq range, row count, ts range, row-group seq ranges and attribute types."""
+
+    file: str
+    first_seq: int
+    last_seq: int
+    rows: int
+    min_ts: int
+    max_ts: int
+    row_groups: tuple[tuple[int, int], ...]
+    attrs: tuple[tuple[str, str], ...] = ()
+    bytes: int = 0
+    #: Per-type counts of this part; carried from write_part to commit, not persisted per part.
+    type_counts: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "first_seq": self.first_seq, "last_seq": self.last_seq,
+                "rows": self.rows, "min_ts": self.min_ts, "max_ts": self.max_ts,
+                "row_groups": [list(r) for r in self.row_groups], "attrs": dict(self.attrs),
+                "bytes": self.bytes}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PartInfo:
+        return cls(file=d["file"], first_seq=d["first_seq"], last_seq=d["last_seq"], rows=d["rows"],
+                   min_ts=d["min_ts"], max_ts=d["max_ts"],
+                   row_groups=tuple((int(a), int(b)) for a, b in d["row_groups"]),
+                   attrs=tuple(d.get("attrs", {}).items()), bytes=d.get("bytes", 0))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One committed state of the store (a manifest).  ``first_ts``/``last_ts`` are UTC microseconds."""
+
+    version: int
+    events: int
+    first_ts: int | None
+    last_ts: int | None
+    parts: tuple[PartInfo, ...]
+    type_counts: Mapping[str, int]
+    attrs: Mapping[str, str]
+    extra: Mapping[str, Any]
+    row_group_size: int = DEFAULT_ROW_GROUP_SIZE
+
+    def attr_types(self) -> dict[str, pa.DataType]:
+        return {n: type_from_name(t) for n, t in self.attrs.items()}
+
+    def schema(self) -> pa.Schema:
+        return event_schema(self.attr_types())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": self.version, "events": self.events, "first_ts": self.first_ts,
+                "last_ts": self.last_ts, "row_group_size": self.row_group_size,
+                "parts": [p.to_json() for p in self.parts], "type_counts": dict(self.type_counts),
+                "attrs": dict(self.attrs), "extra": dict(self.extra), "format_version": FORMAT_VERSION}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Snapshot:
+        return cls(version=d["version"], events=d["events"], first_ts=d["first_ts"], last_ts=d["last_ts"],
+                   parts=tuple(PartInfo.from_json(p) for p in d["parts"]), type_counts=d["type_counts"],
+                   attrs=d["attrs"], extra=d.get("extra", {}),
+                   row_group_size=d.get("row_group_size", DEFAULT_ROW_GROUP_SIZE))
+
+
+def _empty_snapshot(row_group_size: int) -> Snapshot:
+    return Snapshot(version=0, events=0, first_ts=None, last_ts=None, parts=(), type_counts={}, attrs={},
+                    extra={}, row_group_size=row_group_size)
+
+
+# ------------------------------------------------------------------------------------------ the store
+
+
+class EventStore:
+    """A dataset's event store at ``root`` (see the module docstring); see :meth:`create`, :meth:`open`."""
+
+    def __init__(self, root: Path, *, part_rows: int = DEFAULT_PART_ROWS) -> None:
+        self.root = Path(root)
+        self.part_rows = part_rows
+        self._lock = threading.RLock()
+        self._lock_depth = 0
+        self._lock_file: Any = None
+
+    # -- opening
+
+    @classmethod
+    def create(cls, root: str | Path, table: pa.Table | None = None, *,
+               row_group_size: int = DEFAULT_ROW_GROUP_SIZE, part_rows: int = DEFAULT_PART_ROWS,
+               extra: Mapping[str, Any] | None = None) -> EventStore:
+        """A new store at ``root`` holding ``table`` (a stream table with ``seq`` from 0, in stream order).
+
+        Refuses a ``root`` that already holds a store; on failure removes what it wrote.
+        """
+        root = Path(root)
+        if (root / MANIFEST).exists():
+            raise Conflict("an event store exists here already", where=str(root))
+        if row_group_size < 1 or part_rows < 1:
+            raise ValueError("row_group_size and part_rows must be positive")
+        created = not root.exists()
+        store = cls(root, part_rows=part_rows)
+        try:
+            (root / PARTS).mkdir(parents=True, exist_ok=True)
+            empty = _empty_snapshot(row_group_size)
+            with store.writing():
+                parts = store._write_parts(table, 0, row_group_size) if table is not None else []
+                store._publish(store._next_snapshot(empty, parts, extra))
+        except BaseException:
+            if created:
+                shutil.rmtree(root, ignore_errors=True)
+            raise
+        return store
+
+    @classmethod
+    def open(cls, root: str | Path, *, part_rows: int = DEFAULT_PART_ROWS) -> EventStore:
+        root = Path(root)
+        if not (root / MANIFEST).is_file():
+            raise NotFound("no event store here", where=str(root))
+        return cls(root, part_rows=part_rows)
+
+    # -- reading the manifest
+
+    def snapshot(self) -> Snapshot:
+        """The current committed state."""
+        path = self.root / MANIFEST
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise NotFound("no event store here", where=str(self.root)) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise SeqsketchError(f"unreadable manifest: {err}", where=str(path)) from None
+        if data.get("format") != FORMAT:
+            raise SeqsketchError(f"not a seqsketch event store manifest (format {data.get('format')!r})",
+                                 where=str(path))
+        return Snapshot.from_json(data)
+
+    def size_bytes(self, snapshot: Snapshot | None = None) -> int:
+        """Bytes on disk of the snapshot's parts and the manifest."""
+        snap = snapshot or self.snapshot()
+        return sum(p.bytes for p in snap.parts) + (self.root / MANIFEST).stat().st_size
+
+    # -- writing
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the store's writer lock (re-entrant within this object; exclusive across processes)."""
+        with self._lock:
+            if self._lock_depth == 0:
+                self.root.mkdir(parents=True, exist_ok=True)
+                self._lock_file = open(self.root / _LOCK, "a+")  # noqa: SIM115 - held across the block
+                fcntl.flock(self._lock_file, fcntl.LOCK_EX)
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+                if self._lock_depth == 0:
+                    fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+                    self._lock_file.close()
+                    self._lock_file = None
+
+    def write_part(self, table: pa.Table, first_seq: int, *, row_group_size: int | None = None) -> PartInfo:
+        """Write one part (not yet visible: :meth:`commit` publishes it).
+
+        ``table`` is a stream table whose ``seq`` runs ``first_seq, first_seq+1, …`` and whose ts never
+        decreases.  The file is written under a temporary name, fsynced, then renamed.
+        """
+        _check_part_table(table, first_seq)
+        size = row_group_size or self.snapshot_or_empty().row_group_size
+        parts_dir = self.root / PARTS
+        parts_dir.mkdir(parents=True, exist_ok=True)
+        token = uuid.uuid4().hex[:12]
+        tmp = parts_dir / f".tmp-{token}.parquet"
+        final = parts_dir / f"part-{first_seq:012d}-{token}.parquet"
+        table = finish_table(table).combine_chunks()
+        try:
+            pq.write_table(table, tmp, row_group_size=size, compression="zstd", write_statistics=True)
+            _fsync_file(tmp)
+            os.replace(tmp, final)
+            _fsync_dir(parts_dir)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            final.unlink(missing_ok=True)
+            raise
+        return _part_info(final, table, first_seq)
+
+    def commit(self, parts: Sequence[PartInfo] = (), extra_update: Mapping[str, Any] | None = None, *,
+               expect_version: int | None = None) -> Snapshot:
+        """Publish ``parts`` (which continue the stream) and merge ``extra_update`` in one manifest replace.
+
+        With ``expect_version``, raises :class:`Conflict` if another commit happened since that version
+        (optimistic concurrency).  A key of ``extra_update`` whose value is ``None`` is removed.
+        """
+        with self.writing():
+            current = self.snapshot()
+            if expect_version is not None and current.version != expect_version:
+                raise Conflict(f"the dataset changed meanwhile (version {current.version}, expected "
+                               f"{expect_version}); retry", where=str(self.root))
+            for p in parts:
+                if not (self.root / PARTS / p.file).is_file():
+                    raise Conflict(f"part {p.file} is missing; was it written outside writing()?",
+                                   where=str(self.root))
+            snap = self._next_snapshot(current, parts, extra_update)
+            self._publish(snap)
+            return snap
+
+    def append(self, table: pa.Table, *, extra_update: Mapping[str, Any] | None = None) -> Snapshot:
+        """Add events (a stream table without ``seq``) at the end of the stream, all or nothing.
+
+        The batch is ordered by ts (stable) and numbered after the last event.  If any event is older than
+        the dataset's last ts the whole batch is rejected with :class:`Conflict` and nothing is written
+        (equal ts is fine: ties keep input order, after the events already stored).
+        """
+        with self.writing():
+            snap = self.snapshot()
+            if table.num_rows == 0 and not extra_update:
+                return snap
+            if SEQ in table.column_names:
+                table = table.drop_columns([SEQ])
+            table = order_by_time(table)
+            _check_not_older(table, snap)
+            stream = with_seq(table, snap.events)
+            written: list[PartInfo] = []
+            try:
+                if stream.num_rows:
+                    written = self._write_parts(stream, snap.events, snap.row_group_size)
+                return self.commit(written, extra_update, expect_version=snap.version)
+            except BaseException:
+                for p in written:
+                    (self.root / PARTS / p.file).unlink(missing_ok=True)
+                raise
+
+    def _write_parts(self, table: pa.Table, first_seq: int, row_group_size: int) -> list[PartInfo]:
+        self._clean_orphans()
+        parts = []
+        for offset in range(0, table.num_rows, self.part_rows):
+            chunk = table.slice(offset, self.part_rows)
+            parts.append(self.write_part(chunk, first_seq + offset, row_group_size=row_group_size))
+        return parts
+
+    def snapshot_or_empty(self) -> Snapshot:
+        try:
+            return self.snapshot()
+        except NotFound:
+            return _empty_snapshot(DEFAULT_ROW_GROUP_SIZE)
+
+    def _next_snapshot(self, current: Snapshot, parts: Sequence[PartInfo],
+                       extra_update: Mapping[str, Any] | None) -> Snapshot:
+        events, last_ts = current.events, current.last_ts
+        counts = dict(current.type_counts)
+        attrs = current.attr_types()
+        for p in parts:
+            if p.first_seq != events:
+                raise Conflict(f"part {p.file} starts at seq {p.first_seq}, the stream continues at {events}",
+                               where=str(self.root))
+            if last_ts is not None and p.min_ts < last_ts:
+                raise Conflict(f"part {p.file} goes back in time ({iso_of_micros(p.min_ts)} < last event "
+                               f"{iso_of_micros(last_ts)})", where=str(self.root))
+            events, last_ts = p.last_seq + 1, p.max_ts
+            for typ, n in p.type_counts:
+                counts[typ] = counts.get(typ, 0) + n
+            attrs = unify_attr_types(attrs, {k: type_from_name(v) for k, v in p.attrs})
+        extra = dict(current.extra)
+        for key, value in (extra_update or {}).items():
+            if value is None:
+                extra.pop(key, None)
+            else:
+                extra[key] = value
+        first_ts = current.first_ts if current.first_ts is not None else (parts[0].min_ts if parts else None)
+        return Snapshot(version=current.version + 1, events=events, first_ts=first_ts, last_ts=last_ts,
+                        parts=current.parts + tuple(parts), type_counts=counts,
+                        attrs={k: type_name(v) for k, v in attrs.items()}, extra=extra,
+                        row_group_size=current.row_group_size)
+
+    def _publish(self, snap: Snapshot) -> None:
+        """Replace the manifest atomically, then delete files no snapshot names any more."""
+        path = self.root / MANIFEST
+        tmp = self.root / f".{MANIFEST}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(snap.to_json(), fh, separators=(",", ":"))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            _fsync_dir(self.root)
+        finally:
+            tmp.unlink(missing_ok=True)
+        self._clean_orphans(snap)
+
+    def _clean_orphans(self, snap: Snapshot | None = None) -> None:
+        """Delete part and temp files the manifest does not name (only ever called holding the lock)."""
+        snap = snap or self.snapshot_or_empty()
+        named = {p.file for p in snap.parts}
+        parts_dir = self.root / PARTS
+        if parts_dir.is_dir():
+            for f in parts_dir.iterdir():
+                if f.name not in named and (f.name.startswith(".tmp-") or f.name.startswith("part-")):
+                    f.unlink(missing_ok=True)
+        for f in self.root.glob(f".{MANIFEST}.*.tmp"):
+            f.unlink(missing_ok=True)
+
+    # -- reading events
+
+    def plan(self, start_seq: int = 0, end_seq: int | None = None,
+             snapshot: Snapshot | None = None) -> list[tuple[PartInfo, list[int]]]:
+        """The parts and row-group indices a read of ``[start_seq, end_seq]`` (inclusive) opens."""
+        snap = snapshot or self.snapshot()
+        if snap.events == 0:
+            return []
+        end = snap.events - 1 if end_seq is None else min(end_seq, snap.events - 1)
+        start = max(start_seq, 0)
+        if start > end:
+            return []
+        firsts = [p.first_seq for p in snap.parts]
+        out = []
+        for part in snap.parts[max(bisect_right(firsts, start) - 1, 0):]:
+            if part.first_seq > end:
+                break
+            if part.last_seq < start:
+                continue
+            group_lasts = [g[1] for g in part.row_groups]
+            lo = bisect_left(group_lasts, start)
+            hi = bisect_right([g[0] for g in part.row_groups], end)
+            out.append((part, list(range(lo, hi))))
+        return out
+
+    def read(self, start_seq: int = 0, end_seq: int | None = None, columns: Sequence[str] | None = None,
+             snapshot: Snapshot | None = None) -> Iterator[pa.RecordBatch]:
+        """Batches of the events with ``start_seq <= seq <= end_seq`` (inclusive; ``None`` = to the end).
+
+        ``columns`` picks among ``seq``, ``ts``, ``type``, ``attrs`` (default all); every batch has the
+        snapshot's unified schema.  Only the row groups that overlap the range are read.
+        """
+        snap = snapshot or self.snapshot()
+        cols = _columns(columns, snap)
+        attrs = snap.attr_types()
+        end = snap.events - 1 if end_seq is None else end_seq
+        for part, groups in self.plan(start_seq, end, snap):
+            if not groups:
+                continue
+            pf = pq.ParquetFile(self.root / PARTS / part.file)
+            file_cols = [c for c in cols if c != ATTRS or ATTRS in pf.schema_arrow.names]
+            table = pf.read_row_groups(groups, columns=file_cols)
+            first = part.row_groups[groups[0]][0]
+            lo = max(start_seq - first, 0)
+            hi = min(end - first + 1, table.num_rows)
+            table = table.slice(lo, max(hi - lo, 0))
+            yield from _conform_columns(table, cols, attrs).to_batches()
+
+    def read_table(self, start_seq: int = 0, end_seq: int | None = None, columns: Sequence[str] | None = None,
+                   snapshot: Snapshot | None = None) -> pa.Table:
+        """:meth:`read` as one table (empty with the right schema when nothing is in range)."""
+        snap = snapshot or self.snapshot()
+        cols = _columns(columns, snap)
+        schema = snap.schema()
+        schema = pa.schema([schema.field(c) for c in cols])
+        return pa.Table.from_batches(list(self.read(start_seq, end_seq, cols, snap)), schema=schema)
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def _columns(columns: Sequence[str] | None, snap: Snapshot) -> list[str]:
+    wanted = list(COLUMNS) if columns is None else list(columns)
+    unknown = [c for c in wanted if c not in COLUMNS]
+    if unknown:
+        raise ValueError(f"unknown column(s) {unknown}; choose from {COLUMNS}")
+    return [c for c in COLUMNS if c in wanted and (c != ATTRS or snap.attrs)]
+
+
+def _conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataType]) -> pa.Table:
+    schema = event_schema(attrs)
+    arrays = []
+    for c in cols:
+        if c == ATTRS:
+            struct = table.column(ATTRS).combine_chunks() if ATTRS in table.column_names else None
+            arrays.append(conform_attrs(struct, table.num_rows, attrs))
+        else:
+            arrays.append(table.column(c).cast(schema.field(c).type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(c) for c in cols]))
+
+
+def _check_part_table(table: pa.Table, first_seq: int) -> None:
+    missing = [c for c in (SEQ, TS, TYPE) if c not in table.column_names]
+    if missing:
+        raise ValueError(f"a part needs columns seq, ts, type; missing {missing}")
+    if table.num_rows == 0:
+        raise ValueError("a part needs at least one event")
+    seq = table.column(SEQ).to_numpy()
+    if seq[0] != first_seq or not np.array_equal(seq, np.arange(first_seq, first_seq + len(seq))):
+        raise ValueError(f"a part's seq must run {first_seq}, {first_seq + 1}, … without gaps")
+    ts = table.column(TS).combine_chunks().view(pa.int64()).to_numpy(zero_copy_only=False)
+    if len(ts) > 1 and not np.all(ts[1:] >= ts[:-1]):
+        raise ValueError("a part's ts must not decrease along seq")
+
+
+def _check_not_older(table: pa.Table, snap: Snapshot) -> None:
+    if snap.last_ts is None or table.num_rows == 0:
+        return
+    ts = table.column(TS).combine_chunks().view(pa.int64())
+    first = ts[0].as_py()  # ordered: the first is the oldest
+    if first < snap.last_ts:
+        older = int(pc.sum(pc.less(ts, snap.last_ts)).as_py())
+        raise Conflict(f"{older} event(s) of the batch are older than the dataset's last event "
+                       f"({iso_of_micros(first)} < {iso_of_micros(snap.last_ts)}); appends must not go back "
+                       "in time, so nothing of this batch was written", where="append")
+
+
+def _part_info(path: Path, table: pa.Table, first_seq: int) -> PartInfo:
+    md = pq.ParquetFile(path).metadata
+    groups = []
+    start = first_seq
+    for i in range(md.num_row_groups):
+        n = md.row_group(i).num_rows
+        groups.append((start, start + n - 1))
+        start += n
+    ts = table.column(TS).combine_chunks().view(pa.int64())
+    counts = pc.value_counts(table.column(TYPE).combine_chunks())
+    type_counts = tuple(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(),
+                            strict=True))
+    return PartInfo(file=path.name, first_seq=first_seq, last_seq=first_seq + table.num_rows - 1,
+                    rows=table.num_rows, min_ts=ts[0].as_py(), max_ts=ts[-1].as_py(),
+                    row_groups=tuple(groups),
+                    attrs=tuple((k, type_name(v)) for k, v in attr_types(table.schema).items()),
+                    bytes=path.stat().st_size, type_counts=type_counts)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
