@@ -1,0 +1,318 @@
+"""The seqsketch Python SDK: a thin, typed client of the HTTP API (CONTRACT §5–6), standard library only.
+
+>>> from api.client import Client
+>>> c = Client("http://127.0.0.1:8080", token="ssk_…")
+>>> job = c.build("bpi", ["bpic2012.xes.gz"], engine="local")
+>>> c.wait(job["job_id"], timeout=600)["state"]
+'succeeded'
+>>> r = c.query("bpi", "PATTERN SEQ(A_SUBMITTED a, A_DECLINED d) PARTITION BY case WITHIN 1 h")
+>>> r.exists, r.count, r.matches[0]["bindings"]
+
+Every error answer becomes an exception carrying the server's error ``code``, ``message``, HTTP ``status`` and
+query ``position`` (line, column) — :class:`QueryError` for query syntax/semantics/limits,
+:class:`NotFoundError`, :class:`AuthError` (401/403), :class:`ConflictError`, :class:`BadRequestError`,
+:class:`ServerError` — all subclasses of :class:`SeqsketchAPIError`.  Idempotent calls (reads and queries)
+are retried a few times on connection errors; appends and builds never are, so nothing is done twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "AuthError", "BadRequestError", "Client", "ConflictError", "JobFailedError", "NotFoundError",
+    "PayloadTooLargeError", "QueryError", "QueryResult", "SeqsketchAPIError", "ServerError",
+    "ServiceUnavailableError",
+]
+
+JSON = dict[str, Any]
+
+
+class SeqsketchAPIError(Exception):
+    """An error answer from the service (or no answer at all: ``code == "connection_error"``)."""
+
+    def __init__(self, code: str, message: str, *, status: int | None = None,
+                 position: Mapping[str, int] | None = None, body: Any = None) -> None:
+        super().__init__(f"{code}: {message}" if status is None else f"HTTP {status} {code}: {message}")
+        self.code = code
+        self.message = message
+        self.status = status
+        self.position = dict(position) if position else None
+        self.body = body
+
+
+class BadRequestError(SeqsketchAPIError):
+    """The request did not fit the API (body, parameters, input files)."""
+
+
+class QueryError(BadRequestError):
+    """The query is malformed (``query_syntax``), meaningless (``query_semantic``) or over a limit."""
+
+
+class AuthError(SeqsketchAPIError):
+    """Missing or invalid token (401), or a token without the needed scope (403)."""
+
+
+class NotFoundError(SeqsketchAPIError):
+    pass
+
+
+class ConflictError(SeqsketchAPIError):
+    """The request contradicts the dataset's state (exists already, build in progress, append in the past)."""
+
+
+class PayloadTooLargeError(SeqsketchAPIError):
+    pass
+
+
+class ServerError(SeqsketchAPIError):
+    """The service failed (5xx)."""
+
+
+class ServiceUnavailableError(ServerError):
+    """The service could not be reached, or is not ready (e.g. its catalog is behind the migration head)."""
+
+
+class JobFailedError(SeqsketchAPIError):
+    """A build job ended in ``failed``; ``job`` holds its record (``job["error"]`` the cause)."""
+
+    def __init__(self, job: Mapping[str, Any]) -> None:
+        error = job.get("error") or {}
+        super().__init__(error.get("code", "build_failed"), error.get("message", "the build failed"),
+                         body=dict(job))
+        self.job = dict(job)
+
+
+_QUERY_CODES = {"query_syntax", "query_semantic", "query_limit"}
+
+
+def error_for(status: int, body: Any) -> SeqsketchAPIError:
+    """The typed exception for an error answer."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        err = {"code": f"http_{status}", "message": str(body)[:500] if body else f"HTTP {status}"}
+    code, message, position = err.get("code", "error"), err.get("message", ""), err.get("position")
+    cls: type[SeqsketchAPIError]
+    if code in _QUERY_CODES:
+        cls = QueryError
+    elif status in (401, 403):
+        cls = AuthError
+    elif status == 404:
+        cls = NotFoundError
+    elif status == 409:
+        cls = ConflictError
+    elif status == 413:
+        cls = PayloadTooLargeError
+    elif status == 503:
+        cls = ServiceUnavailableError
+    elif status >= 500:
+        cls = ServerError
+    else:
+        cls = BadRequestError
+    return cls(code, message, status=status, position=position, body=body)
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """A query answer (CONTRACT §3); ``raw`` is the whole JSON object."""
+
+    raw: JSON = field(repr=False)
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.raw.get("exists"))
+
+    @property
+    def count(self) -> int | None:
+        return self.raw.get("count")
+
+    @property
+    def matches(self) -> list[JSON]:
+        return list(self.raw.get("matches") or [])
+
+    @property
+    def intervals(self) -> list[JSON]:
+        return list(self.raw.get("intervals") or [])
+
+    @property
+    def stats(self) -> JSON:
+        return dict(self.raw.get("stats") or {})
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.raw.get("truncated"))
+
+    @property
+    def mode(self) -> str | None:
+        return self.raw.get("mode")
+
+    @property
+    def index_version(self) -> int | None:
+        return self.raw.get("index_version")
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)  # naive = UTC, as everywhere in seqsketch
+        return value.isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    raise TypeError(f"cannot send a {type(value).__name__} as JSON: {value!r}")
+
+
+def _query_payload(query: Any) -> str | JSON:
+    """Text or the JSON form as given; an AST object is turned into its JSON form."""
+    if isinstance(query, (str, dict)):
+        return query
+    from exact.language import to_json  # an AST from exact.ast: only then is the parser package needed
+
+    return to_json(query)
+
+
+class Client:
+    """A client of one seqsketch server.
+
+    ``url`` is the server's base URL (``http://host:port``; a trailing ``/v1`` is accepted), ``token`` a
+    bearer token (``seqsketch token create``).  ``timeout`` bounds each HTTP request in seconds; ``retries``
+    is how often an idempotent call is retried after a connection error (with a short growing pause).
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, timeout: float = 60.0, retries: int = 2,
+                 backoff: float = 0.2) -> None:
+        base = url.rstrip("/")
+        if base.endswith("/v1"):
+            base = base[: -len("/v1")]
+        self.base = base + "/v1"
+        self.token = token
+        self.timeout = timeout
+        self.retries = max(0, retries)
+        self.backoff = backoff
+
+    def __repr__(self) -> str:
+        return f"Client({self.base!r}, token={'…' if self.token else None})"
+
+    # --- transport -----------------------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, *, body: Any = None, raw: bytes | None = None,
+                 content_type: str = "application/json", idempotent: bool = False) -> Any:
+        data = raw if raw is not None else (
+            None if body is None else json.dumps(body, default=_json_default).encode("utf-8"))
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = content_type
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        url = self.base + path
+        attempts = 1 + (self.retries if idempotent else 0)
+        for attempt in range(attempts):
+            req = urllib.request.Request(url, data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    payload = resp.read()
+                    return json.loads(payload) if payload else None
+            except urllib.error.HTTPError as err:
+                payload = err.read()
+                try:
+                    decoded = json.loads(payload) if payload else None
+                except ValueError:
+                    decoded = payload.decode("utf-8", "replace")
+                raise error_for(err.code, decoded) from None
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as err:
+                if attempt + 1 < attempts:
+                    time.sleep(self.backoff * (2 ** attempt))
+                    continue
+                reason = getattr(err, "reason", err)
+                raise ServiceUnavailableError("connection_error",
+                                              f"cannot reach {self.base}: {reason}") from None
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _name(name: str) -> str:
+        return urllib.parse.quote(name, safe="")
+
+    # --- the API -------------------------------------------------------------------------------------------
+
+    def health(self) -> JSON:
+        """``{"status": "ok", "version": …}``."""
+        return self._request("GET", "/health", idempotent=True)
+
+    def openapi(self) -> JSON:
+        """The server's OpenAPI document."""
+        return self._request("GET", "/openapi.json", idempotent=True)
+
+    def datasets(self) -> list[JSON]:
+        """Every dataset's description (as :meth:`info`), by name."""
+        return list(self._request("GET", "/datasets", idempotent=True)["datasets"])
+
+    def info(self, name: str) -> JSON:
+        """A dataset's description: events, time range, types, store size, index (CONTRACT §4 ``info``)."""
+        return self._request("GET", f"/datasets/{self._name(name)}", idempotent=True)
+
+    def delete(self, name: str) -> JSON:
+        """Delete a dataset (events and index)."""
+        return self._request("DELETE", f"/datasets/{self._name(name)}")
+
+    def append(self, name: str, events: Iterable[Mapping[str, Any]]) -> JSON:
+        """Append events — dicts with ``type``, ``ts`` (ISO-8601 text, ``datetime`` or epoch seconds) and
+        ``attrs`` — all or nothing.  Returns ``{"appended", "first_seq", "last_seq"}``."""
+        return self._request("POST", f"/datasets/{self._name(name)}/events", body=list(events))
+
+    def append_ndjson(self, name: str, lines: bytes | str) -> JSON:
+        """Append events given as NDJSON text (one JSON object per line)."""
+        raw = lines.encode("utf-8") if isinstance(lines, str) else lines
+        return self._request("POST", f"/datasets/{self._name(name)}/events", raw=raw,
+                             content_type="application/x-ndjson")
+
+    def build(self, name: str, inputs: Iterable[str], **options: Any) -> JSON:
+        """Start a build from server-side ``inputs``; options as ``seqsketch build`` (``format``,
+        ``type_field``, ``time_field``, ``engine``, ``leaf_size``, ``fpq``, ``memory``, ``replace``).
+        Returns the job: ``{"job_id", "state", "url"}``."""
+        body = {"inputs": list(inputs), **options}
+        return self._request("POST", f"/datasets/{self._name(name)}/builds", body=body)
+
+    def job(self, job_id: str) -> JSON:
+        """A build job: ``state`` (queued|running|succeeded|failed), ``progress`` (0..1), ``error``."""
+        return self._request("GET", f"/jobs/{self._name(job_id)}", idempotent=True)
+
+    def wait(self, job_id: str, timeout: float = 600.0, *, poll: float = 0.2) -> JSON:
+        """Poll a job until it finishes; returns it when it succeeded, raises :class:`JobFailedError` when it
+        failed and :class:`TimeoutError` when ``timeout`` seconds pass first."""
+        deadline = time.monotonic() + timeout
+        delay = poll
+        while True:
+            job = self.job(job_id)
+            if job["state"] == "succeeded":
+                return job
+            if job["state"] == "failed":
+                raise JobFailedError(job)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"job {job_id} is still {job['state']} after {timeout:g} s "
+                                   f"(progress {job.get('progress', 0):.0%})")
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 1.5, 2.0)
+
+    def query(self, name: str, query: Any, mode: str = "verified", limit: int | None = None, *,
+              granularity: int | None = None, include_events: bool = False) -> QueryResult:
+        """Answer ``query`` (text, its JSON form, or an ``exact.ast.Query``) on dataset ``name``."""
+        body: JSON = {"query": _query_payload(query), "mode": mode}
+        if limit is not None:
+            body["limit"] = limit
+        if granularity is not None:
+            body["granularity"] = granularity
+        if include_events:
+            body["include_events"] = True
+        # A query changes nothing, so it is safe to resend after a dropped connection.
+        return QueryResult(self._request("POST", f"/datasets/{self._name(name)}/query", body=body,
+                                         idempotent=True))
