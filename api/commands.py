@@ -6,7 +6,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    for add in (add_demo,):
+    for add in (add_demo, add_serve, add_db, add_token):
         add(sub)
 
 
@@ -18,3 +18,116 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="build the bundled real log and answer example queries")
     _common(p)
     p.set_defaults(handler=lambda args: 0)
+
+
+# --- the service: serve, db, token ------------------------------------------------------------------------
+
+
+def add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the HTTP service (Werkzeug; use gunicorn in production)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    _common(p)
+    p.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import sys
+
+    from werkzeug.serving import make_server
+
+    from api.app import create_app, service_state
+    from api.auth import check_bind_allowed
+    from exact.errors import SeqsketchError
+
+    app = create_app()
+    state = service_state(app)
+    check_bind_allowed(state.catalog, args.host)  # no tokens → loopback only
+    try:
+        server = make_server(args.host, args.port, app, threaded=True)
+    except OSError as err:
+        raise SeqsketchError(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}",
+                             where="--port") from None
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"seqsketch: serving http://{host}:{server.server_port}/v1 (Ctrl-C stops)", file=sys.stderr,
+          flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        if state.jobs is not None:
+            state.jobs.shutdown(wait=False)
+    return 0
+
+
+def add_db(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("db", help="the catalog database: upgrade, downgrade, current revision")
+    actions = p.add_subparsers(dest="db_action", required=True)
+    up = actions.add_parser("upgrade", help="migrate the catalog to the newest schema (or --revision)")
+    up.add_argument("--revision", default="head")
+    down = actions.add_parser("downgrade", help="migrate the catalog back to REVISION ('base' empties it)")
+    down.add_argument("revision")
+    current = actions.add_parser("current", help="the catalog's revision and the code's head")
+    for q in (up, down, current):
+        _common(q)
+    p.set_defaults(handler=_db)
+
+
+def _db(args: argparse.Namespace) -> int:
+    from api import db
+    from api.cli import emit
+
+    url = db.database_url()
+    engine = db.make_engine(url)
+    try:
+        if args.db_action == "upgrade":
+            db.upgrade(engine, args.revision)
+        elif args.db_action == "downgrade":
+            db.downgrade(engine, args.revision)
+        current, head = db.current_revision(engine), db.head_revision()
+    finally:
+        engine.dispose()
+    state = "at head" if current == head else ("empty" if current is None else "behind head")
+    emit(args, {"url": db.redact(url), "current": current, "head": head, "at_head": current == head},
+         f"catalog {db.redact(url)}: revision {current or '(none)'}, head {head} ({state})")
+    return 0
+
+
+def add_token(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("token", help="API tokens: create, list, revoke")
+    actions = p.add_subparsers(dest="token_action", required=True)
+    create = actions.add_parser("create", help="create a token; its secret is printed once")
+    create.add_argument("name")
+    create.add_argument("--scope", choices=("read", "write"), default="read",
+                        help="read: list, describe, query; write: also append, build, delete")
+    listing = actions.add_parser("list", help="tokens and their scopes (never secrets)")
+    revoke = actions.add_parser("revoke", help="revoke a token at once")
+    revoke.add_argument("name")
+    for q in (create, listing, revoke):
+        _common(q)
+    p.set_defaults(handler=_token)
+
+
+def _token(args: argparse.Namespace) -> int:
+    from api import auth
+    from api.catalog import open_catalog
+    from api.cli import emit
+
+    catalog = open_catalog()
+    try:
+        if args.token_action == "create":
+            info, secret = auth.create_token(catalog, args.name, args.scope)
+            emit(args, {**info, "token": secret},
+                 f"{secret}\n(token {info['name']!r}, scope {info['scope']}: shown once, store it now)")
+        elif args.token_action == "revoke":
+            info = auth.revoke_token(catalog, args.name)
+            emit(args, info, f"token {info['name']!r} revoked")
+        else:
+            tokens = auth.list_tokens(catalog)
+            lines = [f"{t['name']:<24} {t['scope']:<6} created {t['created']}"
+                     + (f"  revoked {t['revoked']}" if t["revoked"] else "") for t in tokens]
+            emit(args, {"tokens": tokens}, "\n".join(lines) if lines else "no tokens (the service is open "
+                 "to loopback clients only)")
+    finally:
+        catalog.dispose()
+    return 0
