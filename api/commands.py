@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     for add in (add_demo, add_serve, add_db, add_token):
+        add(sub)
+    for add in (add_build, add_info, add_datasets):
         add(sub)
 
 
@@ -131,3 +135,181 @@ def _token(args: argparse.Namespace) -> int:
     finally:
         catalog.dispose()
     return 0
+
+
+# --- datasets: build, info, datasets -----------------------------------------------------------------------
+
+
+def add_build(sub: argparse._SubParsersAction) -> None:
+    from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
+
+    p = sub.add_parser("build", help="ingest inputs into a new dataset: event store (and index)")
+    p.add_argument("dataset", help="dataset name: [a-z0-9][a-z0-9_-]{0,63}")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, read in the order given")
+    p.add_argument("--format", default="auto", choices=("auto", *FORMATS),
+                   help="input format (default: by extension)")
+    p.add_argument("--type-field", default=DEFAULT_TYPE_FIELD, help="csv/jsonl/parquet: the event type field")
+    p.add_argument("--time-field", default=DEFAULT_TIME_FIELD, help="csv/jsonl/parquet: the timestamp field")
+    p.add_argument("--engine", choices=("spark", "local"), default="spark", help="index build engine")
+    p.add_argument("--leaf-size", type=_positive_int, default=None, help="events per leaf of the index (C)")
+    p.add_argument("--fpq", type=_probability, default=None, help="target false-positive rate of a query")
+    p.add_argument("--memory", type=_byte_size, default=None, help="memory budget of the index (e.g. 64M)")
+    p.add_argument("--replace", action="store_true", help="rebuild an existing dataset")
+    _common(p)
+    p.set_defaults(handler=_build)
+
+
+def add_info(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("info", help="describe a dataset")
+    p.add_argument("dataset")
+    _common(p)
+    p.set_defaults(handler=_info)
+
+
+def add_datasets(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("datasets", help="list the datasets")
+    _common(p)
+    p.set_defaults(handler=_datasets)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _probability(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text}")
+    return value
+
+
+def _byte_size(text: str) -> int:
+    """Bytes from ``123``, ``64K``, ``512M``, ``2G`` (binary multiples)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    body = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = body[-1] if body and body[-1] in units else ""
+    try:
+        value = int(float(body[: len(body) - len(unit)]) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r} (e.g. 268435456, 256M, 2G)") \
+            from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def dataset_info(home: Path, name: str) -> dict[str, Any]:
+    """The ``info`` object of a dataset (CONTRACT §4), from its event store.
+
+    ``name, events, start_ts, end_ts, types`` (type → count, most frequent first), ``store_bytes`` and
+    ``attrs`` (attribute → type).  The index adds its ``index`` entry to this dict.
+    """
+    from exact.errors import NotFound
+    from exact.events import iso_of_micros
+    from exact.store import EventStore, dataset_dir, store_dir
+
+    root = store_dir(dataset_dir(name, home))
+    if not (root / "manifest.json").is_file():
+        raise NotFound(f"no dataset {name!r}", where=str(dataset_dir(name, home)))
+    store = EventStore.open(root)
+    snap = store.snapshot()
+    types = dict(sorted(snap.type_counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return {"name": name, "events": snap.events,
+            "start_ts": None if snap.first_ts is None else iso_of_micros(snap.first_ts),
+            "end_ts": None if snap.last_ts is None else iso_of_micros(snap.last_ts),
+            "types": types, "store_bytes": store.size_bytes(snap), "attrs": dict(snap.attrs)}
+
+
+def build_dataset(home: Path, name: str, inputs: list[str], *, fmt: str = "auto", type_field: str = "type",
+                  time_field: str = "ts", replace: bool = False) -> dict[str, Any]:
+    """Ingest ``inputs`` into a new dataset ``name`` under ``home``; nothing is left behind on failure.
+
+    Returns the ``build`` summary: the ``info`` object plus ``seconds`` and ``timings`` (ingest, index).
+    """
+    import time
+
+    from exact.ingest import IngestOptions, ingest
+    from exact.store import EventStore, check_dataset_name, staged_dataset, store_dir
+
+    check_dataset_name(name)
+    started = time.perf_counter()
+    with staged_dataset(name, home, replace=replace) as stage:
+        table = ingest(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field))
+        EventStore.create(store_dir(stage), table)
+        del table
+        ingested = time.perf_counter()
+        # The index is built here, inside the staged directory, so that it is published with the events.
+        index_done = time.perf_counter()
+    info = dataset_info(home, name)
+    return {**info, "seconds": round(time.perf_counter() - started, 3),
+            "timings": {"ingest": round(ingested - started, 3), "index": round(index_done - ingested, 3)}}
+
+
+def _build(args: argparse.Namespace) -> int:
+    import sys
+
+    from api.cli import emit
+    from exact.store import seqsketch_home
+
+    if args.engine == "spark":
+        print("seqsketch: note: the Spark build engine is not available yet; building locally",
+              file=sys.stderr)
+    summary = build_dataset(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
+                            type_field=args.type_field, time_field=args.time_field, replace=args.replace)
+    emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
+         f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
+         f"store {_human_bytes(summary['store_bytes'])}, {summary['seconds']:.1f} s")
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from api.cli import emit
+    from exact.store import check_dataset_name, seqsketch_home
+
+    info = dataset_info(seqsketch_home(), check_dataset_name(args.dataset))
+    emit(args, info, _info_text(info))
+    return 0
+
+
+def _datasets(args: argparse.Namespace) -> int:
+    from api.cli import emit
+    from exact.store import dataset_names, seqsketch_home
+
+    home = seqsketch_home()
+    infos = [dataset_info(home, n) for n in dataset_names(home)]
+    rows = [(i["name"], f"{i['events']:,}", i["start_ts"] or "-", i["end_ts"] or "-",
+             _human_bytes(i["store_bytes"])) for i in infos]
+    text = _table(("NAME", "EVENTS", "START", "END", "STORE"), rows) if rows else f"no datasets in {home}"
+    emit(args, {"datasets": infos}, text)
+    return 0
+
+
+def _info_text(info: dict[str, Any]) -> str:
+    top = list(info["types"].items())
+    lines = [f"name        {info['name']}", f"events      {info['events']:,}",
+             f"time range  {info['start_ts']} .. {info['end_ts']}",
+             f"store       {_human_bytes(info['store_bytes'])}",
+             f"attributes  {', '.join(f'{k}: {v}' for k, v in info['attrs'].items()) or '-'}",
+             f"types       {len(top)}"]
+    lines += [f"  {count:>12,}  {typ}" for typ, count in top[:20]]
+    if len(top) > 20:
+        lines.append(f"  … {len(top) - 20} more (--json lists all)")
+    return "\n".join(lines)
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in (header, *rows))
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

@@ -110,6 +110,36 @@ def dataset_names(home: Path | None = None) -> list[str]:
                   if _DATASET_NAME.fullmatch(p.name) and (store_dir(p) / MANIFEST).is_file())
 
 
+@contextmanager
+def staged_dataset(name: str, home: Path | None = None, *, replace: bool = False) -> Iterator[Path]:
+    """A fresh directory in which to build dataset ``name``; it becomes the dataset when the block succeeds.
+
+    A failing block removes the directory, so a failed build leaves nothing behind.  An existing dataset is
+    refused with :class:`Conflict` unless ``replace``; then it is swapped out only once the new one is
+    complete.
+    """
+    final = dataset_dir(name, home)
+    if final.exists() and not replace:
+        raise Conflict(f"dataset {name!r} exists already (use --replace to rebuild it)", where=str(final))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    stage = final.parent / f".staging-{name}-{uuid.uuid4().hex[:8]}"
+    stage.mkdir()
+    try:
+        yield stage
+        if final.exists() and not replace:
+            raise Conflict(f"dataset {name!r} was created meanwhile", where=str(final))
+        if final.exists():
+            trash = final.parent / f".trash-{name}-{uuid.uuid4().hex[:8]}"
+            os.replace(final, trash)
+            os.replace(stage, final)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.replace(stage, final)
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage, ignore_errors=True)
+
+
 # ------------------------------------------------------------------------------------------ snapshots
 
 
