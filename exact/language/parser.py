@@ -8,6 +8,7 @@ the tokens that would have been valid, in words.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -293,10 +294,34 @@ def _syntax_error(exc: UnexpectedInput, text: str) -> QuerySyntaxError:
         found = "end of query"
         expected = set(getattr(exc, "accepts", None) or getattr(exc, "expected", None) or ())
         line, column = _end_position(text)
-    message = f"unexpected {found}; expected {_words(expected)}"
-    if isinstance(exc, UnexpectedToken) and exc.token.type in lexical.KEYWORDS_UPPER and "IDENT" in expected:
-        message += f" (quote it, e.g. '{exc.token}', to use a keyword as a name)"
+    message = f"unexpected {found}; expected {_words(expected)}" + _keyword_hint(exc, text, expected)
     return QuerySyntaxError(message, line=line, column=column)
+
+
+_KEYWORD_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_:]*)\s*\Z")
+
+
+def _keyword_hint(exc: UnexpectedInput, text: str, expected: set[str]) -> str:
+    """Most confusing errors come from a word read as a keyword (or as a type) against the writer's intent."""
+    if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
+        if exc.token.type in lexical.KEYWORDS_UPPER and "IDENT" in expected:
+            return f" (quote it, e.g. '{exc.token}', to use a keyword as a name)"
+        offset = exc.token.start_pos
+    elif isinstance(exc, UnexpectedCharacters):
+        offset = exc.pos_in_stream
+    else:
+        return ""
+    before = _KEYWORD_BEFORE.search(text[:offset] if offset is not None else "")
+    if before is None or before.group(1).lower() not in lexical.KEYWORDS:
+        return ""
+    previous = before.group(1)
+    if expected == {"LPAR"}:
+        return (f" ('{previous}' is read as the keyword {previous.upper()}; quote it, e.g. '{previous}', to "
+                "use it as an event type)")
+    if isinstance(exc, UnexpectedToken) and exc.token.type == "LPAR":
+        return (f" ('{previous}' is read as an event type here: SEQ(…) cannot be nested, and {{…}}, AND, OR "
+                "and NOT hold variables only)")
+    return ""
 
 
 def _acceptable(exc: UnexpectedCharacters) -> set[str]:
