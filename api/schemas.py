@@ -332,6 +332,9 @@ def validate_events(records: Any) -> list[JSON]:
     if not records:
         raise RequestInvalid("the batch has no events", where="request body")
     for i, record in enumerate(records):
+        if isinstance(record, dict) and "seq" in record:
+            raise RequestInvalid("seq is assigned by the service (events are numbered after the dataset's "
+                                 "last event); leave it out", where=f"record {i}, field 'seq'")
         EVENT.validate(record, where=f"record {i}")
     return records
 

@@ -1,0 +1,252 @@
+"""Orchestration: the one place that combines the event store, the index and the exact engine.
+
+The CLI and the HTTP routes call these functions and only serialise what they return.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from exact.errors import InputError, NotFound, QueryLimitError, QuerySemanticError, SeqsketchError
+
+# --- datasets, appends and builds (used by the HTTP service) -----------------------------------------------
+
+
+def dataset_exists(home: Path, name: str) -> bool:
+    """True when dataset ``name`` has a committed event store under ``home``."""
+    from exact.store import MANIFEST, check_dataset_name, dataset_dir, store_dir
+
+    return (store_dir(dataset_dir(check_dataset_name(name), home)) / MANIFEST).is_file()
+
+
+def dataset_info(home: Path, name: str) -> dict[str, Any]:
+    """The ``info`` object of CONTRACT §4 (as ``seqsketch info --json``)."""
+    from api.commands import dataset_info as info
+
+    return info(home, name)
+
+
+def list_datasets(home: Path) -> list[dict[str, Any]]:
+    """``info`` of every dataset under ``home``, by name."""
+    from exact.store import dataset_names
+
+    return [dataset_info(home, name) for name in dataset_names(home)]
+
+
+def delete_dataset(home: Path, name: str) -> None:
+    """Remove a dataset's directory (events and index).
+
+    The directory is first renamed out of the way — one atomic step after which readers no longer find the
+    dataset — and only then removed, so a crash midway leaves a hidden remnant, never half a dataset.
+    """
+    from exact.store import check_dataset_name, dataset_dir
+
+    path = dataset_dir(check_dataset_name(name), home)
+    if not path.is_dir():
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    trash = path.parent / f".trash-{name}-{uuid.uuid4().hex[:8]}"
+    os.replace(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def records_for_append(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """API event records (``type``, ``ts``, ``attrs`` and/or further top-level fields) as stream records.
+
+    ``ts`` is ISO-8601 text (naive = UTC) or epoch seconds, as in the readers; it becomes UTC microseconds.
+    An attribute given both at top level and under ``attrs`` with different values is an error.
+    """
+    from exact.events import parse_timestamp
+
+    out: list[dict[str, Any]] = []
+    for i, rec in enumerate(records):
+        where = f"record {i}"
+        try:
+            ts = parse_timestamp(rec.get("ts"))
+        except ValueError as err:
+            raise InputError(f"field 'ts': {err}", where=where) from None
+        attrs = dict(rec.get("attrs") or {})
+        for key, value in rec.items():
+            if key in ("type", "ts", "attrs"):
+                continue
+            if key in attrs and attrs[key] != value:
+                raise InputError(f"attribute {key!r} given twice with different values", where=where)
+            attrs[key] = value
+        out.append({"type": rec["type"], "ts": ts, "attrs": attrs})
+    return out
+
+
+def append_records(home: Path, name: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Append API records to dataset ``name``, all or nothing; the index covering them is published with
+    them.  Returns ``{appended, first_seq, last_seq}``."""
+    from exact.events import records_to_table
+
+    if not dataset_exists(home, name):
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    table = records_to_table(records_for_append(records), first_seq=None, where="events")
+    before, after = _append_table(home, name, table)
+    return {"appended": after - before, "first_seq": before, "last_seq": after - 1}
+
+
+def _append_table(home: Path, name: str, table: Any) -> tuple[int, int]:
+    """Append through the dataset (store + index together) when the index layer exists, else the store."""
+    from exact.store import EventStore, dataset_dir, store_dir
+
+    try:
+        from sketch.dataset import Dataset
+    except ImportError:
+        Dataset = None  # noqa: N806 - the index layer is optional for a store-only dataset
+    if Dataset is not None:
+        dataset = Dataset.open(home, name)
+        before = _events_of(dataset.snapshot())
+        dataset.append(table)
+        return before, _events_of(dataset.snapshot())
+    store = EventStore.open(store_dir(dataset_dir(name, home)))
+    before = store.snapshot().events
+    return before, store.append(table).events
+
+
+def _events_of(snapshot: Any) -> int:
+    """Events of a dataset snapshot: a store snapshot, or a (store snapshot, tree) pair."""
+    if hasattr(snapshot, "events"):
+        return int(snapshot.events)
+    for part in snapshot if isinstance(snapshot, tuple) else ():
+        if hasattr(part, "events"):
+            return int(part.events)
+    store = getattr(snapshot, "store", None)
+    if store is not None and hasattr(store, "events"):
+        return int(store.events)
+    raise TypeError(f"cannot tell the number of events of {type(snapshot).__name__}")
+
+
+#: Build options of the API and the keyword of the build function that takes each.
+BUILD_OPTIONS = {"format": "fmt", "type_field": "type_field", "time_field": "time_field", "engine": "engine",
+                 "leaf_size": "leaf_size", "fpq": "fpq", "memory": "memory", "replace": "replace"}
+
+
+def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mapping[str, Any], *,
+                  progress: Callable[..., None] | None = None) -> dict[str, Any]:
+    """Run the offline build of ``seqsketch build`` for dataset ``name`` (a background job's body).
+
+    Returns the build summary (``info`` + ``seconds`` + ``timings``).  An option the build cannot honour is
+    an error, never silently dropped.
+    """
+    import inspect
+
+    from api.commands import build_dataset as build
+
+    accepted = inspect.signature(build).parameters
+    kwargs: dict[str, Any] = {}
+    for option, value in options.items():
+        keyword = BUILD_OPTIONS.get(option)
+        if option == "engine" and "engine" not in accepted:
+            # As `seqsketch build`: a build without a choice of engines builds in-process.
+            if progress is not None and value != "local":
+                progress(0.0, f"the {value} engine is not available; building locally")
+            continue
+        if keyword is None or keyword not in accepted:
+            raise InputError(f"build option {option!r} is not supported by this server", where=option)
+        kwargs[keyword] = value
+    if "progress" in accepted and progress is not None:
+        kwargs["progress"] = progress
+    elif progress is not None:
+        progress(0.05, "reading inputs and building")
+    return build(home, name, [str(p) for p in inputs], **kwargs)
+
+
+def call_with_timeout(fn: Callable[[], Any], timeout_ms: int | None, what: str) -> Any:
+    """``fn()``, or :class:`QueryLimitError` once ``timeout_ms`` pass (the work is abandoned to finish in the
+    background: Python cannot interrupt it, but the caller gets its answer on time)."""
+    if not timeout_ms:
+        return fn()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # handed to the caller's thread
+            box["error"] = err
+
+    worker = threading.Thread(target=run, name="seqsketch-query", daemon=True)
+    worker.start()
+    worker.join(timeout_ms / 1000.0)
+    if worker.is_alive():
+        raise QueryLimitError(f"{what} took longer than the server's limit of {timeout_ms} ms; narrow it "
+                              "(WITHIN, BETWEEN, PARTITION BY) or use mode 'approximate'")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def bound_events(home: Path, name: str, matches: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
+    """For each match, its bound events (``seq``, ``ts`` ISO, ``type``, ``attrs``) in stream order."""
+    from exact.events import iso_of_micros, to_records
+    from exact.store import EventStore, dataset_dir, store_dir
+
+    store = EventStore.open(store_dir(dataset_dir(name, home)))
+    snap = store.snapshot()
+    out: list[list[dict[str, Any]]] = []
+    for match in matches:
+        seqs = sorted({s for seq_list in match.get("bindings", {}).values() for s in seq_list})
+        if not seqs:
+            out.append([])
+            continue
+        wanted = set(seqs)
+        rows = to_records(store.read_table(seqs[0], seqs[-1], snapshot=snap))
+        events = []
+        for row in rows:
+            if row["seq"] in wanted:
+                ts = row["ts"]
+                events.append({"seq": row["seq"], "ts": iso_of_micros(ts) if isinstance(ts, int) else str(ts),
+                               "type": row["type"], "attrs": row.get("attrs", {})})
+        out.append(events)
+    return out
+
+
+def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: str = "verified",
+                  limit: int | None = None, granularity: int | None = None, include_events: bool = False,
+                  max_matches: int | None = None, timeout_ms: int | None = None,
+                  max_events: int | None = None) -> dict[str, Any]:
+    """:func:`run_query` under the server's per-query limits.
+
+    ``max_matches`` caps the matches returned (the answer says ``truncated``); ``timeout_ms`` bounds the
+    wall time and ``max_events`` the events a query may scan (both refuse with ``query_limit``).
+    """
+    import inspect
+
+    effective = limit if max_matches is None else (max_matches if limit is None else min(limit, max_matches))
+    runner = _query_runner()
+    params = inspect.signature(runner).parameters
+    open_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    extra: dict[str, Any] = {}
+    if granularity is not None:
+        if not (open_kwargs or "granularity" in params):
+            raise QuerySemanticError("'granularity' is not supported by this server", where="granularity")
+        extra["granularity"] = granularity
+    if max_events and (open_kwargs or "max_events" in params):
+        extra["max_events"] = max_events  # the engine stops early; otherwise it is checked afterwards
+
+    def answer() -> dict[str, Any]:
+        return runner(home, name, query, mode=mode, limit=effective, **extra)
+
+    result = call_with_timeout(answer, timeout_ms, "the query")
+    if max_events and (result.get("stats") or {}).get("events_scanned", 0) > max_events:
+        raise QueryLimitError(f"the query scanned {result['stats']['events_scanned']:,} events, over the "
+                              f"server's limit of {max_events:,}")
+    if include_events and result.get("matches"):
+        for match, events in zip(result["matches"], bound_events(home, name, result["matches"]), strict=True):
+            match["events"] = events
+    return result
+
+
+def _query_runner() -> Callable[..., dict[str, Any]]:
+    """This module's ``run_query`` (the query orchestration), looked up when a query arrives."""
+    runner = globals().get("run_query")
+    if runner is None:
+        raise SeqsketchError("this server cannot answer queries: no query engine is installed")
+    return runner
