@@ -1,0 +1,635 @@
+"""The Bloom-filter tree over an event stream (Baltus 2021, §4.1, Algorithms 1 and 2).
+
+The stream is cut into count-based leaves of ``C`` events: leaf ``i`` covers seqs ``[i·C, (i+1)·C − 1]`` (Alg.
+1; the thesis counts from 1, seqs count from 0) and holds a Bloom filter of the event types in it. When a leaf
+is complete it joins the forest of top-level nodes (the children of the thesis' root), and groups of ``F``
+(the fanout) neighbouring top-level nodes are merged into a parent whose filter is their union, subject to the
+two constraints of §4.1:
+
+* **level constraint** — the ``F`` nodes are on the same level (leaves are level 0);
+* **density constraint** — the union has at most ``m/2`` bits set.
+
+Alg. 2 scans every neighbouring group of the root's children after each new leaf.  A group whose union was too
+dense stays too dense (filters never change), so the only groups that can become mergeable are those at the
+right end of the forest, which a new leaf or a new parent just joined; this module therefore checks only the
+tail, repeatedly, until nothing merges.  A failed group releases its oldest member for good (it and everything
+left of it can never merge again) and keeps the others, which may still pair with later nodes — as the
+thesis' neighbouring-pair scan would.  The outcome is a function of the leaf sequence alone, so appending
+events in pieces builds exactly the tree that building at once does (same :meth:`BloomTree.digest`).
+
+The last, partly filled leaf is queryable (a top-level node that merges only once it is complete).
+
+Each node carries its level, its seq interval, its ts interval (first and last event time, §4.1) and its
+children.  Node ids are creation order, which is also seq order among top-level nodes; a complete node keeps
+its id for good, and the partial leaf has the id its complete self will get.
+
+Beyond the thesis, a node is stored folded (:func:`sketch.bloom.fold_bits`): at the smallest power-of-two size
+at which it is still at most half full, which bounds its false-positive rate by the same ``2^−k`` as an
+unfolded half-full node while a leaf of a few types takes a few bytes instead of ``m/8``.  Probes fold the
+key's positions the same way (``position mod size``).  The unfolded bits are kept only for the nodes that may
+still merge (the tail of the forest) and the partial leaf.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from exact.errors import SeqsketchError
+from sketch.bloom import HASH_SCHEME, MIN_BITS, BloomFilter, fold_bits, is_power_of_two, key_positions
+
+#: Rows of leaves whose bits are materialised at once when building (bounds memory to ~64 MiB per chunk).
+_CHUNK_BYTES = 64 << 20
+_I64 = np.int64
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    """The shape of a tree: what every builder must agree on to produce the same bits.
+
+    ``leaf_size`` C, ``fanout`` F, filter size ``m`` (a power of two) and hash count ``k``; ``fold`` enables
+    folded storage.  ``fpq``, ``filter_fp`` and ``query_length`` record the sizing targets (§4.4) for reports.
+    """
+
+    leaf_size: int
+    m: int
+    k: int
+    fanout: int = 2
+    fold: bool = True
+    min_bits: int = MIN_BITS
+    fpq: float | None = None
+    filter_fp: float | None = None
+    query_length: int = 2
+
+    def __post_init__(self) -> None:
+        if self.leaf_size < 1:
+            raise SeqsketchError(f"leaf size must be ≥ 1, got {self.leaf_size}", where="--leaf-size")
+        if not is_power_of_two(self.m) or self.m < self.min_bits or self.m > 1 << 32:
+            raise SeqsketchError(f"m must be a power of two in [{self.min_bits}, 2^32], got {self.m}")
+        if not is_power_of_two(self.min_bits) or self.min_bits < 8:
+            raise SeqsketchError(f"min_bits must be a power of two ≥ 8, got {self.min_bits}")
+        if not 1 <= self.k <= 64:
+            raise SeqsketchError(f"k must be in 1..64, got {self.k}")
+        if self.fanout < 2:
+            raise SeqsketchError(f"fanout must be ≥ 2, got {self.fanout}")
+
+    def canonical(self) -> dict:
+        """The fields that determine the bits (and so the digest), with the hashing scheme."""
+        return {"leaf_size": self.leaf_size, "m": self.m, "k": self.k, "fanout": self.fanout,
+                "fold": self.fold, "min_bits": self.min_bits, "hash": HASH_SCHEME}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TreeConfig:
+        fields = cls.__dataclass_fields__
+        return cls(**{key: value for key, value in d.items() if key in fields})
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node as the approximate evaluator sees it."""
+
+    id: int
+    level: int
+    lo_seq: int
+    hi_seq: int
+    lo_ts: int  # UTC microseconds of the first event
+    hi_ts: int  # UTC microseconds of the last event
+    children: tuple[int, ...]
+    size: int  # bits stored (m, or m folded)
+    partial: bool = False
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.level == 0
+
+
+class _Column:
+    """A growable numpy column (amortised doubling), or a read-only view of a loaded file."""
+
+    __slots__ = ("data", "n")
+
+    def __init__(self, data: np.ndarray, n: int | None = None) -> None:
+        self.data = data
+        self.n = len(data) if n is None else n
+
+    @classmethod
+    def empty(cls, dtype: np.dtype, width: int | None = None) -> _Column:
+        shape = (16,) if width is None else (16, width)
+        return cls(np.zeros(shape, dtype=dtype), 0)
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.n]
+
+    def reserve(self, extra: int) -> None:
+        need = self.n + extra
+        if need > len(self.data) or not self.data.flags.writeable:
+            cap = max(need, 2 * len(self.data), 16)
+            grown = np.zeros((cap,) + self.data.shape[1:], dtype=self.data.dtype)
+            grown[: self.n] = self.data[: self.n]
+            self.data = grown
+
+    def append(self, value) -> None:
+        self.reserve(1)
+        self.data[self.n] = value
+        self.n += 1
+
+    def truncate(self, n: int) -> None:
+        self.n = n
+
+
+def encode_types(types: pa.Array | pa.ChunkedArray | Sequence[str] | np.ndarray,
+                 ) -> tuple[np.ndarray, list[str]]:
+    """Dictionary-encode event types: ``(codes int32, vocabulary)``, so each distinct type is hashed once."""
+    if isinstance(types, np.ndarray | list | tuple):
+        types = pa.array(types, type=pa.string())
+    if isinstance(types, pa.ChunkedArray):
+        types = types.combine_chunks()
+    if types.null_count:
+        raise SeqsketchError("event types must not be null", where="type")
+    encoded = pc.dictionary_encode(types)
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32), encoded.dictionary.to_pylist()
+
+
+def _as_micros(ts: pa.Array | pa.ChunkedArray | np.ndarray | Sequence[int]) -> np.ndarray:
+    if isinstance(ts, pa.ChunkedArray):
+        ts = ts.combine_chunks()
+    if isinstance(ts, pa.Array):
+        if pa.types.is_timestamp(ts.type):
+            ts = ts.cast(pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())
+        return ts.to_numpy(zero_copy_only=False).astype(_I64)
+    return np.asarray(ts, dtype=_I64)
+
+
+def derive_structure(level: np.ndarray, fanout: int) -> np.ndarray:
+    """Children of every node from the levels alone (nodes in creation order), as an ``(n, F)`` array.
+
+    A parent is created right after its last child, so its last child is ``id − 1``; each earlier child is the
+    node just before the previous child's subtree.  Subtree sizes are filled level by level, so the whole
+    derivation is a handful of numpy operations per level.  Raises ``ValueError`` on a level sequence no
+    tree can have.
+    """
+    n = len(level)
+    level = level.astype(_I64)
+    children = np.full((n, fanout), -1, dtype=_I64)
+    size = np.ones(n, dtype=_I64)
+    top = int(level.max()) if n else 0
+    for lev in range(1, top + 1):
+        parents = np.flatnonzero(level == lev)
+        child = parents - 1
+        for slot in range(fanout - 1, -1, -1):
+            if child.size and (child.min() < 0 or (level[child] != lev - 1).any()):
+                raise ValueError(f"level sequence is inconsistent at level {lev}")
+            children[parents, slot] = child
+            if slot:
+                child = child - size[child]
+        size[parents] = 1 + size[children[parents]].sum(axis=1)
+    return children
+
+
+class BloomTree:
+    """The Bloom-filter tree (Baltus 2021, Alg. 1 and 2) with folded node storage.
+
+    Build with :meth:`update` (``extend``) on event types and timestamps, or via
+    :func:`sketch.build.build_tree`, which also sizes the configuration (§4.4).  Probe with
+    :meth:`may_contain` / :meth:`probe`; walk with :meth:`top_nodes`, :meth:`children`, :meth:`leaves`,
+    :meth:`nodes_covering`.  ``==`` compares the logical content (:meth:`digest`); ``serialize`` /
+    ``deserialize`` and ``save`` / ``load`` live in :mod:`sketch.persist`.
+    """
+
+    def __init__(self, config: TreeConfig) -> None:
+        self.config = config
+        width = config.fanout
+        self._level = _Column.empty(np.int8)
+        self._lo_seq = _Column.empty(_I64)
+        self._hi_seq = _Column.empty(_I64)
+        self._lo_ts = _Column.empty(_I64)
+        self._hi_ts = _Column.empty(_I64)
+        self._children = _Column.empty(_I64, width)
+        self._log2 = _Column.empty(np.int8)
+        self._pool = _Column.empty(np.uint8)
+        self._offsets = _Column.empty(_I64)
+        self.n_events = 0
+        # Nodes that may still merge: (id, level, unfolded bits), a suffix of the forest (Alg. 2 state).
+        self._open: list[tuple[int, int, int]] = []
+        # The partly filled last leaf, if any: its unfolded bits (it is the last row of the columns).
+        self._partial_bits: int | None = None
+        self._positions: dict[str, np.ndarray] = {}
+        self._cache: dict[str, object] = {}
+
+    # ---------------------------------------------------------------------------------------- sizes
+    @property
+    def rows(self) -> int:
+        """Rows stored, the partial leaf included."""
+        return self._level.n
+
+    @property
+    def n_nodes(self) -> int:
+        """Complete nodes (the partial leaf excluded)."""
+        return self.rows - (1 if self.has_partial else 0)
+
+    @property
+    def has_partial(self) -> bool:
+        return self._partial_bits is not None
+
+    @property
+    def n_leaves(self) -> int:
+        """Leaves, the partial one included (eq. 4.9's L)."""
+        return -(-self.n_events // self.config.leaf_size)
+
+    @property
+    def levels(self) -> int:
+        """Levels in use (1 when there are only leaves; 0 when empty)."""
+        return int(self._level.view().max()) + 1 if self.rows else 0
+
+    def bits_bytes(self) -> int:
+        return self._pool.n
+
+    @classmethod
+    def from_columns(cls, config: TreeConfig, *, n_events: int, level: np.ndarray, log2: np.ndarray,
+                     leaf_ts: np.ndarray, bits: np.ndarray, opened: list[tuple[int, int, int]],
+                     partial_bits: int | None) -> BloomTree:
+        """Rebuild a tree from its minimal stored form: per-node level and stored size, leaf times, bits.
+
+        Children, seq intervals and internal nodes' time intervals are derived (:func:`derive_structure`;
+        leaf ``j`` covers ``[jC, (j+1)C − 1]``, a parent spans its first to its last child).  Raises
+        ``ValueError`` when the columns contradict each other.
+        """
+        tree = cls(config)
+        rows = len(level)
+        children = derive_structure(level, config.fanout)
+        leaves = np.flatnonzero(level == 0)
+        if leaf_ts.shape != (len(leaves), 2):
+            raise ValueError(f"{len(leaves)} leaves but {leaf_ts.shape[0]} leaf time ranges")
+        if len(leaves) != -(-n_events // config.leaf_size):
+            raise ValueError(f"{len(leaves)} leaves cannot hold {n_events} events of leaf size "
+                             f"{config.leaf_size}")
+        lo_seq = np.zeros(rows, dtype=_I64)
+        hi_seq = np.zeros(rows, dtype=_I64)
+        lo_ts = np.zeros(rows, dtype=_I64)
+        hi_ts = np.zeros(rows, dtype=_I64)
+        index = np.arange(len(leaves), dtype=_I64)
+        lo_seq[leaves] = index * config.leaf_size
+        hi_seq[leaves] = np.minimum((index + 1) * config.leaf_size, n_events) - 1
+        lo_ts[leaves], hi_ts[leaves] = leaf_ts[:, 0], leaf_ts[:, 1]
+        for lev in range(1, int(level.max()) + 1 if rows else 0):
+            parents = np.flatnonzero(level == lev)
+            kids = children[parents]
+            lo_seq[parents], hi_seq[parents] = lo_seq[kids[:, 0]], hi_seq[kids[:, -1]]
+            lo_ts[parents], hi_ts[parents] = lo_ts[kids].min(axis=1), hi_ts[kids].max(axis=1)
+        sizes = np.left_shift(1, log2.astype(_I64)) // 8
+        offsets = np.zeros(rows, dtype=_I64)
+        if rows:
+            np.cumsum(sizes[:-1], out=offsets[1:])
+        if int(sizes.sum()) != bits.size:
+            raise ValueError(f"bits hold {bits.size} bytes, the node sizes add up to {int(sizes.sum())}")
+        tree._level, tree._log2, tree._pool = _Column(level), _Column(log2), _Column(bits)
+        tree._children, tree._offsets = _Column(children), _Column(offsets)
+        tree._lo_seq, tree._hi_seq, tree._lo_ts, tree._hi_ts = (_Column(lo_seq), _Column(hi_seq),
+                                                                _Column(lo_ts), _Column(hi_ts))
+        tree.n_events = n_events
+        tree._open = opened
+        tree._partial_bits = partial_bits
+        return tree
+
+    def leaf_times(self) -> np.ndarray:
+        """``(leaves, 2)`` first and last event time of every leaf, in seq order."""
+        leaves = np.flatnonzero(self._level.view() == 0)
+        return np.stack([self._lo_ts.data[leaves], self._hi_ts.data[leaves]], axis=1)
+
+    # ---------------------------------------------------------------------------------------- building
+    def update(self, types: pa.Array | pa.ChunkedArray | Sequence[str] | np.ndarray,
+               ts: pa.Array | pa.ChunkedArray | np.ndarray | Sequence[int]) -> None:
+        """Append events (their types and UTC-microsecond timestamps) with seqs continuing the stream.
+
+        Alg. 1: events fill the partial leaf, then new leaves of ``C`` events; every completed leaf is added
+        to the forest with Alg. 2.  Distinct types are hashed once per call, and a leaf's bits are set in bulk
+        from the precomputed positions of the types present in it.
+        """
+        codes, vocabulary = encode_types(types)
+        micros = _as_micros(ts)
+        if len(codes) != len(micros):
+            raise SeqsketchError(f"{len(codes)} event types but {len(micros)} timestamps")
+        if len(codes) == 0:
+            return
+        positions = self._vocabulary_positions(vocabulary)
+        C = self.config.leaf_size
+        start = self.n_events
+        first_leaf = start // C
+        leaf_of = (np.arange(start, start + len(codes), dtype=_I64) // C) - first_leaf
+        n_leaves = int(leaf_of[-1]) + 1
+        bounds = np.searchsorted(leaf_of, np.arange(n_leaves + 1))
+        lo_ts = np.minimum.reduceat(micros, bounds[:-1])
+        hi_ts = np.maximum.reduceat(micros, bounds[:-1])
+        pairs = np.unique(leaf_of * len(vocabulary) + codes)
+        pair_leaf = pairs // len(vocabulary)
+        pair_code = (pairs % len(vocabulary)).astype(np.int64)
+        pair_bounds = np.searchsorted(pair_leaf, np.arange(n_leaves + 1))
+        self._cache.clear()
+        if self.has_partial:
+            # The partial leaf is the last row; take it back out and complete it with the new events.
+            previous = self._pop_partial()
+        else:
+            previous = None
+        end = start + len(codes)
+        row_bytes = self.config.m // 8
+        chunk = max(1, _CHUNK_BYTES // row_bytes)
+        for chunk_start in range(0, n_leaves, chunk):
+            chunk_end = min(n_leaves, chunk_start + chunk)
+            bits = self._leaf_bits(positions, pair_code, pair_bounds, chunk_start, chunk_end)
+            for j, leaf_bits in enumerate(bits):
+                local = chunk_start + j
+                leaf = first_leaf + local
+                lo_t, hi_t = int(lo_ts[local]), int(hi_ts[local])
+                if local == 0 and previous is not None:
+                    leaf_bits |= previous[0]
+                    lo_t, hi_t = min(lo_t, previous[1]), max(hi_t, previous[2])
+                hi_seq = (leaf + 1) * C - 1
+                if hi_seq < end:
+                    self._add_leaf(leaf, leaf_bits, lo_t, hi_t)
+                else:
+                    self._set_partial(leaf, end - 1, leaf_bits, lo_t, hi_t)
+        self.n_events = end
+
+    extend = update
+
+    def _vocabulary_positions(self, vocabulary: list[str]) -> np.ndarray:
+        missing = [key for key in vocabulary if key not in self._positions]
+        if missing:
+            for key, row in zip(missing, key_positions(missing, self.config.k, self.config.m), strict=True):
+                self._positions[key] = row
+        return np.stack([self._positions[key] for key in vocabulary]).astype(np.int64)
+
+    def _leaf_bits(self, positions: np.ndarray, pair_code: np.ndarray, pair_bounds: np.ndarray,
+                   lo: int, hi: int) -> list[int]:
+        """The unfolded bits of leaves ``lo … hi−1`` (local numbering), as Python integers."""
+        m = self.config.m
+        row_bytes = m // 8
+        codes = pair_code[pair_bounds[lo]:pair_bounds[hi]]
+        rows_of = np.repeat(np.arange(hi - lo, dtype=_I64), np.diff(pair_bounds[lo:hi + 1]))
+        bits = positions[codes]  # (pairs, k)
+        flat_byte = (rows_of[:, None] * row_bytes + (bits >> 3)).ravel()
+        flat_mask = (np.uint8(1) << (bits & 7).astype(np.uint8)).ravel()
+        table = np.zeros((hi - lo) * row_bytes, dtype=np.uint8)
+        np.bitwise_or.at(table, flat_byte, flat_mask)
+        raw = table.tobytes()
+        return [int.from_bytes(raw[i * row_bytes:(i + 1) * row_bytes], "little") for i in range(hi - lo)]
+
+    def _store(self, level: int, lo_seq: int, hi_seq: int, lo_ts: int, hi_ts: int,
+               children: Sequence[int], bits: int) -> int:
+        """Append a node row; its bits are stored folded (when enabled) and its id returned."""
+        cfg = self.config
+        if cfg.fold:
+            folded, size = fold_bits(bits, cfg.m, min_bits=cfg.min_bits)
+        else:
+            folded, size = bits, cfg.m
+        node = self._level.n
+        self._level.append(level)
+        self._lo_seq.append(lo_seq)
+        self._hi_seq.append(hi_seq)
+        self._lo_ts.append(lo_ts)
+        self._hi_ts.append(hi_ts)
+        row = np.full(cfg.fanout, -1, dtype=_I64)
+        row[: len(children)] = children
+        self._children.append(row)
+        self._log2.append(size.bit_length() - 1)
+        self._offsets.append(self._pool.n)
+        data = np.frombuffer(folded.to_bytes(size // 8, "little"), dtype=np.uint8)
+        self._pool.reserve(len(data))
+        self._pool.data[self._pool.n:self._pool.n + len(data)] = data
+        self._pool.n += len(data)
+        return node
+
+    def _add_leaf(self, leaf: int, bits: int, lo_ts: int, hi_ts: int) -> None:
+        """Alg. 2 (addLeaf): add a complete leaf to the forest; merge the tail while the constraints hold."""
+        C, F, half = self.config.leaf_size, self.config.fanout, self.config.m // 2
+        node = self._store(0, leaf * C, (leaf + 1) * C - 1, lo_ts, hi_ts, (), bits)
+        opened = self._open
+        opened.append((node, 0, bits))
+        while len(opened) >= F and opened[-F][1] == opened[-1][1]:
+            group = opened[-F:]
+            union = 0
+            for _, _, member in group:
+                union |= member
+            if union.bit_count() > half:  # density constraint (§4.1): the group never merges
+                del opened[: len(opened) - F + 1]
+                break
+            ids = [member for member, _, _ in group]
+            level = group[0][1] + 1
+            parent = self._store(level, int(self._lo_seq.data[ids[0]]), int(self._hi_seq.data[ids[-1]]),
+                                 int(self._lo_ts.data[ids].min()), int(self._hi_ts.data[ids].max()),
+                                 ids, union)
+            del opened[-F:]
+            opened.append((parent, level, union))
+
+    def _set_partial(self, leaf: int, hi_seq: int, bits: int, lo_ts: int, hi_ts: int) -> None:
+        self._store(0, leaf * self.config.leaf_size, hi_seq, lo_ts, hi_ts, (), bits)
+        self._partial_bits = bits
+
+    def _pop_partial(self) -> tuple[int, int, int]:
+        row = self.rows - 1
+        bits = self._partial_bits
+        assert bits is not None
+        out = (bits, int(self._lo_ts.data[row]), int(self._hi_ts.data[row]))
+        offset = int(self._offsets.data[row])
+        for column in (self._level, self._lo_seq, self._hi_seq, self._lo_ts, self._hi_ts, self._children,
+                       self._log2, self._offsets):
+            column.truncate(row)
+        self._pool.truncate(offset)
+        self._partial_bits = None
+        return out
+
+    # ---------------------------------------------------------------------------------------- structure
+    def _parents(self) -> np.ndarray:
+        parents = self._cache.get("parents")
+        if parents is None:
+            parents = np.full(self.rows, -1, dtype=_I64)
+            children = self._children.view()
+            owners = np.repeat(np.arange(self.rows, dtype=_I64), children.shape[1]).reshape(children.shape)
+            mask = children >= 0
+            parents[children[mask]] = owners[mask]
+            self._cache["parents"] = parents
+        return parents  # type: ignore[return-value]
+
+    def node(self, node: int) -> Node:
+        if not 0 <= node < self.rows:
+            raise SeqsketchError(f"no node {node} in a tree of {self.rows} nodes")
+        children = tuple(int(c) for c in self._children.data[node] if c >= 0)
+        return Node(node, int(self._level.data[node]), int(self._lo_seq.data[node]),
+                    int(self._hi_seq.data[node]), int(self._lo_ts.data[node]), int(self._hi_ts.data[node]),
+                    children, 1 << int(self._log2.data[node]), self.has_partial and node == self.rows - 1)
+
+    def nodes(self) -> list[Node]:
+        return [self.node(i) for i in range(self.rows)]
+
+    def top_nodes(self) -> list[int]:
+        """The top-level nodes (the forest's roots, §4.3), in seq order; the partial leaf is the last one."""
+        return np.flatnonzero(self._parents() < 0).tolist()
+
+    def children(self, node: int) -> list[int]:
+        return [int(c) for c in self._children.data[node] if c >= 0]
+
+    def parent(self, node: int) -> int | None:
+        p = int(self._parents()[node])
+        return None if p < 0 else p
+
+    def leaves(self) -> list[int]:
+        """All leaves in seq order, the partial one last."""
+        return np.flatnonzero(self._level.view() == 0).tolist()
+
+    def leaf_at(self, seq: int) -> int:
+        """The id of the leaf covering ``seq``."""
+        if not 0 <= seq < self.n_events:
+            raise SeqsketchError(f"seq {seq} is outside the indexed stream [0, {self.n_events - 1}]")
+        leaves = self._cache.get("leaves")
+        if leaves is None:
+            leaves = self._cache["leaves"] = np.flatnonzero(self._level.view() == 0)
+        return int(leaves[seq // self.config.leaf_size])  # type: ignore[index]
+
+    def intervals(self) -> dict[str, np.ndarray]:
+        """Column views of every row: level, lo_seq, hi_seq, lo_ts, hi_ts, children, size (bits)."""
+        return {"level": self._level.view(), "lo_seq": self._lo_seq.view(), "hi_seq": self._hi_seq.view(),
+                "lo_ts": self._lo_ts.view(), "hi_ts": self._hi_ts.view(), "children": self._children.view(),
+                "size": np.left_shift(1, self._log2.view().astype(_I64))}
+
+    def nodes_covering(self, lo_seq: int, hi_seq: int) -> list[int]:
+        """The fewest nodes whose intervals cover every leaf that meets ``[lo_seq, hi_seq]`` (§4.3.4).
+
+        A node inside the range is taken whole; a node straddling its edge is opened, down to the boundary
+        leaves, which are taken whole (a leaf cannot be split, so the cover may reach past the range).
+        """
+        lo_col, hi_col = self._lo_seq.data, self._hi_seq.data
+        out: list[int] = []
+        stack = list(reversed(self.top_nodes()))
+        while stack:
+            node = stack.pop()
+            lo, hi = int(lo_col[node]), int(hi_col[node])
+            if hi < lo_seq or lo > hi_seq:
+                continue
+            kids = self.children(node)
+            if (lo >= lo_seq and hi <= hi_seq) or not kids:
+                out.append(node)
+            else:
+                stack.extend(reversed(kids))
+        return out
+
+    # ---------------------------------------------------------------------------------------- probing
+    def positions(self, key: str) -> np.ndarray:
+        """The key's ``k`` positions in an ``m``-bit filter (hashed once, then cached)."""
+        pos = self._positions.get(key)
+        if pos is None:
+            pos = self._positions[key] = key_positions([key], self.config.k, self.config.m)[0]
+        return pos
+
+    def may_contain(self, node: int, key: str) -> bool:
+        """Whether ``key`` may occur in the node's interval: False is certain, True may be a false hit."""
+        return bool(self.probe([node], [key])[0, 0])
+
+    def probe(self, nodes: Sequence[int] | np.ndarray, keys: Sequence[str]) -> np.ndarray:
+        """Batch probe: a ``(len(nodes), len(keys))`` bool array of :meth:`may_contain` answers."""
+        ids = np.asarray(nodes, dtype=_I64)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.rows):
+            raise SeqsketchError(f"node ids must be in [0, {self.rows - 1}]")
+        if not keys:
+            return np.zeros((len(ids), 0), dtype=bool)
+        pos = np.stack([self.positions(key) for key in keys]).astype(_I64)  # (K, k)
+        masks = (np.left_shift(1, self._log2.data[ids].astype(_I64)) - 1)[:, None, None]  # (N,1,1)
+        bit = pos[None, :, :] & masks  # (N, K, k)
+        byte = self._offsets.data[ids][:, None, None] + (bit >> 3)
+        hit = (self._pool.data[byte] >> (bit & 7).astype(np.uint8)) & 1
+        return hit.all(axis=2)
+
+    def filter(self, node: int) -> BloomFilter:
+        """The node's filter as stored (possibly folded) as a :class:`BloomFilter`."""
+        size = 1 << int(self._log2.data[node])
+        offset = int(self._offsets.data[node])
+        data = self._pool.data[offset:offset + size // 8].tobytes()
+        return BloomFilter.from_bytes(data, size, self.config.k)
+
+    def density(self, nodes: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """Fraction of stored bits set, per node."""
+        ids = np.arange(self.rows) if nodes is None else np.asarray(nodes, dtype=_I64)
+        counts = np.bitwise_count(self._pool.view())
+        starts = self._offsets.view()
+        per_node = np.add.reduceat(counts, starts) if len(starts) else np.zeros(0, _I64)
+        sizes = np.left_shift(1, self._log2.view().astype(_I64))
+        return per_node[ids] / sizes[ids]
+
+    # ---------------------------------------------------------------------------------------- accuracy
+    def expected_fpq(self, query_length: int | None = None) -> float:
+        """Eq. 4.3 over the actual top-level nodes: ``1 − Π (1 − ρ_i^k)^p``, ``p`` probes per node.
+
+        ``ρ_i^k`` is eq. 4.1 expressed with node ``i``'s measured density; ``p = 2 (s − 1)`` (§4.4.1).
+        """
+        if self.rows == 0:
+            return 0.0
+        s = self.config.query_length if query_length is None else query_length
+        probes = 2 * (s - 1) if s >= 2 else 1
+        rates = self.density(self.top_nodes()) ** self.config.k
+        return float(-np.expm1(probes * np.log1p(-np.minimum(rates, 1 - 1e-16)).sum()))
+
+    # ---------------------------------------------------------------------------------------- identity
+    def digest(self) -> str:
+        """SHA-256 of the tree's logical content: config, event count, and every node's level, intervals,
+        children, stored size and bits, in id order (the partial leaf last).  Independent of how the tree was
+        built (at once, in pieces, on Spark) or stored."""
+        h = hashlib.sha256(b"seqsketch.bloomtree/1\n")
+        h.update(json.dumps(self.config.canonical(), sort_keys=True).encode())
+        h.update(np.array([self.n_events, self.rows], dtype="<i8").tobytes())
+        for name, column in (("level", self._level), ("lo_seq", self._lo_seq), ("hi_seq", self._hi_seq),
+                             ("lo_ts", self._lo_ts), ("hi_ts", self._hi_ts), ("children", self._children),
+                             ("log2", self._log2)):
+            data = np.ascontiguousarray(column.view().astype(column.data.dtype.newbyteorder("<")))
+            h.update(name.encode())
+            h.update(data.tobytes())
+        h.update(b"bits")
+        h.update(self._pool.view().tobytes())
+        return h.hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BloomTree):
+            return NotImplemented
+        return self.digest() == other.digest()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> BloomTree:
+        twin = BloomTree(self.config)
+        for name in ("_level", "_lo_seq", "_hi_seq", "_lo_ts", "_hi_ts", "_children", "_log2", "_pool",
+                     "_offsets"):
+            column: _Column = getattr(self, name)
+            setattr(twin, name, _Column(column.view().copy()))
+        twin.n_events = self.n_events
+        twin._open = list(self._open)
+        twin._partial_bits = self._partial_bits
+        twin._positions = dict(self._positions)
+        return twin
+
+    def info(self) -> dict:
+        """The ``index`` section of ``seqsketch info`` (CONTRACT §4)."""
+        stored = self.stored_bytes()
+        return {"leaf_size": self.config.leaf_size, "fanout": self.config.fanout, "m": self.config.m,
+                "k": self.config.k, "levels": self.levels, "nodes": self.rows, "leaves": self.n_leaves,
+                "top_nodes": len(self.top_nodes()), "events": self.n_events, "bytes": stored,
+                "bytes_per_event": stored / self.n_events if self.n_events else 0.0,
+                "fpq": self.config.fpq, "expected_fpq": self.expected_fpq(), "index_digest": self.digest()}
+
+    def stored_bytes(self) -> int:
+        """Bytes of the persisted form (bits, per-node columns, merge state) that :mod:`sketch.persist`
+        writes."""
+        from sketch.persist import serialized_size
+
+        return serialized_size(self)
+
+    def __repr__(self) -> str:
+        return (f"BloomTree(events={self.n_events}, nodes={self.rows}, levels={self.levels}, "
+                f"m={self.config.m}, k={self.config.k}, C={self.config.leaf_size}, F={self.config.fanout})")
+
