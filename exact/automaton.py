@@ -1,0 +1,262 @@
+"""The SES automaton (Cadonna 2013, ch. 4, Def. 4.1, construction §4.3) and its transition function.
+
+States are *sets of bound variables* (bitmasks over the positive variables in pattern order).  The
+automaton of one event set ``Bi`` has a transition ``(q, v, Θ_δ)`` for every subset ``q`` of ``Bi`` and
+every ``v ∈ Bi \\ q``, and a loop ``(q, v, Θ_δ)`` for every Kleene ``v ∈ q``; the set automata are
+concatenated by merging accept and start states, so ``B_{i+1}`` transitions become available once all of
+``Bi`` is bound and the loops of ``Bi`` survive at the merged state but not after a ``B_{i+1}`` variable
+is bound (digest §3.2).  ``Θ_δ`` consists of ``v``'s properties (checked through a precomputed bitmask per
+event), every relationship between ``v`` and an already bound variable, read symmetrically (digest A2)
+and evaluated with ∀-semantics over Kleene bindings, and — on loops only — ``prev(v.A) φ v.B``.
+
+OR elements are *groups*: one position whose alternatives are separate variables of which at most one is
+bound; the group counts as bound once any alternative is, and only the bound alternative may loop.
+
+The structure depends only on the query, so it is built once per :class:`~exact.ast.Query` and cached
+(:func:`automaton_for`); per-state transition lists are generated on demand (a set of size b has 2^b
+states, most of which a given stream never visits).  :class:`Runner` binds an automaton to the columns of
+one stream and implements the transition step ``δ`` of Algorithms 2 and 4.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from exact.ast import Condition, Field, Query
+from exact.normalize import FLIPPED, Plan, compare, normalize
+
+#: A match buffer β: per positive variable (by index) the tuple of bound event positions, in stream order.
+Buffer = tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class RelationCheck:
+    """``new.attr op other.other_attr`` for every event bound to variable ``other``."""
+
+    attr: str
+    op: str
+    other: int
+    other_attr: str
+
+
+@dataclass(frozen=True)
+class PrevCheck:
+    """``prev(v.prev_attr) op v.attr``: the previous event of the Kleene binding against the new one."""
+
+    prev_attr: str
+    op: str
+    attr: str
+
+
+@dataclass(frozen=True)
+class Transition:
+    """``δ = (q, v, Θ_δ)`` leading to ``target`` (= q for a Kleene loop)."""
+
+    var: int
+    loop: bool
+    target: int
+    relations: tuple[RelationCheck, ...]
+    prevs: tuple[PrevCheck, ...]
+
+
+class Automaton:
+    """The SES automaton of a normalised plan; states are bitmasks of bound positive variables."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.nvars = plan.nvars
+        self.start = 0
+        self.kleene = tuple(v.kleene for v in plan.positives)
+        self.group_mask = [0] * self.nvars
+        for members in {m for m in plan.group_members}:
+            mask = 0
+            for i in members:
+                mask |= 1 << i
+            for i in members:
+                self.group_mask[i] = mask
+        self.element_groups: tuple[tuple[int, ...], ...] = tuple(
+            tuple(self.group_mask[g] for g in groups) for groups in plan.elements)
+        self.element_mask = tuple(_or(gs) for gs in self.element_groups)
+        self.first_element_mask = self.element_mask[0]
+        self._relations = self._index_relations(plan)
+        self._prevs = self._index_prevs(plan)
+        self._transitions: dict[int, tuple[Transition, ...]] = {}
+        self._final: dict[int, bool] = {}
+
+    # -- construction -------------------------------------------------------------------------------
+
+    def _index_relations(self, plan: Plan) -> dict[tuple[int, int], tuple[RelationCheck, ...]]:
+        idx = plan.positive_index()
+        out: dict[tuple[int, int], list[RelationCheck]] = {}
+        for c in plan.relations:
+            assert isinstance(c.left, Field) and isinstance(c.right, Field)
+            a, b = idx[c.left.var], idx[c.right.var]
+            out.setdefault((a, b), []).append(RelationCheck(c.left.attr, c.op, b, c.right.attr))
+            out.setdefault((b, a), []).append(RelationCheck(c.right.attr, FLIPPED[c.op], a, c.left.attr))
+        return {k: tuple(v) for k, v in out.items()}
+
+    def _index_prevs(self, plan: Plan) -> dict[int, tuple[PrevCheck, ...]]:
+        idx = plan.positive_index()
+        out: dict[int, list[PrevCheck]] = {}
+        for c in plan.prevs:
+            assert isinstance(c.left, Field) and isinstance(c.right, Field)
+            out.setdefault(idx[c.left.var], []).append(PrevCheck(c.left.attr, c.op, c.right.attr))
+        return {k: tuple(v) for k, v in out.items()}
+
+    def _current_element(self, q: int) -> int:
+        for i, groups in enumerate(self.element_groups):
+            for g in groups:
+                if not q & g:
+                    return i
+        return len(self.element_groups)
+
+    def is_final(self, q: int) -> bool:
+        f = self._final.get(q)
+        if f is None:
+            f = self._current_element(q) == len(self.element_groups)
+            self._final[q] = f
+        return f
+
+    def transitions(self, q: int) -> tuple[Transition, ...]:
+        """The transitions leaving state ``q`` (§3.2 construction with concatenation)."""
+        cached = self._transitions.get(q)
+        if cached is not None:
+            return cached
+        cur = self._current_element(q)
+        k = len(self.element_groups)
+        out: list[Transition] = []
+        if cur < k:
+            for g in self.element_groups[cur]:
+                if q & g:
+                    continue
+                for v in _bits(g):
+                    out.append(self._make(q, v, loop=False))
+        loop_elements = []
+        if cur < k:
+            loop_elements.append(cur)
+        if cur >= 1 and (cur == k or not q & self.element_mask[cur]):
+            loop_elements.append(cur - 1)
+        for e in loop_elements:
+            for v in _bits(self.element_mask[e]):
+                if q >> v & 1 and self.kleene[v]:
+                    out.append(self._make(q, v, loop=True))
+        result = tuple(out)
+        self._transitions[q] = result
+        return result
+
+    def _make(self, q: int, v: int, loop: bool) -> Transition:
+        rels: list[RelationCheck] = []
+        for w in _bits(q):
+            if w != v:
+                rels.extend(self._relations.get((v, w), ()))
+        return Transition(v, loop, q | (1 << v), tuple(rels), self._prevs.get(v, ()) if loop else ())
+
+    def relevant_mask(self, q: int) -> int:
+        """Variables some transition out of ``q`` binds (0: the state can never change again)."""
+        m = 0
+        for t in self.transitions(q):
+            m |= 1 << t.var
+        return m
+
+
+@functools.lru_cache(maxsize=128)
+def automaton_for(query: Query) -> Automaton:
+    """The automaton of ``query``, built once per (frozen, hashable) query."""
+    return Automaton(normalize(query))
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    i = 0
+    while mask:
+        if mask & 1:
+            out.append(i)
+        mask >>= 1
+        i += 1
+    return out
+
+
+def _or(masks: Sequence[int]) -> int:
+    m = 0
+    for x in masks:
+        m |= x
+    return m
+
+
+class Runner:
+    """An automaton bound to the columns of one stream: evaluates ``δ`` on event positions.
+
+    ``evmask[x]`` has bit ``v`` set iff event ``x`` satisfies the properties of variable ``v``;
+    ``columns[attr][x]`` is the value of ``attr`` at position ``x``.
+    """
+
+    def __init__(self, automaton: Automaton, evmask: Sequence[int], columns: dict[str, Sequence]) -> None:
+        self.automaton = automaton
+        self.evmask = evmask
+        self.columns = columns
+        self.empty: Buffer = tuple(() for _ in range(automaton.nvars))
+        self._bound: dict[int, tuple] = {}
+        self._relmask: dict[int, int] = {}
+
+    def relmask(self, q: int) -> int:
+        m = self._relmask.get(q)
+        if m is None:
+            m = self.automaton.relevant_mask(q)
+            self._relmask[q] = m
+        return m
+
+    def _bound_transitions(self, q: int) -> tuple:
+        bt = self._bound.get(q)
+        if bt is None:
+            cols = self.columns
+            bt = tuple(
+                (t.var, t.loop, t.target,
+                 tuple((cols[r.attr], r.op, r.other, cols[r.other_attr]) for r in t.relations),
+                 tuple((cols[p.prev_attr], p.op, cols[p.attr]) for p in t.prevs))
+                for t in self.automaton.transitions(q))
+            self._bound[q] = bt
+        return bt
+
+    def fire(self, q: int, beta: Buffer, x: int) -> list[tuple[int, Buffer, int, bool]]:
+        """Every transition out of ``q`` whose condition holds for event ``x`` given ``beta``.
+
+        Returns ``(target, beta ⊎ {v/<x>}, v, loop)`` per transition (nondeterminism = several).
+        """
+        em = self.evmask[x]
+        out = []
+        for v, loop, target, rels, prevs in self._bound_transitions(q):
+            if not em >> v & 1:
+                continue
+            ok = True
+            for col, op, w, wcol in rels:
+                xv = col[x]
+                for y in beta[w]:
+                    if not compare(xv, op, wcol[y]):
+                        ok = False
+                        break
+                if not ok:
+                    break
+            if ok and prevs:
+                last = beta[v][-1]
+                for pcol, op, col in prevs:
+                    if not compare(pcol[last], op, col[x]):
+                        ok = False
+                        break
+            if ok:
+                out.append((target, beta[:v] + (beta[v] + (x,),) + beta[v + 1:], v, loop))
+        return out
+
+
+def condition_attrs(plan: Plan) -> set[str]:
+    """Attributes the Python loops read (relations, prev conditions, negation relations)."""
+    attrs: set[str] = set()
+    conds: list[Condition] = list(plan.relations) + list(plan.prevs)
+    for rel in plan.negative_relations:
+        conds.extend(rel)
+    for c in conds:
+        for o in (c.left, c.right):
+            if isinstance(o, Field):
+                attrs.add(o.attr)
+    return attrs

@@ -1,0 +1,414 @@
+"""The exact engine: all matches of a query in a stream, under its strategy (CONTRACT §2, §3).
+
+:func:`evaluate` is the one entry point.  It normalises the query (:mod:`exact.normalize`), reads the stream
+into columns (:class:`~exact.prefilter.EventFrame`, with ``BETWEEN`` applied), evaluates every variable's
+properties vectorised, and hands only the events some variable can bind to the Python loops (the
+prefilter).  Then, by strategy:
+
+* ``skip_till_next_match`` / ``robust_skip_till_next_match`` / ``skip_till_any_match``: one window per
+  possible first event (Cadonna 2013, Algorithm 1) — or, with ``two_phase``, the filtered, partitioned and
+  candidate match windows of Algorithm 3 (:mod:`exact.twophase`) — each evaluated by the window function
+  of :mod:`exact.strategies`.  Without ``two_phase`` the possible first events are pruned vectorised
+  (rarest variable first, then the ordered chain of sets) to those whose window can hold a match at all.
+* ``strict_contiguity`` / ``partition_contiguity``: one run per possible first event over successive
+  events of the stream (resp. the partition); these see every event, not only the filtered ones.
+
+Afterwards OR positions bound to the same events under several alternatives are reported once (under the
+first alternative in pattern order), SASE+ negation drops the matches with a forbidden event in a negated
+gap, and the buffers become :class:`Match` values.  :func:`answer` turns matches into the parts of the
+CONTRACT §3 answer.
+
+Windows: ``WITHIN d`` — last ts − first ts ≤ d; ``WITHIN n EVENTS`` — last seq − first seq < n; none —
+the window reaches the end of the stream (a match must still start at the window's first event; the lazy
+reading of :class:`~exact.strategies.View` makes a run stop as soon as none of its instances can change).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from exact.ast import Field, Query, Return, Strategy, WithinEvents, WithinTime
+from exact.automaton import Buffer, Runner, automaton_for, condition_attrs
+from exact.errors import QueryLimitError
+from exact.normalize import Plan, compare, normalize
+from exact.prefilter import EventFrame, property_mask
+from exact.strategies import (
+    View,
+    any_match_window,
+    contiguous_window,
+    next_match_window,
+    robust_next_match_window,
+)
+from exact.twophase import two_phase as run_two_phase
+
+#: Positive variables are bits of a 63-bit mask.
+MAX_VARIABLES = 62
+
+_WINDOW_FUNCS = {
+    Strategy.SKIP_TILL_NEXT_MATCH: next_match_window,
+    Strategy.ROBUST_SKIP_TILL_NEXT_MATCH: robust_next_match_window,
+    Strategy.SKIP_TILL_ANY_MATCH: any_match_window,
+}
+
+
+@dataclass(frozen=True, order=True)
+class Match:
+    """One match: first and last seq, and per positive variable (pattern order) its seqs in stream order.
+
+    An OR position appears under the name of the alternative that bound it; negated variables never appear.
+    """
+
+    start_seq: int
+    end_seq: int
+    bindings: tuple[tuple[str, tuple[int, ...]], ...]
+
+    def bindings_dict(self) -> dict[str, list[int]]:
+        return {name: list(seqs) for name, seqs in self.bindings}
+
+
+def evaluate(query: Query, events: pa.Table | Iterable[pa.RecordBatch], *, two_phase: bool = True,
+             prefilter: bool = True, type_counts: Mapping[str, int] | None = None,
+             starts: tuple[int, int] | None = None) -> list[Match]:
+    """All matches of ``query`` in ``events`` under its strategy: sorted, deduplicated.
+
+    ``two_phase`` selects Algorithm 3 (match windows) over Algorithm 1; ``prefilter`` keeps events no
+    variable can bind out of the Python loops; ``type_counts`` (type → count in the stream) orders the
+    pruning rarest first; ``starts=(lo, hi)`` reports only matches whose first event's seq lies in
+    [lo, hi] — the events passed may reach further, so the strategy sees everything it needs.  The results
+    do not depend on ``two_phase``, ``prefilter`` or ``type_counts``.
+    """
+    plan = normalize(query)
+    if plan.nvars > MAX_VARIABLES:
+        raise QueryLimitError(f"a pattern may have at most {MAX_VARIABLES} positive variables")
+    frame = EventFrame.build(events, query.between)
+    if len(frame) == 0 or plan.unsatisfiable:
+        return []
+    return _Evaluation(plan, frame, two_phase=two_phase, prefilter=prefilter, type_counts=type_counts,
+                       starts=starts).run()
+
+
+class _Evaluation:
+    """The state of one :func:`evaluate` call (columns of the filtered stream, the bound automaton)."""
+
+    def __init__(self, plan: Plan, frame: EventFrame, *, two_phase: bool, prefilter: bool,
+                 type_counts: Mapping[str, int] | None, starts: tuple[int, int] | None) -> None:
+        self.plan = plan
+        self.query = plan.query
+        self.frame = frame
+        self.two_phase = two_phase
+        self.prefilter = prefilter
+        self.type_counts = type_counts
+        self.starts = starts
+        n = len(frame)
+        evmask = np.zeros(n, dtype=np.int64)
+        self.var_counts = []
+        for v in plan.positives:
+            m = property_mask(frame, v)
+            self.var_counts.append(int(m.sum()))
+            evmask |= m.astype(np.int64) << v.index
+        self.idx = np.flatnonzero(evmask) if prefilter else np.arange(n)
+        self.evmask_np = np.ascontiguousarray(evmask[self.idx])
+        self.evmask = self.evmask_np.tolist()
+        self.seq = frame.seq[self.idx]
+        self.ts = frame.ts[self.idx]
+        self.seq_list = self.seq.tolist()
+        columns: dict[str, list] = {}
+        for attr in condition_attrs(plan):
+            columns[attr] = frame.values(attr, self.idx)
+        self.runner = Runner(automaton_for(self.query), self.evmask, columns)
+        self.columns = columns
+        self.end = self._window_ends()
+
+    # -- windows ------------------------------------------------------------------------------------
+
+    def _window_ends(self) -> np.ndarray:
+        w = self.query.within
+        if isinstance(w, WithinTime):
+            return np.searchsorted(self.ts, self.ts + w.micros, "right") - 1
+        if isinstance(w, WithinEvents):
+            return np.searchsorted(self.seq, self.seq + (w.count - 1), "right") - 1
+        return np.full(len(self.idx), len(self.idx) - 1, dtype=np.int64)
+
+    def _start_ok_mask(self) -> np.ndarray:
+        if self.starts is None:
+            return np.ones(len(self.idx), dtype=bool)
+        lo, hi = self.starts
+        return (self.seq >= lo) & (self.seq <= hi)
+
+    # -- driver -------------------------------------------------------------------------------------
+
+    def run(self) -> list[Match]:
+        strategy = self.query.strategy
+        if strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY):
+            buffers = self._contiguous(strategy == Strategy.PARTITION_CONTIGUITY)
+        elif self.two_phase:
+            buffers = self._two_phase(_WINDOW_FUNCS[strategy])
+        else:
+            buffers = self._match_windows(_WINDOW_FUNCS[strategy])
+        buffers = self._one_alternative(buffers)
+        buffers = self._negation(buffers)
+        return sorted({self._to_match(b) for b in buffers})
+
+    def _first_events(self) -> np.ndarray:
+        """Positions whose event can start a match (Alg. 2: the start state must fire on W[1])."""
+        ok = (self.evmask_np & self.runner.automaton.first_element_mask) != 0
+        return np.flatnonzero(ok & self._start_ok_mask())
+
+    def _match_windows(self, window_fn: Callable[..., list[Buffer]]) -> list[Buffer]:
+        """Algorithm 1: one window per possible first event."""
+        firsts = self._first_events()
+        if self.prefilter:
+            firsts = self._necessary(firsts)
+        view = View(self.evmask_np, None, self.prefilter)
+        out: list[Buffer] = []
+        end = self.end
+        for s in firsts.tolist():
+            out.extend(window_fn(self.runner, view, s, int(end[s])))
+        return out
+
+    def _group_rarity(self, members: tuple[int, ...]) -> float:
+        counts = self.type_counts
+        if counts is not None:
+            total = 0.0
+            for i in members:
+                types = self.plan.positives[i].types
+                if types is None:
+                    return float(sum(counts.values()))
+                total += sum(counts.get(t, 0) for t in types)
+            return total
+        return float(sum(self.var_counts[i] for i in members))
+
+    def _necessary(self, firsts: np.ndarray) -> np.ndarray:
+        """Vectorised necessary conditions for a match starting at each of ``firsts``.
+
+        Rarest group first (Kolchinsky & Schuster: the rarest variable decides fastest whether a window
+        can match): every group needs an event within the window.  Then the ordered chain of Thm. 5.2
+        (5.4): the events of ``B_{i+1}`` follow the earliest possible completion of ``Bi``, and the
+        earliest possible last event must lie within the window.
+        """
+        aut = self.runner.automaton
+        groups = [(gm, tuple(_bits(gm))) for gs in aut.element_groups for gm in gs]
+        positions = {gm: np.flatnonzero(self.evmask_np & gm) for gm, _ in groups}
+        end = self.end
+        for gm, _members in sorted(groups, key=lambda g: self._group_rarity(g[1])):
+            if not len(firsts):
+                return firsts
+            pos = positions[gm]
+            k = np.searchsorted(pos, firsts, "left")
+            ok = k < len(pos)
+            ok[ok] = pos[k[ok]] <= end[firsts[ok]]
+            firsts = firsts[ok]
+        if not len(firsts):
+            return firsts
+        big = np.iinfo(np.int64).max
+        bound = firsts.copy()
+        for i, gs in enumerate(aut.element_groups):
+            done = np.zeros(len(firsts), dtype=np.int64)
+            for gm in gs:
+                pos = positions[gm]
+                k = np.searchsorted(pos, bound, "left" if i == 0 else "right")
+                nxt = np.full(len(firsts), big, dtype=np.int64)
+                ok = k < len(pos)
+                nxt[ok] = pos[k[ok]]
+                done = np.maximum(done, nxt)
+            bound = done
+        reachable = bound <= end[firsts]
+        return firsts[reachable]
+
+    def _partition_codes(self, attrs: tuple[str, ...], positions: np.ndarray | None) -> np.ndarray:
+        """An int64 code per event for the tuple of ``attrs`` values (-1 when one of them is null)."""
+        n = len(self.frame)
+        code = np.zeros(n, dtype=np.int64)
+        null = np.zeros(n, dtype=bool)
+        for attr in attrs:
+            arr = self.frame.array(attr)
+            if pa.types.is_null(arr.type):
+                null[:] = True
+                continue
+            enc = pc.dictionary_encode(arr)
+            idx = enc.indices
+            null |= pc.is_null(idx).to_numpy(zero_copy_only=False)
+            codes = pc.fill_null(idx, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            radix = max(len(enc.dictionary), 1)
+            code = code * radix + codes
+        code[null] = -1
+        return code if positions is None else code[positions]
+
+    def _two_phase(self, window_fn: Callable[..., list[Buffer]]) -> list[Buffer]:
+        w = self.query.within
+        within: tuple[str, int] | None = None
+        if isinstance(w, WithinTime):
+            within = ("time", w.micros)
+        elif isinstance(w, WithinEvents):
+            within = ("events", w.count)
+        keys = (self._partition_codes(self.plan.partition_attrs, self.idx)
+                if self.plan.partition_attrs else None)
+        start_ok = self._start_ok_mask().tolist()
+        return run_two_phase(self.runner, window_fn, evmask_np=self.evmask_np, seq=self.seq, ts=self.ts,
+                             positions=np.arange(len(self.idx)), partition_keys=keys, within=within,
+                             jump=self.prefilter, start_ok=start_ok.__getitem__)
+
+    def _contiguous(self, by_partition: bool) -> list[Buffer]:
+        """Strict / partition contiguity over every event of the stream (resp. of the partition)."""
+        n = len(self.frame)
+        in_universe = np.full(n + 1, -1, dtype=np.int64)
+        in_universe[self.idx] = np.arange(len(self.idx))
+        if by_partition and self.query.partition_by:
+            code = self._partition_codes(self.query.partition_by, None)
+            order = np.lexsort((np.arange(n), code))
+            nxt_full = np.full(n, n, dtype=np.int64)
+            same = code[order[:-1]] == code[order[1:]]
+            nxt_full[order[:-1][same]] = order[1:][same]
+            nxt_full[code < 0] = n
+        else:
+            nxt_full = np.arange(1, n + 1, dtype=np.int64)
+        successor = in_universe[nxt_full[self.idx]].tolist()
+        out: list[Buffer] = []
+        end = self.end
+        for s in self._first_events().tolist():
+            out.extend(contiguous_window(self.runner, successor, s, int(end[s])))
+        return out
+
+    # -- post-processing ----------------------------------------------------------------------------
+
+    def _one_alternative(self, buffers: list[Buffer]) -> list[Buffer]:
+        """An OR position bound to the same events under several alternatives is one match, reported
+        under the first alternative (pattern order) — CONTRACT §2: bound by exactly one alternative."""
+        ors = [m for m in set(self.plan.group_members) if len(m) > 1]
+        if not ors:
+            return buffers
+        best: dict[tuple, tuple[tuple, Buffer]] = {}
+        for b in buffers:
+            key_parts = []
+            rank = []
+            for members in ors:
+                chosen = next(i for i in members if b[i])
+                key_parts.append(b[chosen])
+                rank.append(chosen)
+            rest = tuple(b[i] if not any(i in m for m in ors) else () for i in range(len(b)))
+            key = (rest, tuple(key_parts))
+            r = tuple(rank)
+            if key not in best or r < best[key][0]:
+                best[key] = (r, b)
+        return [b for _, b in best.values()]
+
+    def _negation(self, buffers: list[Buffer]) -> list[Buffer]:
+        """SASE+ negation: drop matches with a forbidden event strictly inside a negated gap (or, for a
+        trailing NOT, after the last positive event and within the window)."""
+        if not self.plan.negatives or not buffers:
+            return buffers
+        checks = [self._negation_check(i) for i in range(len(self.plan.negatives))]
+        return [b for b in buffers if not any(check(b) for check in checks)]
+
+    def _negation_check(self, k: int) -> Callable[[Buffer], bool]:
+        plan, frame = self.plan, self.frame
+        nv = plan.negatives[k]
+        cand = np.flatnonzero(property_mask(frame, nv))
+        cand_seq = frame.seq[cand].tolist()
+        cand_ts = frame.ts[cand].tolist()
+        pos_index = plan.positive_index()
+        rels = []
+        for c in plan.negative_relations[k]:
+            left, op, right = c.left, c.op, c.right
+            assert isinstance(left, Field) and isinstance(right, Field)
+            if left.var != nv.name:
+                from exact.normalize import FLIPPED
+                left, op, right = right, FLIPPED[op], left
+            rels.append((frame.values(left.attr, cand), op, pos_index[right.var], self.columns[right.attr]))
+        gap = nv.element
+        nelem = len(plan.elements)
+        before = [v.index for v in plan.positives if v.element == gap - 1]
+        after = [v.index for v in plan.positives if v.element == gap]
+        within = self.query.within
+        seq_u, ts_u = self.seq_list, self.ts.tolist()
+
+        def forbidden(b: Buffer) -> bool:
+            lo = max(seq_u[x] for i in before for x in b[i])
+            j0 = bisect_right(cand_seq, lo)
+            if gap < nelem:
+                hi = min(seq_u[x] for i in after for x in b[i])
+                j1 = bisect_left(cand_seq, hi)
+            else:
+                first = min(x for xs in b for x in xs)
+                if isinstance(within, WithinTime):
+                    j1 = bisect_right(cand_ts, ts_u[first] + within.micros)
+                else:
+                    assert isinstance(within, WithinEvents)
+                    j1 = bisect_right(cand_seq, seq_u[first] + within.count - 1)
+            for j in range(j0, j1):
+                if all(compare(col[j], op, wcol[y]) for col, op, w, wcol in rels for y in b[w]):
+                    return True
+            return False
+
+        return forbidden
+
+    def _to_match(self, b: Buffer) -> Match:
+        seq = self.seq_list
+        bindings = tuple((v.name, tuple(seq[x] for x in b[v.index])) for v in self.plan.positives
+                         if b[v.index])
+        all_seqs = [s for _, ss in bindings for s in ss]
+        return Match(min(all_seqs), max(all_seqs), bindings)
+
+
+def _bits(mask: int) -> list[int]:
+    return [i for i in range(mask.bit_length()) if mask >> i & 1]
+
+
+# ------------------------------------------------------------------------------------------------ answers
+
+
+def iso_ts(micros: int) -> str:
+    """UTC microseconds → ISO 8601 with microseconds and offset, as in CONTRACT §3."""
+    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(micros))).isoformat(
+        timespec="microseconds")
+
+
+def merge_intervals(matches: Iterable[Match]) -> list[tuple[int, int]]:
+    """The union of the matches' [start_seq, end_seq] as disjoint intervals (overlapping ones merged)."""
+    spans = sorted((m.start_seq, m.end_seq) for m in matches)
+    out: list[list[int]] = []
+    for s, e in spans:
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def answer(query: Query, matches: list[Match], ts_of: Mapping[int, int] | Callable[[int], int], *,
+           limit: int | None = None) -> dict[str, Any]:
+    """The query-dependent parts of a CONTRACT §3 answer for ``matches`` (sorted, as from evaluate).
+
+    Always ``strategy``, ``exists``, ``count`` and ``truncated``; ``matches`` (capped by ``limit``) and
+    ``intervals`` for RETURN matches, ``intervals`` for RETURN intervals.  ``ts_of`` maps a seq to its UTC
+    microseconds.
+    """
+    lookup: Callable[[int], int] = ts_of.__getitem__ if isinstance(ts_of, Mapping) else ts_of
+    out: dict[str, Any] = {"strategy": query.strategy.value, "exists": bool(matches),
+                           "count": len(matches)}
+    truncated = False
+    if query.returns == Return.MATCHES:
+        shown = matches if limit is None else matches[:max(limit, 0)]
+        truncated = len(shown) < len(matches)
+        out["matches"] = [
+            {"start_seq": m.start_seq, "end_seq": m.end_seq, "start_ts": iso_ts(lookup(m.start_seq)),
+             "end_ts": iso_ts(lookup(m.end_seq)), "bindings": m.bindings_dict()} for m in shown]
+    if query.returns in (Return.MATCHES, Return.INTERVALS):
+        out["intervals"] = [{"start_seq": s, "end_seq": e, "start_ts": iso_ts(lookup(s)),
+                             "end_ts": iso_ts(lookup(e))} for s, e in merge_intervals(matches)]
+    out["truncated"] = truncated
+    return out
+
+
+def ts_lookup(events: pa.Table | Iterable[pa.RecordBatch]) -> dict[int, int]:
+    """seq → ts (UTC microseconds) of a stream, for :func:`answer`."""
+    frame = EventFrame.build(events)
+    return dict(zip(frame.seq.tolist(), frame.ts.tolist(), strict=True))

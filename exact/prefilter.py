@@ -1,0 +1,218 @@
+"""Columnar access to an event stream and the vectorised prefilter (Cadonna 2013, Thm. 5.1).
+
+:class:`EventFrame` holds one stream (a pyarrow Table in the project's stream schema, see ``exact.events``)
+after validation, seq ordering and the ``BETWEEN`` restriction.  :func:`property_mask` evaluates the
+properties ``Θ^p_v`` of one variable over the whole frame with ``pyarrow.compute``; by Theorem 5.1 every
+event of a match satisfies the properties of the variable it is bound to, so events that satisfy no
+variable's properties never enter the Python loops of the strategies (the *filtered match windows* of
+Cadonna ch. 5.1).
+
+Semantics of a property over a column (the same as :func:`exact.normalize.compare` on scalars): a null or
+missing attribute makes it false; a literal of a different kind than the column (number, string, boolean)
+is never equal (``=`` false, ``!=`` true for present values, orderings false).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from exact.ast import BUILTIN_FIELDS, Between, Condition, Field, Literal
+from exact.errors import InputError
+from exact.normalize import FLIPPED, VarPlan, value_kind
+
+_PC_OPS = {"=": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal", ">": "greater",
+           ">=": "greater_equal"}
+
+
+def _as_table(events: pa.Table | Iterable[pa.RecordBatch]) -> pa.Table:
+    if isinstance(events, pa.Table):
+        return events
+    if isinstance(events, pa.RecordBatch):
+        return pa.Table.from_batches([events])
+    batches = list(events)
+    if not batches:
+        return pa.table({"seq": pa.array([], pa.int64()),
+                         "ts": pa.array([], pa.timestamp("us", tz="UTC")),
+                         "type": pa.array([], pa.string())})
+    return pa.Table.from_batches(batches)
+
+
+def _column_kind(typ: pa.DataType) -> str | None:
+    if pa.types.is_boolean(typ):
+        return "b"
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ):
+        return "n"
+    if pa.types.is_timestamp(typ):
+        return "n"
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return "s"
+    return None  # null type / unsupported: behaves as all-null
+
+
+@dataclass
+class EventFrame:
+    """One validated stream, seq-ordered, restricted to ``BETWEEN`` (if given); columns cached."""
+
+    table: pa.Table
+    seq: np.ndarray
+    ts: np.ndarray
+    _cache: dict[str, pa.Array] = field(default_factory=dict)
+    _lists: dict[str, list] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, events: pa.Table | Iterable[pa.RecordBatch], between: Between | None = None
+              ) -> EventFrame:
+        table = _as_table(events)
+        for name in ("seq", "ts", "type"):
+            if name not in table.column_names:
+                raise InputError(f"event table has no {name!r} column", where="events")
+        seq = table.column("seq").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        if len(seq) > 1 and not bool(np.all(seq[1:] > seq[:-1])):
+            order = np.argsort(seq, kind="stable")
+            table = table.take(pa.array(order))
+            seq = seq[order]
+            dup = np.flatnonzero(seq[1:] == seq[:-1])
+            if len(dup):
+                raise InputError(f"seq {int(seq[dup[0]])} occurs twice", where="events")
+        ts_col = table.column("ts")
+        if pa.types.is_timestamp(ts_col.type):
+            ts_col = pc.cast(ts_col, pa.timestamp("us", tz=ts_col.type.tz) if ts_col.type.tz
+                             else pa.timestamp("us"))
+            ts = ts_col.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        else:
+            ts = ts_col.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        if ts_col.null_count:
+            bad = int(np.flatnonzero(pc.is_null(ts_col).to_numpy(zero_copy_only=False))[0])
+            raise InputError("ts is null", where=f"events: seq {int(seq[bad])}")
+        ts = ts.astype(np.int64, copy=False)
+        if len(ts) > 1:
+            back = np.flatnonzero(ts[1:] < ts[:-1])
+            if len(back):
+                i = int(back[0]) + 1
+                raise InputError("ts goes back in time (stream order is seq; ts must not decrease)",
+                                 where=f"events: seq {int(seq[i])}")
+        if between is not None:
+            lo = int(np.searchsorted(ts, between.start, "left"))
+            hi = int(np.searchsorted(ts, between.end, "right"))
+            if lo > 0 or hi < len(ts):
+                table = table.slice(lo, max(hi - lo, 0))
+                seq, ts = seq[lo:hi], ts[lo:hi]
+        return cls(table, np.ascontiguousarray(seq), np.ascontiguousarray(ts))
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def array(self, attr: str) -> pa.Array:
+        """The values of ``attr`` (a builtin field or an attribute; all-null when missing)."""
+        if attr in self._cache:
+            return self._cache[attr]
+        n = len(self)
+        if attr == "seq":
+            arr: pa.Array = pa.array(self.seq)
+        elif attr == "ts":
+            arr = pa.array(self.ts)
+        elif attr == "type":
+            arr = self.table.column("type").combine_chunks()
+        elif "attrs" in self.table.column_names:
+            attrs = self.table.column("attrs")
+            struct_type = attrs.type
+            if struct_type.get_field_index(attr) >= 0:
+                arr = pc.struct_field(attrs, attr)
+                if isinstance(arr, pa.ChunkedArray):
+                    arr = arr.combine_chunks()
+                # a null struct (no attributes) makes every field null: struct_field already gives that
+                if attrs.null_count:
+                    arr = pc.if_else(pc.is_valid(attrs), arr, pa.nulls(n, arr.type))
+            else:
+                arr = pa.nulls(n)
+        else:
+            arr = pa.nulls(n)
+        self._cache[attr] = arr
+        return arr
+
+    def values(self, attr: str, positions: np.ndarray | None = None) -> list:
+        """Python values of ``attr`` (all events, or at ``positions``)."""
+        if positions is None:
+            if attr not in self._lists:
+                self._lists[attr] = self.array(attr).to_pylist()
+            return self._lists[attr]
+        if attr == "seq":
+            return self.seq[positions].tolist()
+        if attr == "ts":
+            return self.ts[positions].tolist()
+        return self.array(attr).take(pa.array(positions, pa.int64())).to_pylist()
+
+
+def _literal_mask(arr: pa.Array, op: str, value: object) -> np.ndarray:
+    n = len(arr)
+    col_kind = _column_kind(arr.type)
+    lit_kind = value_kind(value)
+    if col_kind is None or lit_kind is None:
+        return np.zeros(n, dtype=bool)
+    valid = pc.is_valid(arr)
+    if col_kind != lit_kind:
+        if op == "!=":
+            return valid.to_numpy(zero_copy_only=False)
+        return np.zeros(n, dtype=bool)
+    if pa.types.is_timestamp(arr.type):
+        arr = arr.cast(pa.int64())
+    scalar = pa.scalar(value, type=arr.type) if col_kind != "n" else pa.scalar(value)
+    res = getattr(pc, _PC_OPS[op])(arr, scalar)
+    return pc.fill_null(res, False).to_numpy(zero_copy_only=False)
+
+
+def _field_field_mask(a: pa.Array, op: str, b: pa.Array) -> np.ndarray:
+    n = len(a)
+    ka, kb = _column_kind(a.type), _column_kind(b.type)
+    if ka is None or kb is None:
+        return np.zeros(n, dtype=bool)
+    both = pc.and_(pc.is_valid(a), pc.is_valid(b))
+    if ka != kb:
+        if op == "!=":
+            return both.to_numpy(zero_copy_only=False)
+        return np.zeros(n, dtype=bool)
+    if pa.types.is_timestamp(a.type):
+        a = a.cast(pa.int64())
+    if pa.types.is_timestamp(b.type):
+        b = b.cast(pa.int64())
+    res = getattr(pc, _PC_OPS[op])(a, b)
+    return pc.fill_null(res, False).to_numpy(zero_copy_only=False)
+
+
+def condition_mask(frame: EventFrame, cond: Condition) -> np.ndarray:
+    """Evaluate a one-variable, non-prev condition over every event of ``frame``."""
+    left, op, right = cond.left, cond.op, cond.right
+    if isinstance(left, Literal) and isinstance(right, Field):
+        left, op, right = right, FLIPPED[op], left
+    assert isinstance(left, Field)
+    if isinstance(right, Literal):
+        return _literal_mask(frame.array(left.attr), op, right.value)
+    return _field_field_mask(frame.array(left.attr), op, frame.array(right.attr))
+
+
+def type_mask(frame: EventFrame, types: frozenset[str] | None) -> np.ndarray:
+    if types is None:
+        return np.ones(len(frame), dtype=bool)
+    if not types:
+        return np.zeros(len(frame), dtype=bool)
+    res = pc.is_in(frame.array("type"), value_set=pa.array(sorted(types), pa.string()))
+    return pc.fill_null(res, False).to_numpy(zero_copy_only=False)
+
+
+def property_mask(frame: EventFrame, var: VarPlan) -> np.ndarray:
+    """Θ^p_v over the frame: the events ``var`` can bind on their own (type and properties)."""
+    mask = np.array(type_mask(frame, var.types), dtype=bool, copy=True)
+    for cond in var.properties:
+        if not mask.any():
+            break
+        mask &= condition_mask(frame, cond)
+    return mask
+
+
+def needs_builtin(attr: str) -> bool:
+    return attr in BUILTIN_FIELDS
