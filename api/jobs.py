@@ -77,14 +77,16 @@ def resolve_input(spec: str, roots: Sequence[Path]) -> Path:
         raise InputNotAllowed("input path contains a NUL byte", where=f"inputs: {spec!r}")
     path = Path(spec)
     candidates = [path.resolve()] if path.is_absolute() else [(r / path).resolve() for r in real_roots]
-    allowed = [c for c in candidates if any(_inside(c, r) for r in real_roots)]
-    if not allowed:
+    escaped = False
+    for candidate in candidates:
+        if not any(_inside(candidate, r) for r in real_roots):
+            escaped = True  # '..' or a symlink leads out of the root
+        elif candidate.is_file():
+            return candidate
+    if escaped:
         raise InputNotAllowed(
             "input is outside the server's input roots (SEQSKETCH_INPUT_ROOTS); give a path relative to "
-            "a root, without '..'", where=f"inputs: {spec!r}")
-    for candidate in allowed:
-        if candidate.is_file():
-            return candidate
+            "a root, without '..' or links leading out of it", where=f"inputs: {spec!r}")
     raise InputError("no such input file under the server's input roots", where=f"inputs: {spec!r}")
 
 
