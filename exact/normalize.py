@@ -362,27 +362,22 @@ def normalize(query: Query) -> Plan:
     neg_names = {v.name for v, _ in negatives_raw}
 
     conds: list[Condition] = list(query.where)
-    # PARTITION BY x: one equality class over all positive variables' x, present on every variable
+    # PARTITION BY x: x present on every variable and equal between all positive variables (pairs in
+    # different positions; two alternatives of one OR are never bound together); a negated variable is
+    # tied to every positive one (those of unchosen alternatives do not apply)
+    pos_vars = [v for v, _, _ in positives_raw]
     for attr in query.partition_by:
-        pos_vars = [v for v, _, _ in positives_raw]
-        core_vars = [v for v in pos_vars if v.name in core]
-        anchor = core_vars[0] if core_vars else None
-        for v in pos_vars:
+        for i, v in enumerate(pos_vars):
             conds.append(Condition(Field(v.name, attr), "=", Field(v.name, attr)))
             if v.kleene:
                 conds.append(Condition(Field(v.name, attr, prev=True), "=", Field(v.name, attr)))
-            if anchor is not None and v is not anchor:
-                conds.append(Condition(Field(anchor.name, attr), "=", Field(v.name, attr)))
-        if anchor is None:
-            # only alternatives (a lone OR): the partition ties nothing together but requires x
-            pass
-        first_pos = pos_vars[0]
+            for w in pos_vars[i + 1:]:
+                if group_of[v.name] != group_of[w.name]:
+                    conds.append(Condition(Field(v.name, attr), "=", Field(w.name, attr)))
         for v, _ in negatives_raw:
             conds.append(Condition(Field(v.name, attr), "=", Field(v.name, attr)))
-            if anchor is not None:
-                conds.append(Condition(Field(v.name, attr), "=", Field(anchor.name, attr)))
-            else:
-                conds.append(Condition(Field(v.name, attr), "=", Field(first_pos.name, attr)))
+            for w in pos_vars:
+                conds.append(Condition(Field(v.name, attr), "=", Field(w.name, attr)))
     conds.extend(_closure(query, conds, core, alt_names))
 
     seen: set[Condition] = set()

@@ -1,0 +1,151 @@
+"""Property tests: the exact engine equals the brute-force reference (exact.reference) on random small
+streams and random patterns, for every strategy, with and without two-phase evaluation and prefilter; and
+``starts=`` slicing agrees with filtering the full answer."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from exact.ast import (
+    Absent,
+    AnyOf,
+    Between,
+    Condition,
+    EventSet,
+    Field,
+    Literal,
+    Query,
+    Single,
+    Strategy,
+    Var,
+    WithinEvents,
+    WithinTime,
+)
+from exact.engine import evaluate
+from exact.reference import reference_matches, stream_table
+
+TYPES = ("A", "B", "C")
+OPS = ("=", "!=", "<", "<=", ">", ">=")
+
+
+@st.composite
+def streams(draw: st.DrawFn, max_events: int = 10) -> list[dict]:
+    n = draw(st.integers(0, max_events))
+    rows = []
+    seq, ts = draw(st.integers(0, 3)), draw(st.integers(0, 5))
+    for _ in range(n):
+        row = {"seq": seq, "ts": ts, "type": draw(st.sampled_from(TYPES)),
+               "x": draw(st.one_of(st.none(), st.integers(0, 3))) if draw(st.booleans())
+               else draw(st.integers(0, 3)),
+               "y": draw(st.integers(0, 3)),
+               "k": draw(st.sampled_from((1, 2)))}
+        rows.append(row)
+        seq += draw(st.sampled_from((1, 1, 1, 2)))  # gaps: a caller may pass a subset
+        ts += draw(st.sampled_from((0, 1, 1, 2, 3)))  # ties in ts included
+    return rows
+
+
+@st.composite
+def queries(draw: st.DrawFn, strategy: Strategy | None = None) -> Query:
+    counter = iter(range(100))
+
+    def var(kleene_ok: bool = True) -> Var:
+        typ = draw(st.sampled_from(TYPES + (None,)))
+        kleene = kleene_ok and draw(st.integers(0, 3)) == 0
+        return Var(f"v{next(counter)}", typ, kleene)
+
+    npos = draw(st.integers(1, 3))
+    elements: list = []
+    for i in range(npos):
+        if i > 0 and draw(st.integers(0, 4)) == 0:
+            elements.append(Absent((Var(f"n{next(counter)}", draw(st.sampled_from(TYPES))),)))
+        kind = draw(st.sampled_from(("single", "single", "set", "or")))
+        if kind == "single":
+            elements.append(Single(var()))
+        elif kind == "set":
+            elements.append(EventSet((var(), var())))
+        else:
+            elements.append(AnyOf((var(False), var(False))))
+    within_kind = draw(st.sampled_from(("none", "time", "events")))
+    within = None
+    if within_kind == "time":
+        within = WithinTime(draw(st.integers(0, 8)))
+    elif within_kind == "events":
+        within = WithinEvents(draw(st.integers(1, 7)))
+    if within is not None and draw(st.integers(0, 4)) == 0:
+        elements.append(Absent((Var(f"n{next(counter)}", draw(st.sampled_from(TYPES))),)))
+    q = Query(tuple(elements))
+    positives = list(q.positive_variables())
+    negated = [v for e in elements if isinstance(e, Absent) for v in e.vars]
+    conds = []
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(("prop", "rel", "rel", "prev", "neg")))
+        v = draw(st.sampled_from(positives))
+        attr = draw(st.sampled_from(("x", "y")))
+        op = draw(st.sampled_from(OPS))
+        if kind == "prop":
+            conds.append(Condition(Field(v.name, attr), op, Literal(draw(st.integers(0, 3)))))
+        elif kind == "rel" and len(positives) > 1:
+            w = draw(st.sampled_from([p for p in positives if p != v]))
+            conds.append(Condition(Field(v.name, attr), op, Field(w.name, draw(st.sampled_from(("x", "y"))))))
+        elif kind == "prev":
+            ks = [p for p in positives if p.kleene]
+            if ks:
+                k = draw(st.sampled_from(ks))
+                conds.append(Condition(Field(k.name, attr, prev=True), op, Field(k.name, attr)))
+        elif kind == "neg" and negated:
+            nv = draw(st.sampled_from(negated))
+            if draw(st.booleans()):
+                conds.append(Condition(Field(nv.name, attr), op, Literal(draw(st.integers(0, 3)))))
+            else:
+                conds.append(Condition(Field(nv.name, attr), op, Field(v.name, attr)))
+    partition = ("k",) if draw(st.integers(0, 2)) == 0 else ()
+    between = None
+    if draw(st.integers(0, 5)) == 0:
+        lo = draw(st.integers(0, 10))
+        between = Between(lo, lo + draw(st.integers(0, 15)))
+    strat = strategy if strategy is not None else draw(st.sampled_from(list(Strategy)))
+    return Query(tuple(elements), tuple(conds), partition, within, between, strat)
+
+
+def _check(query: Query, rows: list[dict]) -> None:
+    table = stream_table(rows)
+    expected = reference_matches(query, table)
+    for two_phase in (True, False):
+        for prefilter in (True, False):
+            got = evaluate(query, table, two_phase=two_phase, prefilter=prefilter)
+            assert got == expected, (two_phase, prefilter, query)
+
+
+SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
+@SETTINGS
+@given(data=st.data())
+def test_engine_equals_reference(strategy: Strategy, data: st.DataObject) -> None:
+    query = data.draw(queries(strategy))
+    rows = data.draw(streams())
+    _check(query, rows)
+
+
+@SETTINGS
+@given(query=queries(), rows=streams(), lo=st.integers(0, 12), width=st.integers(0, 8))
+def test_starts_slicing_matches_filtering(query: Query, rows: list[dict], lo: int, width: int) -> None:
+    table = stream_table(rows)
+    full = evaluate(query, table)
+    for two_phase in (True, False):
+        part = evaluate(query, table, starts=(lo, lo + width), two_phase=two_phase)
+        assert part == [m for m in full if lo <= m.start_seq <= lo + width]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_engine_equals_reference_many(strategy: Strategy, data: st.DataObject) -> None:
+    query = data.draw(queries(strategy))
+    rows = data.draw(streams(12))
+    _check(query, rows)
