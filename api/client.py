@@ -103,7 +103,7 @@ def error_for(status: int, body: Any) -> SeqsketchAPIError:
     cls: type[SeqsketchAPIError]
     if code in _QUERY_CODES:
         cls = QueryError
-    elif status in (401, 403):
+    elif status == 401 or code in ("unauthorized", "forbidden"):
         cls = AuthError
     elif status == 404:
         cls = NotFoundError
