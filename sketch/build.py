@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from exact.errors import SeqsketchError
+from sketch.bloom import sorted_unique
 from sketch.sizing import Sizing, measure_distinct, size_index
 from sketch.tree import BloomTree, TreeConfig, encode_types
 
@@ -53,7 +54,7 @@ def _plan(codes: np.ndarray, vocabulary_size: int, options: BuildOptions) -> Siz
     if C < 1:
         raise SeqsketchError(f"leaf size C must be ≥ 1 event, got {C}", where="--leaf-size")
     leaf_ids = np.arange(events, dtype=np.int64) // C
-    pairs = np.unique(leaf_ids * max(vocabulary_size, 1) + codes) if events else np.zeros(0, np.int64)
+    pairs = sorted_unique(leaf_ids * max(vocabulary_size, 1) + codes) if events else np.zeros(0, np.int64)
     profile = measure_distinct(pairs // max(vocabulary_size, 1), pairs % max(vocabulary_size, 1), C,
                                options.fanout)
     return size_index(fpq=options.fpq, leaf_size=C, events=max(expected, 1), profile=profile,

@@ -60,7 +60,7 @@ def _pad(n: int) -> int:
 def _open_state(tree: BloomTree) -> tuple[list[list[int]], bytes]:
     """The merge state: open nodes (and the partial leaf) with their unfolded bits unless stored unfolded."""
     m = tree.config.m
-    entries: list[tuple[int, int, int]] = list(tree._open)
+    entries = [(o.id, o.level, o.bits) for o in tree._open]
     if tree._partial_bits is not None:
         entries.append((tree.rows - 1, 0, tree._partial_bits))
     listed: list[list[int]] = []
@@ -241,7 +241,7 @@ def _restore_open(tree: BloomTree, header: dict, extra: np.ndarray, where: str) 
     m = tree.config.m
     row_bytes = m // 8
     cursor = 0
-    opened: list[tuple[int, int, int]] = []
+    opened = []
     for node, level, in_bits in header["open"]:
         if not 0 <= node < tree.rows:
             raise IndexCorrupt(f"open node {node} is out of range", where=where)
@@ -253,11 +253,11 @@ def _restore_open(tree: BloomTree, header: dict, extra: np.ndarray, where: str) 
             cursor += row_bytes
         if len(raw) != row_bytes:
             raise IndexCorrupt("merge state is truncated", where=where)
-        opened.append((int(node), int(level), int.from_bytes(raw, "little")))
+        opened.append(tree.open_node(int(node), int(level), int.from_bytes(raw, "little")))
     if cursor != extra.size:
         raise IndexCorrupt("merge state has trailing bytes", where=where)
     if header["partial"]:
-        if not opened or opened[-1][0] != tree.rows - 1:
+        if not opened or opened[-1].id != tree.rows - 1:
             raise IndexCorrupt("partial leaf state is missing", where=where)
-        tree._partial_bits = opened.pop()[2]
+        tree._partial_bits = opened.pop().bits
     tree._open = opened

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from exact.errors import SeqsketchError
-from sketch.bloom import MIN_BITS
+from sketch.bloom import MIN_BITS, sorted_unique
 
 LN2 = math.log(2)
 #: Heaps' law constants of eq. 4.16.
@@ -178,12 +178,12 @@ def measure_distinct(leaf_ids: np.ndarray, codes: np.ndarray, leaf_size: int, fa
     """
     if len(codes) == 0:
         return DistinctProfile(leaf_size, fanout, (1,), (1.0,), 0)
-    vocabulary = int(np.unique(codes).size)
+    vocabulary = int(sorted_unique(codes).size)
     n_codes = int(codes.max()) + 1
     maximum: list[int] = []
     mean: list[float] = []
     groups = leaf_ids.astype(np.int64)
-    keys = np.unique(groups * n_codes + codes.astype(np.int64))
+    keys = sorted_unique(groups * n_codes + codes.astype(np.int64))
     while True:
         group_of = keys // n_codes
         counts = np.bincount(group_of - group_of.min()) if keys.size else np.zeros(1, np.int64)
@@ -192,7 +192,7 @@ def measure_distinct(leaf_ids: np.ndarray, codes: np.ndarray, leaf_size: int, fa
         mean.append(float(counts.mean()))
         if counts.size <= 1:
             break
-        keys = np.unique((group_of // fanout) * n_codes + keys % n_codes)
+        keys = sorted_unique((group_of // fanout) * n_codes + keys % n_codes)
     return DistinctProfile(leaf_size, fanout, tuple(maximum), tuple(mean), vocabulary)
 
 

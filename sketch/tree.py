@@ -36,13 +36,22 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from exact.errors import SeqsketchError
-from sketch.bloom import HASH_SCHEME, MIN_BITS, BloomFilter, fold_bits, is_power_of_two, key_positions
+from sketch.bloom import (
+    HASH_SCHEME,
+    MIN_BITS,
+    BloomFilter,
+    fold_bits,
+    is_power_of_two,
+    key_positions,
+    sorted_unique,
+)
 
 #: Rows of leaves whose bits are materialised at once when building (bounds memory to ~64 MiB per chunk).
 _CHUNK_BYTES = 64 << 20
@@ -142,6 +151,11 @@ class _Column:
         self.data[self.n] = value
         self.n += 1
 
+    def extend(self, values: np.ndarray) -> None:
+        self.reserve(len(values))
+        self.data[self.n:self.n + len(values)] = values
+        self.n += len(values)
+
     def truncate(self, n: int) -> None:
         self.n = n
 
@@ -167,6 +181,33 @@ def _as_micros(ts: pa.Array | pa.ChunkedArray | np.ndarray | Sequence[int]) -> n
             ts = ts.cast(pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())
         return ts.to_numpy(zero_copy_only=False).astype(_I64)
     return np.asarray(ts, dtype=_I64)
+
+
+class _Open(NamedTuple):
+    """A node that may still merge (Alg. 2 state): its unfolded bits and its intervals."""
+
+    id: int
+    level: int
+    bits: int
+    lo_seq: int
+    hi_seq: int
+    lo_ts: int
+    hi_ts: int
+
+
+class _Pending:
+    """Rows created during one update, moved into the numpy columns at its end (one write per column)."""
+
+    def __init__(self, first_id: int, fanout: int) -> None:
+        self.first_id = first_id
+        self.level: list[int] = []
+        self.lo_seq: list[int] = []
+        self.hi_seq: list[int] = []
+        self.lo_ts: list[int] = []
+        self.hi_ts: list[int] = []
+        self.children: list[tuple[int, ...]] = []
+        self.log2: list[int] = []
+        self.bits: list[bytes] = []
 
 
 def derive_structure(level: np.ndarray, fanout: int) -> np.ndarray:
@@ -218,8 +259,9 @@ class BloomTree:
         self._pool = _Column.empty(np.uint8)
         self._offsets = _Column.empty(_I64)
         self.n_events = 0
-        # Nodes that may still merge: (id, level, unfolded bits), a suffix of the forest (Alg. 2 state).
-        self._open: list[tuple[int, int, int]] = []
+        # Nodes that may still merge, a suffix of the forest (Alg. 2 state), with their unfolded bits.
+        self._open: list[_Open] = []
+        self._pending: _Pending | None = None
         # The partly filled last leaf, if any: its unfolded bits (it is the last row of the columns).
         self._partial_bits: int | None = None
         self._positions: dict[str, np.ndarray] = {}
@@ -255,7 +297,7 @@ class BloomTree:
 
     @classmethod
     def from_columns(cls, config: TreeConfig, *, n_events: int, level: np.ndarray, log2: np.ndarray,
-                     leaf_ts: np.ndarray, bits: np.ndarray, opened: list[tuple[int, int, int]],
+                     leaf_ts: np.ndarray, bits: np.ndarray, opened: list[_Open],
                      partial_bits: int | None) -> BloomTree:
         """Rebuild a tree from its minimal stored form: per-node level and stored size, leaf times, bits.
 
@@ -311,8 +353,8 @@ class BloomTree:
         """Append events (their types and UTC-microsecond timestamps) with seqs continuing the stream.
 
         Alg. 1: events fill the partial leaf, then new leaves of ``C`` events; every completed leaf is added
-        to the forest with Alg. 2.  Distinct types are hashed once per call, and a leaf's bits are set in bulk
-        from the precomputed positions of the types present in it.
+        to the forest with Alg. 2.  Distinct types are hashed once per call, and the leaves' bits are set in
+        bulk from the precomputed positions of the types present in each.
         """
         codes, vocabulary = encode_types(types)
         micros = _as_micros(ts)
@@ -322,117 +364,129 @@ class BloomTree:
             return
         positions = self._vocabulary_positions(vocabulary)
         C = self.config.leaf_size
-        start = self.n_events
+        start, end = self.n_events, self.n_events + len(codes)
         first_leaf = start // C
-        leaf_of = (np.arange(start, start + len(codes), dtype=_I64) // C) - first_leaf
+        leaf_of = (np.arange(start, end, dtype=_I64) // C) - first_leaf
         n_leaves = int(leaf_of[-1]) + 1
         bounds = np.searchsorted(leaf_of, np.arange(n_leaves + 1))
-        lo_ts = np.minimum.reduceat(micros, bounds[:-1])
-        hi_ts = np.maximum.reduceat(micros, bounds[:-1])
-        pairs = np.unique(leaf_of * len(vocabulary) + codes)
-        pair_leaf = pairs // len(vocabulary)
-        pair_code = (pairs % len(vocabulary)).astype(np.int64)
-        pair_bounds = np.searchsorted(pair_leaf, np.arange(n_leaves + 1))
+        lo_ts = np.minimum.reduceat(micros, bounds[:-1]).tolist()
+        hi_ts = np.maximum.reduceat(micros, bounds[:-1]).tolist()
+        pairs = sorted_unique(leaf_of * len(vocabulary) + codes)
+        pair_code = pairs % len(vocabulary)
+        pair_bounds = np.searchsorted(pairs // len(vocabulary), np.arange(n_leaves + 1))
         self._cache.clear()
-        if self.has_partial:
-            # The partial leaf is the last row; take it back out and complete it with the new events.
-            previous = self._pop_partial()
-        else:
-            previous = None
-        end = start + len(codes)
-        row_bytes = self.config.m // 8
-        chunk = max(1, _CHUNK_BYTES // row_bytes)
-        for chunk_start in range(0, n_leaves, chunk):
-            chunk_end = min(n_leaves, chunk_start + chunk)
-            bits = self._leaf_bits(positions, pair_code, pair_bounds, chunk_start, chunk_end)
-            for j, leaf_bits in enumerate(bits):
-                local = chunk_start + j
-                leaf = first_leaf + local
-                lo_t, hi_t = int(lo_ts[local]), int(hi_ts[local])
-                if local == 0 and previous is not None:
-                    leaf_bits |= previous[0]
-                    lo_t, hi_t = min(lo_t, previous[1]), max(hi_t, previous[2])
-                hi_seq = (leaf + 1) * C - 1
-                if hi_seq < end:
-                    self._add_leaf(leaf, leaf_bits, lo_t, hi_t)
-                else:
-                    self._set_partial(leaf, end - 1, leaf_bits, lo_t, hi_t)
+        # The partial leaf is the last row; take it back out and complete it with the new events.
+        previous = self._pop_partial() if self.has_partial else None
+        self._pending = _Pending(self.rows, self.config.fanout)
+        try:
+            chunk = max(1, _CHUNK_BYTES // self.config.m)
+            for chunk_start in range(0, n_leaves, chunk):
+                chunk_end = min(n_leaves, chunk_start + chunk)
+                leaf_bits = self._leaf_bits(positions, pair_code, pair_bounds, chunk_start, chunk_end)
+                for local, bits in enumerate(leaf_bits, start=chunk_start):
+                    leaf = first_leaf + local
+                    lo_t, hi_t = lo_ts[local], hi_ts[local]
+                    if local == 0 and previous is not None:
+                        bits |= previous[0]
+                        lo_t, hi_t = min(lo_t, previous[1]), max(hi_t, previous[2])
+                    if (leaf + 1) * C <= end:
+                        self._add_leaf(leaf, bits, lo_t, hi_t)
+                    else:
+                        self._store(0, leaf * C, end - 1, lo_t, hi_t, (), bits)
+                        self._partial_bits = bits
+        finally:
+            self._flush()
         self.n_events = end
 
     extend = update
 
     def _vocabulary_positions(self, vocabulary: list[str]) -> np.ndarray:
-        missing = [key for key in vocabulary if key not in self._positions]
-        if missing:
-            for key, row in zip(missing, key_positions(missing, self.config.k, self.config.m), strict=True):
-                self._positions[key] = row
-        return np.stack([self._positions[key] for key in vocabulary]).astype(np.int64)
+        """The positions of every key of ``vocabulary``, ``(len, k)``; each key is hashed once per tree."""
+        known = self._positions
+        missing = [key for key in vocabulary if key not in known]
+        fresh = key_positions(missing, self.config.k, self.config.m) if missing else None
+        if fresh is not None and len(missing) == len(vocabulary):
+            known.update(zip(missing, fresh, strict=True))
+            return fresh.astype(np.int64)
+        if fresh is not None:
+            known.update(zip(missing, fresh, strict=True))
+        return np.stack([known[key] for key in vocabulary]).astype(np.int64)
 
     def _leaf_bits(self, positions: np.ndarray, pair_code: np.ndarray, pair_bounds: np.ndarray,
                    lo: int, hi: int) -> list[int]:
-        """The unfolded bits of leaves ``lo … hi−1`` (local numbering), as Python integers."""
+        """The unfolded bits of leaves ``lo … hi−1`` (local numbering), as Python integers.
+
+        One boolean row of ``m`` per leaf, set at the positions of its distinct types, packed little-endian.
+        """
         m = self.config.m
-        row_bytes = m // 8
         codes = pair_code[pair_bounds[lo]:pair_bounds[hi]]
         rows_of = np.repeat(np.arange(hi - lo, dtype=_I64), np.diff(pair_bounds[lo:hi + 1]))
-        bits = positions[codes]  # (pairs, k)
-        flat_byte = (rows_of[:, None] * row_bytes + (bits >> 3)).ravel()
-        flat_mask = (np.uint8(1) << (bits & 7).astype(np.uint8)).ravel()
-        table = np.zeros((hi - lo) * row_bytes, dtype=np.uint8)
-        np.bitwise_or.at(table, flat_byte, flat_mask)
-        raw = table.tobytes()
-        return [int.from_bytes(raw[i * row_bytes:(i + 1) * row_bytes], "little") for i in range(hi - lo)]
+        flat = (rows_of[:, None] * m + positions[codes]).ravel()
+        table = np.zeros((hi - lo) * m, dtype=bool)
+        table[flat] = True
+        raw = np.packbits(table, bitorder="little").tobytes()
+        row_bytes = m // 8
+        return [int.from_bytes(raw[i:i + row_bytes], "little") for i in range(0, len(raw), row_bytes)]
 
     def _store(self, level: int, lo_seq: int, hi_seq: int, lo_ts: int, hi_ts: int,
                children: Sequence[int], bits: int) -> int:
-        """Append a node row; its bits are stored folded (when enabled) and its id returned."""
+        """Add a node row (buffered until the update ends), its bits folded when enabled; returns its id."""
         cfg = self.config
         if cfg.fold:
             folded, size = fold_bits(bits, cfg.m, min_bits=cfg.min_bits)
         else:
             folded, size = bits, cfg.m
-        node = self._level.n
-        self._level.append(level)
-        self._lo_seq.append(lo_seq)
-        self._hi_seq.append(hi_seq)
-        self._lo_ts.append(lo_ts)
-        self._hi_ts.append(hi_ts)
-        row = np.full(cfg.fanout, -1, dtype=_I64)
-        row[: len(children)] = children
-        self._children.append(row)
-        self._log2.append(size.bit_length() - 1)
-        self._offsets.append(self._pool.n)
-        data = np.frombuffer(folded.to_bytes(size // 8, "little"), dtype=np.uint8)
-        self._pool.reserve(len(data))
-        self._pool.data[self._pool.n:self._pool.n + len(data)] = data
-        self._pool.n += len(data)
+        rows = self._pending
+        node = rows.first_id + len(rows.level)
+        rows.level.append(level)
+        rows.lo_seq.append(lo_seq)
+        rows.hi_seq.append(hi_seq)
+        rows.lo_ts.append(lo_ts)
+        rows.hi_ts.append(hi_ts)
+        rows.children.append(tuple(children) + (-1,) * (cfg.fanout - len(children)))
+        rows.log2.append(size.bit_length() - 1)
+        rows.bits.append(folded.to_bytes(size // 8, "little"))
         return node
+
+    def _flush(self) -> None:
+        """Move the rows buffered by :meth:`_store` into the numpy columns."""
+        rows = self._pending
+        if rows is None or not rows.level:
+            self._pending = None
+            return
+        pool_start = self._pool.n
+        for column, values, dtype in ((self._level, rows.level, np.int8), (self._lo_seq, rows.lo_seq, _I64),
+                                      (self._hi_seq, rows.hi_seq, _I64), (self._lo_ts, rows.lo_ts, _I64),
+                                      (self._hi_ts, rows.hi_ts, _I64), (self._children, rows.children, _I64),
+                                      (self._log2, rows.log2, np.int8)):
+            column.extend(np.asarray(values, dtype=dtype))
+        sizes = np.array([len(b) for b in rows.bits], dtype=_I64)
+        offsets = pool_start + np.concatenate(([0], np.cumsum(sizes[:-1])))
+        self._offsets.extend(offsets.astype(_I64))
+        self._pool.extend(np.frombuffer(b"".join(rows.bits), dtype=np.uint8))
+        self._pending = None
 
     def _add_leaf(self, leaf: int, bits: int, lo_ts: int, hi_ts: int) -> None:
         """Alg. 2 (addLeaf): add a complete leaf to the forest; merge the tail while the constraints hold."""
         C, F, half = self.config.leaf_size, self.config.fanout, self.config.m // 2
-        node = self._store(0, leaf * C, (leaf + 1) * C - 1, lo_ts, hi_ts, (), bits)
+        lo_seq, hi_seq = leaf * C, (leaf + 1) * C - 1
+        node = self._store(0, lo_seq, hi_seq, lo_ts, hi_ts, (), bits)
         opened = self._open
-        opened.append((node, 0, bits))
-        while len(opened) >= F and opened[-F][1] == opened[-1][1]:
+        opened.append(_Open(node, 0, bits, lo_seq, hi_seq, lo_ts, hi_ts))
+        while len(opened) >= F and opened[-F].level == opened[-1].level:
             group = opened[-F:]
             union = 0
-            for _, _, member in group:
-                union |= member
-            if union.bit_count() > half:  # density constraint (§4.1): the group never merges
+            for member in group:
+                union |= member.bits
+            if union.bit_count() > half:  # density constraint (§4.1): this group can never merge
                 del opened[: len(opened) - F + 1]
                 break
-            ids = [member for member, _, _ in group]
-            level = group[0][1] + 1
-            parent = self._store(level, int(self._lo_seq.data[ids[0]]), int(self._hi_seq.data[ids[-1]]),
-                                 int(self._lo_ts.data[ids].min()), int(self._hi_ts.data[ids].max()),
-                                 ids, union)
+            level = group[0].level + 1
+            first, last = group[0], group[-1]
+            lo_t, hi_t = min(g.lo_ts for g in group), max(g.hi_ts for g in group)
+            parent = self._store(level, first.lo_seq, last.hi_seq, lo_t, hi_t, [g.id for g in group], union)
             del opened[-F:]
-            opened.append((parent, level, union))
-
-    def _set_partial(self, leaf: int, hi_seq: int, bits: int, lo_ts: int, hi_ts: int) -> None:
-        self._store(0, leaf * self.config.leaf_size, hi_seq, lo_ts, hi_ts, (), bits)
-        self._partial_bits = bits
+            opened.append(_Open(parent, level, union, first.lo_seq, last.hi_seq, lo_t, hi_t))
 
     def _pop_partial(self) -> tuple[int, int, int]:
         row = self.rows - 1
@@ -446,6 +500,11 @@ class BloomTree:
         self._pool.truncate(offset)
         self._partial_bits = None
         return out
+
+    def open_node(self, node: int, level: int, bits: int) -> _Open:
+        """The merge state of a stored node (used when restoring a persisted tree)."""
+        return _Open(node, level, bits, int(self._lo_seq.data[node]), int(self._hi_seq.data[node]),
+                     int(self._lo_ts.data[node]), int(self._hi_ts.data[node]))
 
     # ---------------------------------------------------------------------------------------- structure
     def _parents(self) -> np.ndarray:
