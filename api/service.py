@@ -248,5 +248,10 @@ def _query_runner() -> Callable[..., dict[str, Any]]:
     """This module's ``run_query`` (the query orchestration), looked up when a query arrives."""
     runner = globals().get("run_query")
     if runner is None:
-        raise SeqsketchError("this server cannot answer queries: no query engine is installed")
+        raise QueryEngineMissing("this server cannot answer queries: no query engine is installed")
     return runner
+
+
+class QueryEngineMissing(SeqsketchError):
+    code = "not_implemented"
+    http_status = 501
