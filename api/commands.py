@@ -12,6 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         add(sub)
     for add in (add_build, add_info, add_datasets):
         add(sub)
+    add_query(sub)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -313,3 +314,46 @@ def _human_bytes(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
+
+
+# --- query ------------------------------------------------------------------------------------------------
+
+
+def add_query(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("query", help="answer a pattern query on a dataset")
+    p.add_argument("dataset")
+    p.add_argument("query", help="the query text (or its JSON form)")
+    p.add_argument("--mode", choices=("approximate", "verified", "exact"), default="verified",
+                   help="approximate: index only; verified (default): index, then exact on candidates; "
+                        "exact: the exact engine over the whole stream")
+    p.add_argument("--limit", type=_positive_int, default=None, help="return at most N matches")
+    _common(p)
+    p.set_defaults(handler=_query)
+
+
+def _query(args: argparse.Namespace) -> int:
+    from api.cli import emit
+    from api.service import run_query
+    from exact.store import seqsketch_home
+
+    result = run_query(seqsketch_home(), args.dataset, args.query, mode=args.mode, limit=args.limit)
+    emit(args, result, _query_text(result))
+    return 0
+
+
+def _query_text(result: dict[str, Any]) -> str:
+    stats = result.get("stats", {})
+    head = (f"{result['count']:,} match(es), exists: {str(result['exists']).lower()}  "
+            f"[{result['mode']}, {result.get('strategy', '')}, {stats.get('total_ms', 0):.1f} ms]")
+    if result.get("matches"):
+        rows = [(str(m["start_seq"]), str(m["end_seq"]), m["start_ts"],
+                 " ".join(f"{k}={','.join(map(str, v))}" for k, v in m["bindings"].items()))
+                for m in result["matches"]]
+        body = _table(("START", "END", "START_TS", "BINDINGS"), rows)
+        more = "\n(truncated: --limit caps the matches shown)" if result.get("truncated") else ""
+        return f"{head}\n{body}{more}"
+    if result.get("intervals"):
+        rows = [(str(i["start_seq"]), str(i["end_seq"]), i["start_ts"], i["end_ts"])
+                for i in result["intervals"]]
+        return f"{head}\n{_table(('START', 'END', 'START_TS', 'END_TS'), rows)}"
+    return head

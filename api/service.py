@@ -255,3 +255,57 @@ def _query_runner() -> Callable[..., dict[str, Any]]:
 class QueryEngineMissing(SeqsketchError):
     code = "not_implemented"
     http_status = 501
+
+
+# --- queries -----------------------------------------------------------------------------------------------
+
+QUERY_MODES = ("approximate", "verified", "exact")
+
+
+def run_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: str = "verified",
+              limit: int | None = None) -> dict[str, Any]:
+    """Answer ``query`` (text, JSON text or the JSON form) on dataset ``name`` (CONTRACT §3).
+
+    ``exact`` runs the exact engine over the whole stream (reading only the columns the query needs);
+    ``approximate`` and ``verified`` need the Bloom-filter index and are refused until it is wired in.
+    """
+    import time
+
+    import numpy as np
+
+    from exact.engine import answer, evaluate
+    from exact.language import load
+    from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
+
+    started = time.perf_counter()
+    if mode not in QUERY_MODES:
+        raise QuerySemanticError(f"unknown mode {mode!r}; choose one of {', '.join(QUERY_MODES)}",
+                                 where="mode")
+    if limit is not None and limit < 0:
+        raise QuerySemanticError("limit must not be negative", where="limit")
+    parsed = load(query if isinstance(query, str) else dict(query))
+    if mode != "exact":
+        raise QuerySemanticError(f"mode {mode!r} needs the index, which this installation cannot query "
+                                 "yet; use mode 'exact'", where="mode")
+    root = store_dir(dataset_dir(check_dataset_name(name), home))
+    if not (root / "manifest.json").is_file():
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    store = EventStore.open(root)
+    snap = store.snapshot()
+    table = store.read_table(snapshot=snap)
+    verify_started = time.perf_counter()
+    matches = evaluate(parsed, table, type_counts=snap.type_counts)
+    verify_ms = (time.perf_counter() - verify_started) * 1000
+    seqs = table.column("seq").to_numpy()
+    micros = table.column("ts").cast("int64").to_numpy()
+
+    def ts_of(seq: int) -> int:
+        return int(micros[int(np.searchsorted(seqs, seq))])
+
+    out: dict[str, Any] = {"dataset": name, "index_version": None, "mode": mode}
+    out.update(answer(parsed, matches, ts_of, limit=limit))
+    out["stats"] = {"approximate_ms": 0.0, "verify_ms": round(verify_ms, 3),
+                    "total_ms": round((time.perf_counter() - started) * 1000, 3), "nodes_probed": 0,
+                    "candidate_intervals": 0, "events_scanned": table.num_rows,
+                    "events_total": snap.events}
+    return out
