@@ -357,3 +357,17 @@ def test_environment_configures_the_app(home: Path, monkeypatch: pytest.MonkeyPa
     assert service_state(app).input_roots == [Path("/nonexistent/a"), home]
     assert (home / "catalog.db").is_file()
     service_state(app).jobs.shutdown()  # type: ignore[union-attr]
+
+
+def test_call_with_timeout_answers_on_time() -> None:
+    import time
+
+    from exact.errors import QueryLimitError
+
+    started = time.perf_counter()
+    with pytest.raises(QueryLimitError, match="longer than the server's limit of 50 ms"):
+        service.call_with_timeout(lambda: time.sleep(2), 50, "the query")
+    assert time.perf_counter() - started < 1.5
+    assert service.call_with_timeout(lambda: 7, 1000, "x") == 7
+    with pytest.raises(ZeroDivisionError):  # the worker's own error reaches the caller
+        service.call_with_timeout(lambda: 1 / 0, 1000, "x")
