@@ -186,6 +186,7 @@ def test_ts_compared_with_integer_microseconds_is_kept():
     ("90 min", 90 * 60_000_000), ("2 mins", 2 * 60_000_000), ("12 h", 12 * HOUR), ("12 hours", 12 * HOUR),
     ("1 hour", HOUR), ("15 d", 15 * DAY), ("1 day", DAY), ("15 days", 15 * DAY), ("15d", 15 * DAY),
     ("0.5 s", 500_000), ("1.5 h", 90 * 60_000_000), ("0.001 ms", 1), ("2 SECONDS", 2_000_000),
+    ("3 mss", 3_000), ("3 ss", 3_000_000), ("2 hs", 2 * HOUR), ("2 ds", 2 * DAY), ("5 MIN", 300_000_000),
 ])
 def test_durations_become_microseconds(text, micros):
     assert parse(f"PATTERN SEQ(A a, B b) WITHIN {text}").within == WithinTime(micros)

@@ -22,8 +22,7 @@ def _blocks(language: str) -> list[str]:
 def _error_rows() -> list[tuple[str, str]]:
     """(query, documented message) of the rows of the Errors table whose query is complete."""
     section = DOC.read_text(encoding="utf-8").split("## Errors", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `(PATTERN [^`]*)` \| `([^`]*)` \|$", section, flags=re.M)
-    return rows
+    return re.findall(r"^\| `(PATTERN [^`]*)` \| `([^`]*)` \|$", section, flags=re.M)
 
 
 def test_the_doc_has_the_examples_it_promises():

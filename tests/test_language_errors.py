@@ -9,7 +9,7 @@ import pytest
 
 from exact.ast import Between, Query, Single, Var, WithinEvents, WithinTime
 from exact.errors import QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
-from exact.language import MAX_QUERY_BYTES, MAX_VARIABLES, from_json, load, parse
+from exact.language import MAX_QUERY_BYTES, MAX_VARIABLES, from_json, load, parse, to_json
 
 
 def _position(text: str, marker: str, occurrence: int = 1) -> tuple[int, int]:
@@ -377,7 +377,6 @@ def test_checks_apply_to_asts_built_by_hand_through_json():
         Query(pattern=(Single(Var("a", "A")),), within=WithinTime(-1)),
         Query(pattern=(Single(Var("a", "A")),), between=Between(5, 4)),
     ]
-    from exact.language import to_json
     for query in bad:
         with pytest.raises(QuerySemanticError):
             from_json(to_json(query))

@@ -27,7 +27,7 @@ from exact.ast import (
 )
 from exact.errors import SeqsketchError
 from exact.language import from_json, load, parse, to_json, to_text
-from exact.language.checks import MAX_CONDITIONS, minimum_events
+from exact.language.checks import minimum_events
 from exact.language.lexical import RESERVED_NAMES
 from exact.language.temporal import (
     MAX_TIME_MICROS,
@@ -244,7 +244,3 @@ def _assert_position_inside(error: SeqsketchError, text: str) -> None:
     lines = text.split("\n")
     assert 1 <= error.line <= len(lines), str(error)
     assert 1 <= error.column <= len(lines[error.line - 1]) + 1, str(error)
-
-
-def test_condition_limit_is_consistent_with_the_generator():
-    assert MAX_CONDITIONS >= 4

@@ -16,11 +16,12 @@ MICROS_PER_S = 1_000_000
 #: Unit (lower-case) → microseconds.
 UNITS: dict[str, int] = {}
 for _names, _micros in (
-    (("ms", "msec", "msecs", "millisecond", "milliseconds"), MICROS_PER_MS),
-    (("s", "sec", "secs", "second", "seconds"), MICROS_PER_S),
+    # CONTRACT §2 allows a plural "s" on every unit, so the odd "mss", "ss", "hs", "ds" are accepted too.
+    (("ms", "mss", "msec", "msecs", "millisecond", "milliseconds"), MICROS_PER_MS),
+    (("s", "ss", "sec", "secs", "second", "seconds"), MICROS_PER_S),
     (("min", "mins", "minute", "minutes"), 60 * MICROS_PER_S),
-    (("h", "hour", "hours", "hr", "hrs"), 3_600 * MICROS_PER_S),
-    (("d", "day", "days"), 86_400 * MICROS_PER_S),
+    (("h", "hs", "hour", "hours", "hr", "hrs"), 3_600 * MICROS_PER_S),
+    (("d", "ds", "day", "days"), 86_400 * MICROS_PER_S),
 ):
     for _name in _names:
         UNITS[_name] = _micros
