@@ -102,7 +102,7 @@ def test_bad_shapes_and_serializations_are_refused() -> None:
 
 
 def test_measured_false_positive_rate_matches_eq_4_1() -> None:
-    """Fill a filter with n distinct keys, probe 40,000 absent ones: the rate matches eq. 4.1 within 4 sigma."""
+    """Fill a filter with n distinct keys, probe 40,000 absent ones: eq. 4.1 holds within 4 sigma."""
     m, k, n = 4096, 4, 800
     f = BloomFilter(m, k)
     f.update(f"present-{i}" for i in range(n))

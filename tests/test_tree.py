@@ -83,7 +83,8 @@ def reference_forest(config: TreeConfig, types: list[str]) -> set[tuple[int, int
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs, streams)
-def test_tree_is_alg_2_with_the_right_bits_and_no_false_negatives(config: TreeConfig, codes: list[int]) -> None:
+def test_tree_is_alg_2_with_the_right_bits_and_no_false_negatives(config: TreeConfig,
+                                                                  codes: list[int]) -> None:
     types = make_types(codes)
     tree = build(config, types)
     assert tree.n_events == len(types)
