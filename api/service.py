@@ -224,12 +224,14 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
     params = inspect.signature(runner).parameters
     open_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     extra: dict[str, Any] = {}
-    if granularity is not None:
+    if granularity is not None and mode == "approximate":  # only approximate answers have a granularity
         if not (open_kwargs or "granularity" in params):
             raise QuerySemanticError("'granularity' is not supported by this server", where="granularity")
         extra["granularity"] = granularity
     if max_events and (open_kwargs or "max_events" in params):
         extra["max_events"] = max_events  # the engine stops early; otherwise it is checked afterwards
+    if max_events and mode == "exact":
+        _refuse_exact_scan_over(home, name, max_events)
 
     def answer() -> dict[str, Any]:
         return runner(home, name, query, mode=mode, limit=effective, **extra)
@@ -242,6 +244,18 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
         for match, events in zip(result["matches"], bound_events(home, name, result["matches"]), strict=True):
             match["events"] = events
     return result
+
+
+def _refuse_exact_scan_over(home: Path, name: str, max_events: int) -> None:
+    """Exact mode reads the whole stream: refuse it before any work when that is over the scan limit."""
+    from exact.store import EventStore, dataset_dir, store_dir
+
+    if not dataset_exists(home, name):
+        return  # the query itself reports the missing dataset
+    events = EventStore.open(store_dir(dataset_dir(name, home))).snapshot().events
+    if events > max_events:
+        raise QueryLimitError(f"mode 'exact' scans all {events:,} events of {name!r}, over the server's "
+                              f"limit of {max_events:,}; use mode 'verified'", where="mode")
 
 
 def _query_runner() -> Callable[..., dict[str, Any]]:

@@ -371,3 +371,27 @@ def test_call_with_timeout_answers_on_time() -> None:
     assert service.call_with_timeout(lambda: 7, 1000, "x") == 7
     with pytest.raises(ZeroDivisionError):  # the worker's own error reaches the caller
         service.call_with_timeout(lambda: 1 / 0, 1000, "x")
+
+
+def test_scan_limit_refuses_exact_queries_over_it(home: Path, shared_data: Path) -> None:
+    app = make_app(home, shared_data, QUERY_MAX_EVENTS=10)
+    client = app.test_client()
+    assert build(app, client, "running", ["running-example.xes"])["state"] == "succeeded"
+    err = assert_error(client.post("/v1/datasets/running/query",
+                                   json={"query": "PATTERN 'register request' r", "mode": "exact"}),
+                       400, "query_limit")
+    assert "42" in err["message"] and "10" in err["message"]
+    logged = service_state(app).catalog.recent_queries("running")
+    assert logged[0]["error_code"] == "query_limit" and logged[0]["mode"] == "exact"
+    service_state(app).jobs.shutdown()  # type: ignore[union-attr]
+
+
+def test_query_answers_are_logged(client: FlaskClient, app: Flask, running: str) -> None:
+    body = {"query": "PATTERN 'register request' r", "mode": "exact"}
+    answer = client.post(f"/v1/datasets/{running}/query", json=body).json
+    info = client.get(f"/v1/datasets/{running}").json
+    assert answer["count"] == info["types"]["register request"]
+    logged = service_state(app).catalog.recent_queries(running)[0]
+    assert (logged["query"], logged["mode"], logged["count"], logged["error_code"]) == (
+        body["query"], "exact", answer["count"], None)
+    assert logged["events_scanned"] == answer["stats"]["events_scanned"]
