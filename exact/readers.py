@@ -44,6 +44,7 @@ import re
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 from xml.parsers import expat
@@ -62,6 +63,7 @@ from exact.events import (
     iso_date_text,
     iso_of_micros,
     make_table,
+    micros_of,
     parse_timestamp,
 )
 
@@ -119,32 +121,32 @@ def read_events(path: str | Path, fmt: str = "auto",
 
 
 class _Columns:
-    """Column-wise accumulation of one batch: no per-event dict survives the batch."""
+    """One batch being read: ts and type columns, attributes gathered per event and made columns at the end.
+
+    Columns are built per batch with one comprehension per attribute, which is much cheaper than padding
+    every column for every event; only one batch of rows is alive at a time.
+    """
 
     def __init__(self) -> None:
         self.ts: list[int] = []
         self.types: list[str] = []
-        self.attrs: dict[str, list[Any]] = {}
+        self.rows: list[dict[str, Any]] = []
+        self.keys: dict[str, None] = {}  # attribute names in first-seen order
 
     def __len__(self) -> int:
         return len(self.ts)
 
     def add(self, ts: int, typ: str, attrs: dict[str, Any]) -> None:
-        n = len(self.ts)
-        for key, value in attrs.items():
-            col = self.attrs.get(key)
-            if col is None:
-                col = self.attrs[key] = [None] * n
-            col.append(value)
         self.ts.append(ts)
         self.types.append(typ)
-        n += 1
-        for col in self.attrs.values():
-            if len(col) < n:
-                col.append(None)
+        self.rows.append(attrs)
+        if attrs.keys() - self.keys.keys():
+            self.keys.update(dict.fromkeys(attrs))
 
     def table(self) -> pa.Table:
-        return make_table(self.ts, self.types, {k: attr_array(v) for k, v in self.attrs.items()})
+        rows = self.rows
+        columns = {k: attr_array([r.get(k) for r in rows]) for k in self.keys}
+        return make_table(self.ts, self.types, columns)
 
 
 def _open_binary(path: Path) -> IO[bytes]:
@@ -181,8 +183,12 @@ class _XesHandler:
     def __init__(self, parser: Any, where: str) -> None:
         self.parser = parser
         self.where = where
-        self.stack: list[str] = []
+        # Depths instead of an element stack: these callbacks run once per XML element (millions).
+        self.depth = 0
+        self.trace_depth = -1
+        self.event_depth = -1
         self.trace: dict[str, Any] | None = None
+        self.trace_row: dict[str, Any] | None = None
         self.event: dict[str, Any] | None = None
         self.event_line = 0
         self.batch = _Columns()
@@ -192,21 +198,30 @@ class _XesHandler:
         return InputError(message, where=self.where, line=line or self.parser.CurrentLineNumber)
 
     def start(self, name: str, attrs: dict[str, str]) -> None:
-        local = name.rsplit(":", 1)[-1]
-        parent = self.stack[-1] if self.stack else None
-        self.stack.append(local)
-        if local == "trace" and parent == "log":
-            self.trace = {}
-        elif local == "event" and parent in ("trace", "log"):
-            self.event = {}
-            self.event_line = self.parser.CurrentLineNumber
-        elif local in _XES_VALUE_TAGS:
-            target = self.event if parent == "event" else self.trace if parent == "trace" else None
-            if target is not None and (parent != "trace" or self.event is None):
+        if ":" in name:
+            name = name.rsplit(":", 1)[1]
+        self.depth += 1
+        depth = self.depth
+        if name in _XES_VALUE_TAGS:
+            if self.event is not None:
+                target = self.event if depth == self.event_depth + 1 else None
+            else:
+                target = self.trace if depth == self.trace_depth + 1 else None
+            if target is not None:
                 key = attrs.get("key")
                 if not key:
-                    raise self.error(f"<{local}> attribute has no 'key'")
-                target[key] = self.typed_value(local, key, attrs.get("value"))
+                    raise self.error(f"<{name}> attribute has no 'key'")
+                value = attrs.get("value")
+                target[key] = value if name == "string" and value is not None else \
+                    self.typed_value(name, key, value)
+        elif name == "event" and self.event is None and depth in (2, self.trace_depth + 1):
+            self.event = {}
+            self.event_depth = depth
+            self.event_line = self.parser.CurrentLineNumber
+        elif name == "trace" and depth == 2:
+            self.trace = {}
+            self.trace_row = None
+            self.trace_depth = depth
 
     def typed_value(self, tag: str, key: str, value: str | None) -> Any:
         if value is None:
@@ -228,13 +243,13 @@ class _XesHandler:
         return value
 
     def end(self, name: str) -> None:
-        local = self.stack.pop()
-        parent = self.stack[-1] if self.stack else None
-        if local == "event" and self.event is not None and parent in ("trace", "log"):
-            self.emit(self.event)
-            self.event = None
-        elif local == "trace" and self.stack and self.stack[-1] == "log":
-            self.trace = None
+        depth = self.depth
+        self.depth -= 1
+        if depth == self.event_depth and self.event is not None:
+            event, self.event, self.event_depth = self.event, None, -1
+            self.emit(event)
+        elif depth == self.trace_depth:
+            self.trace, self.trace_row, self.trace_depth = None, None, -1
 
     def emit(self, event: dict[str, Any]) -> None:
         typ = event.pop(_XES_TYPE, None)
@@ -244,14 +259,16 @@ class _XesHandler:
         if raw_ts is None:
             raise self.error(f"event has no field {_XES_TIME!r} (its time)", self.event_line)
         try:
-            ts = parse_timestamp(raw_ts)
+            ts = micros_of(datetime.fromisoformat(raw_ts))  # the XES form; anything else takes the long way
+        except (TypeError, ValueError):
+            ts = None
+        try:
+            ts = parse_timestamp(raw_ts) if ts is None else ts
         except ValueError as err:
             raise self.error(f"field {_XES_TIME!r}: {err}", self.event_line) from None
-        row: dict[str, Any] = {}
-        if self.trace:
-            for key, value in self.trace.items():
-                row[_CASE if key == _XES_TYPE else key] = value
-        row.update(event)
+        if self.trace_row is None:  # the trace's attributes, as every one of its events carries them
+            self.trace_row = {(_CASE if k == _XES_TYPE else k): v for k, v in (self.trace or {}).items()}
+        row = {**self.trace_row, **event} if self.trace_row else event
         self.batch.add(ts, typ, row)
         self.count += 1
 
@@ -291,7 +308,7 @@ def _feed(parser: Any, data: bytes, final: bool, where: str) -> None:
 
 # ------------------------------------------------------------------------------------------------ CSV
 
-_INT_RE = r"^\s*[+-]?\d{1,18}\s*$"
+_INT_RE = r"^\s*[+-]?\d+\s*$"
 _FLOAT_RE = r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$"
 
 
@@ -372,11 +389,15 @@ def _infer_text_column(col: pa.ChunkedArray) -> pa.ChunkedArray:
         return bool(pc.all(pc.match_substring_regex(col, pattern), skip_nulls=True).as_py())
 
     if all_match(_INT_RE):
-        return pc.cast(pc.utf8_trim_whitespace(col), pa.int64())
+        try:
+            return pc.cast(pc.utf8_trim_whitespace(col), pa.int64())
+        except pa.ArrowInvalid:  # beyond int64: read as numbers all the same
+            pass
     if all_match(_FLOAT_RE):
         return pc.cast(pc.utf8_trim_whitespace(col), pa.float64())
     lowered = pc.utf8_lower(pc.utf8_trim_whitespace(col))
-    if bool(pc.all(pc.is_in(lowered, pa.array(["true", "false"])), skip_nulls=True).as_py()):
+    boolean = pc.or_(pc.is_null(lowered), pc.is_in(lowered, pa.array(["true", "false"])))
+    if bool(pc.all(boolean).as_py()):
         return pc.equal(lowered, "true")
     return col
 
