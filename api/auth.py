@@ -146,10 +146,15 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def authorize(catalog: Catalog, header: str | None, needed: Scope, remote_addr: str | None) -> Principal:
-    """The caller, if allowed ``needed``; else :class:`Unauthorized` (401) or :class:`Forbidden` (403)."""
+def authorize(catalog: Catalog, header: str | None, needed: Scope, remote_addr: str | None, *,
+              forwarded: bool = False) -> Principal:
+    """The caller, if allowed ``needed``; else :class:`Unauthorized` (401) or :class:`Forbidden` (403).
+
+    ``forwarded``: the request came through a proxy (it carries ``Forwarded`` / ``X-Forwarded-For``), so a
+    loopback peer address says nothing about the real client; an open server refuses it.
+    """
     if not has_active_tokens(catalog):
-        if not is_loopback(remote_addr):
+        if forwarded or not is_loopback(remote_addr):
             raise Forbidden("this server has no API tokens configured and answers loopback clients only; "
                             "create one with `seqsketch token create NAME --scope read|write`")
         return Principal(name=None, scope=Scope.WRITE)

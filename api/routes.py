@@ -50,8 +50,9 @@ def operation(rule: str, method: str, op: sc.Operation) -> Callable[[Callable[..
         def endpoint(**kwargs: Any) -> Any:
             g.principal = None
             if op.scope is not None:
+                forwarded = "Forwarded" in request.headers or "X-Forwarded-For" in request.headers
                 g.principal = authorize(state().catalog, request.headers.get("Authorization"),
-                                        Scope(op.scope), request.remote_addr)
+                                        Scope(op.scope), request.remote_addr, forwarded=forwarded)
             if op.request is not None and op.request_kind == "json":
                 body = sc.parse_json_body(request.get_data(cache=False))
                 op.request.validate(body)

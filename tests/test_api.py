@@ -151,6 +151,9 @@ def test_open_server_answers_loopback_only(client: FlaskClient) -> None:
     err = assert_error(client.get("/v1/datasets", environ_base=OFF_MACHINE), 403, "forbidden")
     assert "token" in err["message"]
     assert client.get("/v1/health", environ_base=OFF_MACHINE).status_code == 200  # liveness stays public
+    # through a proxy on the same machine the peer is loopback, but the client is not
+    proxied = client.get("/v1/datasets", headers={"X-Forwarded-For": "198.51.100.7"})
+    assert_error(proxied, 403, "forbidden")
 
 
 def test_tokens_and_scopes(app: Flask, client: FlaskClient, running: str) -> None:
