@@ -171,9 +171,11 @@ def _parse(buffer, where: str, *, verify: bool) -> BloomTree:
     view = memoryview(buffer)
     if len(view) < ALIGN:
         raise IndexCorrupt(f"index data is truncated ({len(view)} bytes)", where=where)
-    magic, version, _, header_offset, header_len, crc = _PREFIX.unpack_from(view, 0)
+    magic, version, reserved, header_offset, header_len, crc = _PREFIX.unpack_from(view, 0)
     if magic != MAGIC:
         raise IndexCorrupt("not a seqsketch index file (bad magic)", where=where)
+    if reserved or any(view[_PREFIX.size:ALIGN]):
+        raise IndexCorrupt("damaged file prefix (reserved bytes are not zero)", where=where)
     if version != FORMAT_VERSION:
         raise IndexCorrupt(f"index format version {version} is not supported (expected {FORMAT_VERSION})",
                            where=where)
