@@ -14,6 +14,7 @@ key                        environment                      default
 ``QUERY_MAX_MATCHES``      ``SEQSKETCH_QUERY_MAX_MATCHES``  10000 (answers beyond are truncated)
 ``QUERY_MAX_EVENTS``       ``SEQSKETCH_QUERY_MAX_EVENTS``   0 = unlimited (events a query may scan)
 ``BUILD_WORKERS``          ``SEQSKETCH_BUILD_WORKERS``      1
+``BUILD_ENGINE``           ``SEQSKETCH_BUILD_ENGINE``       ``local`` (builds that name no engine)
 ``INIT_EMPTY_SQLITE``      —                                True (an empty SQLite catalog is migrated)
 =========================  ===============================  ================================================
 
@@ -106,6 +107,8 @@ def default_config() -> dict[str, Any]:
         "QUERY_MAX_MATCHES": _env_int("SEQSKETCH_QUERY_MAX_MATCHES", 10_000),
         "QUERY_MAX_EVENTS": _env_int("SEQSKETCH_QUERY_MAX_EVENTS", 0),
         "BUILD_WORKERS": _env_int("SEQSKETCH_BUILD_WORKERS", 1),
+        # In-process by default: the local builder gives the same bits as Spark without a JVM in the server.
+        "BUILD_ENGINE": os.environ.get("SEQSKETCH_BUILD_ENGINE") or "local",
         "INIT_EMPTY_SQLITE": True,
         "JSON_SORT_KEYS": False,
     }

@@ -239,6 +239,7 @@ def start_build(name: str, body: dict[str, Any]) -> Any:
     checked_name(name)
     inputs = resolve_inputs(body["inputs"], st.input_roots)
     options = {k: v for k, v in body.items() if k != "inputs"}
+    options.setdefault("engine", current_app.config["BUILD_ENGINE"])
     exists = service.dataset_exists(st.home, name)
     if exists and not options.get("replace"):
         raise Conflict(f"dataset {name!r} exists already; pass \"replace\": true to rebuild it", where=name)
