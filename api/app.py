@@ -126,6 +126,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     url = app.config["DATABASE_URL"] or database_url(home)
     catalog: Catalog = open_catalog(url, init_empty_sqlite=bool(app.config["INIT_EMPTY_SQLITE"]))
     roots = app.config["INPUT_ROOTS"]
+    if isinstance(roots, str):
+        roots = [r for r in roots.split(os.pathsep) if r]
     roots = [Path(r) for r in roots] if roots else input_roots_from_env(home)
 
     state = ServiceState(home=home, catalog=catalog, input_roots=roots, config=app.config)
