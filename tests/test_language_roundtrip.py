@@ -94,7 +94,7 @@ def _condition(draw: st.DrawFn, variables: list[Var], negated: set[str],
     elif attr in ("ts", "seq"):
         value = draw(st.one_of(_INT64, st.integers(MIN_TIME_MICROS, MAX_TIME_MICROS)))
     elif op in ("=", "!="):
-        value = draw(_SCALARS)
+        value = draw(st.one_of(st.booleans(), st.none(), _SCALARS))
     else:
         value = draw(st.one_of(_INT64, _FLOATS, _TEXT))
     field, literal = Field(var.name, attr), Literal(value)
@@ -163,7 +163,7 @@ def test_the_generator_covers_every_construct():
     """Guard against a strategy that silently stops producing some part of the language."""
     seen: set[str] = set()
 
-    @settings(max_examples=200, deadline=None, database=None)
+    @settings(max_examples=200, deadline=None, database=None, derandomize=True)
     @given(queries())
     def collect(query):
         for element in query.pattern:
