@@ -554,10 +554,17 @@ class BloomTree:
         return int(leaves[seq // self.config.leaf_size])  # type: ignore[index]
 
     def intervals(self) -> dict[str, np.ndarray]:
-        """Column views of every row: level, lo_seq, hi_seq, lo_ts, hi_ts, children, size (bits)."""
-        return {"level": self._level.view(), "lo_seq": self._lo_seq.view(), "hi_seq": self._hi_seq.view(),
+        """Column views of every row: level, lo_seq, hi_seq, lo_ts, hi_ts, children, size (bits).
+
+        Computed once per tree state (cached until the next update); treat the arrays as read-only.
+        """
+        cols = self._cache.get("intervals")
+        if cols is None:
+            cols = self._cache["intervals"] = {
+                "level": self._level.view(), "lo_seq": self._lo_seq.view(), "hi_seq": self._hi_seq.view(),
                 "lo_ts": self._lo_ts.view(), "hi_ts": self._hi_ts.view(), "children": self._children.view(),
                 "size": np.left_shift(1, self._log2.view().astype(_I64))}
+        return cols  # type: ignore[return-value]
 
     def nodes_covering(self, lo_seq: int, hi_seq: int) -> list[int]:
         """The fewest nodes whose intervals cover every leaf that meets ``[lo_seq, hi_seq]`` (§4.3.4).
@@ -615,12 +622,13 @@ class BloomTree:
 
     def density(self, nodes: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         """Fraction of stored bits set, per node."""
-        ids = np.arange(self.rows) if nodes is None else np.asarray(nodes, dtype=_I64)
-        counts = np.bitwise_count(self._pool.view())
-        starts = self._offsets.view()
-        per_node = np.add.reduceat(counts, starts) if len(starts) else np.zeros(0, _I64)
-        sizes = np.left_shift(1, self._log2.view().astype(_I64))
-        return per_node[ids] / sizes[ids]
+        every = self._cache.get("density")
+        if every is None:
+            counts = np.bitwise_count(self._pool.view()).astype(_I64)
+            starts = self._offsets.view()
+            per_node = np.add.reduceat(counts, starts) if len(starts) else np.zeros(0, _I64)
+            every = self._cache["density"] = per_node / np.left_shift(1, self._log2.view().astype(_I64))
+        return every if nodes is None else every[np.asarray(nodes, dtype=_I64)]  # type: ignore[index]
 
     # ---------------------------------------------------------------------------------------- accuracy
     def expected_fpq(self, query_length: int | None = None) -> float:

@@ -176,6 +176,14 @@ def test_batch_probe_agrees_with_single_probes_and_filters(config: TreeConfig, c
             assert answers[i, j] == tree.may_contain(i, key) == (key in f)
 
 
+def test_density_is_each_stored_filter_s_fill() -> None:
+    rng = np.random.default_rng(11)
+    tree = build(TreeConfig(leaf_size=64, m=4096, k=3), make_types((rng.zipf(1.2, 4000) % 900).tolist()))
+    expected = [tree.filter(i).density() for i in range(tree.rows)]
+    assert tree.density().tolist() == pytest.approx(expected)
+    assert max(tree.filter(i).popcount() for i in range(tree.rows)) > 255  # beyond a byte-sized count
+
+
 def test_partial_last_leaf_is_queryable_and_completes_in_place() -> None:
     config = TreeConfig(leaf_size=4, m=256, k=3)
     tree = BloomTree(config)
