@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import re
 from pathlib import Path
@@ -31,10 +32,6 @@ from exact.language.lexical import assign_default_names, default_name_base
 
 HOUR = 3_600_000_000
 DAY = 24 * HOUR
-
-
-def _shared_data() -> Path:
-    return Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def test_seq_of_single_variables_with_explicit_names():
@@ -339,19 +336,27 @@ def test_load_takes_text_json_text_or_a_dict():
 # ------------------------------------------------------------------------------------------- real data
 
 
-def _bpi_event_types() -> list[str]:
-    path = _shared_data() / "bpic2012.xes.gz"
-    if not path.exists():
-        pytest.skip("shared data not available")
-    with gzip.open(path, "rt", encoding="utf-8") as stream:
-        text = stream.read()
-    events = re.findall(r"<event>(.*?)</event>", text, flags=re.S)
-    names = {m.group(1) for e in events for m in re.finditer(r'key="concept:name" value="([^"]*)"', e)}
+_VALUE = re.compile(r'value="([^"]*)"')
+
+
+def _event_types(path: Path) -> list[str]:
+    """The ``concept:name`` of every ``<event>`` of an XES log (the event type, CONTRACT §1)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    names: set[str] = set()
+    in_event = False
+    with opener(path, "rt", encoding="utf-8") as stream:
+        for line in stream:
+            if "<event" in line:
+                in_event = True
+            elif "</event>" in line:
+                in_event = False
+            elif in_event and 'key="concept:name"' in line:
+                names.add(html.unescape(_VALUE.search(line).group(1)))
     return sorted(names)
 
 
-def test_every_bpi_2012_event_type_reads_back_and_gets_a_usable_default_name():
-    types = _bpi_event_types()
+def test_every_bpi_2012_event_type_reads_back_and_gets_a_usable_default_name(shared_data: Path):
+    types = _event_types(shared_data / "bpic2012.xes.gz")
     assert len(types) == 24
     for type_name in types:
         q = Query(pattern=(Single(Var(default_name_base(type_name), type_name)),))
@@ -362,3 +367,13 @@ def test_every_bpi_2012_event_type_reads_back_and_gets_a_usable_default_name():
     names = [v.name for v in everything.variables()]
     assert len(set(names)) == len(types)
     assert "w_completeren_aanvraag" in names and "a_submitted" in names
+
+
+def test_running_example_types_with_spaces_work_unquoted_nowhere_and_quoted_everywhere(shared_data: Path):
+    types = _event_types(shared_data / "running-example.xes")
+    assert "register request" in types
+    text = "PATTERN SEQ(" + ", ".join(f"'{t}'" for t in types) + ") PARTITION BY case WITHIN 30 days"
+    query = parse(text)
+    assert [v.type for v in query.variables()] == types
+    assert all(" " not in v.name for v in query.variables())
+    assert parse(to_text(query)) == query
