@@ -9,7 +9,7 @@ import pytest
 
 from exact.ast import Between, Query, Single, Var, WithinEvents, WithinTime
 from exact.errors import QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
-from exact.language import MAX_QUERY_BYTES, MAX_VARIABLES, from_json, load, parse, to_json
+from exact.language import MAX_QUERY_BYTES, MAX_VARIABLES, from_json, load, parse, to_json, to_text
 
 
 def _position(text: str, marker: str, occurrence: int = 1) -> tuple[int, int]:
@@ -369,6 +369,14 @@ def test_json_limits():
         from_json({"version": 1, "pattern": many})
     with pytest.raises(QueryLimitError):
         load(json.dumps({"version": 1, "pattern": many, "pad": "x" * MAX_QUERY_BYTES}))
+
+
+def test_printing_an_unprintable_time_is_our_error():
+    query = Query(pattern=(Single(Var("a", "A")),), between=Between(0, 10**20))
+    with pytest.raises(QuerySemanticError, match="outside the years 1 to 9999"):
+        to_text(query)
+    with pytest.raises(QuerySemanticError, match="outside the years 1 to 9999"):
+        from_json(to_json(query))
 
 
 def test_checks_apply_to_asts_built_by_hand_through_json():

@@ -26,6 +26,7 @@ from exact.ast import (
     WithinEvents,
     WithinTime,
 )
+from exact.errors import QuerySemanticError
 from exact.language import lexical, temporal
 
 
@@ -41,8 +42,11 @@ def to_text(query: Query) -> str:
     elif isinstance(query.within, WithinEvents):
         lines.append(f"WITHIN {query.within.count} EVENTS")
     if query.between is not None:
-        start = lexical.quote(temporal.micros_to_iso(query.between.start))
-        end = lexical.quote(temporal.micros_to_iso(query.between.end))
+        bounds = (query.between.start, query.between.end)
+        if not all(temporal.is_printable_time(b) for b in bounds):
+            # Text only has ISO times for BETWEEN; the checks refuse such a query anyway.
+            raise QuerySemanticError("BETWEEN time is outside the years 1 to 9999", where="between")
+        start, end = (lexical.quote(temporal.micros_to_iso(b)) for b in bounds)
         lines.append(f"BETWEEN {start} AND {end}")
     if query.strategy is not Strategy.SKIP_TILL_NEXT_MATCH:
         lines.append("STRATEGY " + query.strategy.value)
