@@ -374,11 +374,17 @@ class EventStore:
                 raise
 
     def _write_parts(self, table: pa.Table, first_seq: int, row_group_size: int) -> list[PartInfo]:
+        """Write ``table`` as parts of at most ``part_rows`` rows; all of them, or none remain."""
         self._clean_orphans()
-        parts = []
-        for offset in range(0, table.num_rows, self.part_rows):
-            chunk = table.slice(offset, self.part_rows)
-            parts.append(self.write_part(chunk, first_seq + offset, row_group_size=row_group_size))
+        parts: list[PartInfo] = []
+        try:
+            for offset in range(0, table.num_rows, self.part_rows):
+                chunk = table.slice(offset, self.part_rows)
+                parts.append(self.write_part(chunk, first_seq + offset, row_group_size=row_group_size))
+        except BaseException:
+            for p in parts:
+                (self.root / PARTS / p.file).unlink(missing_ok=True)
+            raise
         return parts
 
     def snapshot_or_empty(self) -> Snapshot:
