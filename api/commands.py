@@ -255,11 +255,10 @@ def _build(args: argparse.Namespace) -> int:
     from api.cli import emit
     from exact.store import seqsketch_home
 
-    if args.engine == "spark":
-        print("seqsketch: note: the Spark build engine is not available yet; building locally",
-              file=sys.stderr)
     summary = build_dataset(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
                             type_field=args.type_field, time_field=args.time_field, replace=args.replace)
+    if args.engine == "spark":  # said after the build, so that a failed build prints its one error line only
+        print("seqsketch: note: built locally; the Spark build engine is not available yet", file=sys.stderr)
     emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
          f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
          f"store {_human_bytes(summary['store_bytes'])}, {summary['seconds']:.1f} s")
