@@ -38,8 +38,12 @@ class BuildOptions:
     expected_events: int | None = None
 
 
+#: The options of a build that specifies nothing.
+DEFAULT_OPTIONS = BuildOptions()
+
+
 def plan(types: pa.Array | pa.ChunkedArray | Sequence[str] | np.ndarray,
-         options: BuildOptions = BuildOptions()) -> Sizing:
+         options: BuildOptions = DEFAULT_OPTIONS) -> Sizing:
     """Measure the stream and solve the sizing equations for it (without building)."""
     codes, vocabulary = encode_types(types)
     return _plan(codes, len(vocabulary), options)
@@ -70,7 +74,7 @@ def config_from(sizing: Sizing, options: BuildOptions) -> TreeConfig:
 
 def build_tree(types: pa.Array | pa.ChunkedArray | Sequence[str] | np.ndarray,
                ts: pa.Array | pa.ChunkedArray | np.ndarray | Sequence[int],
-               options: BuildOptions = BuildOptions(), *,
+               options: BuildOptions = DEFAULT_OPTIONS, *,
                config: TreeConfig | None = None) -> tuple[BloomTree, Sizing | None]:
     """Size (unless ``config`` is given) and build the tree over a whole stream; returns it with its sizing.
 
@@ -95,7 +99,7 @@ def build_tree(types: pa.Array | pa.ChunkedArray | Sequence[str] | np.ndarray,
     return tree, sizing
 
 
-def build_from_table(table: pa.Table, options: BuildOptions = BuildOptions(), *,
+def build_from_table(table: pa.Table, options: BuildOptions = DEFAULT_OPTIONS, *,
                      config: TreeConfig | None = None) -> tuple[BloomTree, Sizing | None]:
     """Build from a stream table (``seq``, ``ts``, ``type``, …) whose seqs start at 0 and have no gaps."""
     if table.num_rows and "seq" in table.column_names:

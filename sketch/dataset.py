@@ -1,0 +1,273 @@
+"""A dataset = its event store + the Bloom-filter tree that covers it, published together.
+
+Layout under ``$SEQSKETCH_HOME/datasets/<name>/``::
+
+    store/                  the event store (exact.store), whose manifest is the one snapshot pointer
+    index/tree-<v>.sqt      index version v (sketch.persist), immutable once written
+
+The store manifest's ``extra["index"]`` names the index version that covers exactly the manifest's events
+(``{version, file, events, index_digest, bytes, config}``).  An append writes the new index version under a
+temporary name, renames it into place (still unreferenced), then commits the new event parts and the new
+``extra["index"]`` in ONE atomic manifest replace: a reader sees the old events with the old index or the new
+events with the new index, never a mix.  A failure before the commit leaves the dataset as it was (the
+unreferenced file is removed); older index files are deleted once two newer versions exist (a reader that
+still maps one keeps its mapping: unlinking does not invalidate it).
+
+A dataset whose store has no index (built before the index existed, or by hand) is indexed on the first
+append, or explicitly with :meth:`Dataset.reindex`; one whose index lags behind its store (events appended
+around it) is caught up from the store before the new events are added.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from exact.errors import IndexCorrupt, NotFound
+from exact.ingest import order_by_time
+from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir
+from sketch import persist
+from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
+from sketch.tree import BloomTree, TreeConfig
+
+INDEX_DIR = "index"
+INDEX_KEY = "index"
+_INDEX_FILE = re.compile(r"tree-(\d{6,})\.sqt")
+#: Index versions kept besides the live one, for readers that took a snapshot just before an append.
+KEEP_PREVIOUS = 1
+
+
+@dataclass(frozen=True)
+class IndexRef:
+    """What the store manifest records about the live index version."""
+
+    version: int
+    file: str  # relative to the dataset directory
+    events: int
+    index_digest: str
+    bytes: int
+    config: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "file": self.file, "events": self.events,
+                "index_digest": self.index_digest, "bytes": self.bytes, "config": dict(self.config)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> IndexRef:
+        return cls(int(d["version"]), str(d["file"]), int(d["events"]), str(d["index_digest"]),
+                   int(d["bytes"]), dict(d.get("config", {})))
+
+
+@dataclass(frozen=True)
+class DatasetSnapshot:
+    """A consistent pair: the store snapshot and the tree that covers exactly its events (None: no index)."""
+
+    store: Snapshot
+    tree: BloomTree | None
+    index: IndexRef | None
+
+    @property
+    def events(self) -> int:
+        return self.store.events
+
+    @property
+    def index_version(self) -> int | None:
+        return None if self.index is None else self.index.version
+
+
+def index_file_name(version: int) -> str:
+    return f"{INDEX_DIR}/tree-{version:06d}.sqt"
+
+
+def write_index(dataset_root: Path, tree: BloomTree, version: int) -> IndexRef:
+    """Write ``tree`` as index version ``version`` under ``dataset_root`` (atomic, not yet published)."""
+    name = index_file_name(version)
+    path = dataset_root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = persist.save(tree, path)
+    return IndexRef(version, name, tree.n_events, tree.digest(), size, tree.config.to_dict())
+
+
+def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions = DEFAULT_OPTIONS, *,
+                     config: TreeConfig | None = None) -> dict[str, Any]:
+    """Build the tree of a whole stream table into ``dataset_root`` as version 1.
+
+    Returns the ``extra`` to commit with the events (``EventStore.create(..., extra=...)``).  Used by
+    ``seqsketch build`` inside its staged directory, so that the dataset appears with its index or not at all.
+    """
+    tree, _ = build_from_table(table, options, config=config)
+    return {INDEX_KEY: write_index(dataset_root, tree, 1).to_json()}
+
+
+class Dataset:
+    """One dataset: :meth:`build`, :meth:`open`, :meth:`append`, :meth:`snapshot`, :meth:`reindex`."""
+
+    def __init__(self, root: Path, store: EventStore, name: str) -> None:
+        self.root = root
+        self.store = store
+        self.name = name
+        self._trees: dict[str, BloomTree] = {}  # loaded index versions by file name (this object only)
+
+    # ------------------------------------------------------------------------------------------- opening
+    @classmethod
+    def build(cls, home: Path, name: str, table: pa.Table, options: BuildOptions = DEFAULT_OPTIONS, *,
+              config: TreeConfig | None = None, replace: bool = False) -> Dataset:
+        """Create dataset ``name`` from a stream table (``seq`` from 0, in stream order) with its index.
+
+        The index is built before anything is published; a refused budget or any failure leaves nothing.
+        """
+        with staged_dataset(name, home, replace=replace) as stage:
+            extra = build_index_into(stage, table, options, config=config)
+            EventStore.create(store_dir(stage), table, extra=extra)
+        return cls.open(home, name)
+
+    @classmethod
+    def open(cls, home: Path, name: str) -> Dataset:
+        root = dataset_dir(name, home)
+        return cls(root, EventStore.open(store_dir(root)), name)
+
+    # ------------------------------------------------------------------------------------------- reading
+    def snapshot(self) -> DatasetSnapshot:
+        """The current store snapshot and the index version its manifest names (loaded, verified, cached)."""
+        snap = self.store.snapshot()
+        ref = _index_ref(snap)
+        if ref is None:
+            return DatasetSnapshot(snap, None, None)
+        return DatasetSnapshot(snap, self._load(ref, snap), ref)
+
+    def _load(self, ref: IndexRef, snap: Snapshot) -> BloomTree:
+        tree = self._trees.get(ref.file)
+        if tree is None:
+            tree = persist.load(self.root / ref.file)
+            if tree.n_events != ref.events or tree.n_events != snap.events:
+                raise IndexCorrupt(f"index version {ref.version} covers {tree.n_events} events; the manifest "
+                                   f"says {ref.events} of {snap.events}", where=str(self.root / ref.file))
+            self._trees = {ref.file: tree}  # keep only the live version in memory
+        return tree
+
+    def index_info(self) -> dict[str, Any] | None:
+        """The ``index`` section of ``info`` (CONTRACT §4) with the version, or None without an index."""
+        snap = self.snapshot()
+        if snap.tree is None or snap.index is None:
+            return None
+        return {**snap.tree.info(), "version": snap.index.version, "bytes": snap.index.bytes,
+                "bytes_per_event": snap.index.bytes / snap.events if snap.events else 0.0}
+
+    # ------------------------------------------------------------------------------------------- writing
+    def append(self, table: pa.Table) -> DatasetSnapshot:
+        """Append events (a stream table; ``seq`` is ignored and reassigned) with the index covering them.
+
+        Ordered by ts (stable) as the store does; an event older than the dataset's last ts rejects the whole
+        batch (``Conflict``) and nothing is written.  Events and index are published by one manifest replace.
+        """
+        if "seq" in table.column_names:
+            table = table.drop_columns(["seq"])
+        if table.num_rows == 0:
+            return self.snapshot()
+        table = order_by_time(table)
+        with self.store.writing():
+            snap = self.store.snapshot()
+            tree = self._tree_for_update(snap, None)
+            tree.update(table.column("type"), table.column("ts"))
+            ref = self._write_next(tree, snap)
+            try:
+                self.store.append(table, extra_update={INDEX_KEY: ref.to_json()})
+            except BaseException:
+                (self.root / ref.file).unlink(missing_ok=True)
+                raise
+            self._prune(ref.version)
+        return self.snapshot()
+
+    def reindex(self, options: BuildOptions = DEFAULT_OPTIONS, *, config: TreeConfig | None = None
+                ) -> DatasetSnapshot:
+        """(Re)build the index of the events stored now, with new options, and publish it."""
+        with self.store.writing():
+            snap = self.store.snapshot()
+            if not snap.events:
+                tree, _ = build_tree([], [], options, config=config)
+            else:
+                table = self.store.read_table(snapshot=snap, columns=["seq", "ts", "type"])
+                tree, _ = build_from_table(table, options, config=config)
+            ref = self._write_next(tree, snap)
+            try:
+                self.store.commit((), {INDEX_KEY: ref.to_json()}, expect_version=snap.version)
+            except BaseException:
+                (self.root / ref.file).unlink(missing_ok=True)
+                raise
+            self._prune(ref.version)
+        return self.snapshot()
+
+    def _tree_for_update(self, snap: Snapshot, options: BuildOptions | None) -> BloomTree:
+        """A private, writable tree covering ``snap``'s events: the live index (caught up if it lags)."""
+        ref = _index_ref(snap)
+        if ref is None:
+            if not snap.events:
+                return BloomTree(_empty_config(options or DEFAULT_OPTIONS))
+            table = self.store.read_table(snapshot=snap, columns=["seq", "ts", "type"])
+            return build_from_table(table, options or DEFAULT_OPTIONS)[0]
+        tree = persist.load(self.root / ref.file)  # a fresh instance: the cached one stays as published
+        if tree.n_events > snap.events:
+            raise IndexCorrupt(f"index version {ref.version} covers {tree.n_events} events but the store has "
+                               f"{snap.events}", where=str(self.root / ref.file))
+        if tree.n_events < snap.events:  # events were appended around the index: catch up from the store
+            missing = self.store.read_table(tree.n_events, snap.events - 1, columns=["ts", "type"],
+                                            snapshot=snap)
+            tree.update(missing.column("type"), missing.column("ts"))
+        return tree
+
+    def _write_next(self, tree: BloomTree, snap: Snapshot) -> IndexRef:
+        ref = _index_ref(snap)
+        version = (ref.version if ref else max(self._versions_on_disk(), default=0)) + 1
+        while (self.root / index_file_name(version)).exists():  # an orphan of a failed append: skip it
+            version += 1
+        return write_index(self.root, tree, version)
+
+    def _versions_on_disk(self) -> list[int]:
+        folder = self.root / INDEX_DIR
+        if not folder.is_dir():
+            return []
+        return sorted(int(m.group(1)) for p in folder.iterdir() if (m := _INDEX_FILE.fullmatch(p.name)))
+
+    def _prune(self, live: int) -> None:
+        """Delete index versions older than the live one minus :data:`KEEP_PREVIOUS`, and temp leftovers."""
+        folder = self.root / INDEX_DIR
+        for version in self._versions_on_disk():
+            if version < live - KEEP_PREVIOUS:
+                (self.root / index_file_name(version)).unlink(missing_ok=True)
+        for leftover in folder.glob(".tree-*.sqt.tmp-*"):
+            leftover.unlink(missing_ok=True)
+
+
+def _index_ref(snap: Snapshot) -> IndexRef | None:
+    raw = snap.extra.get(INDEX_KEY) if snap.extra else None
+    if raw is None:
+        return None
+    try:
+        return IndexRef.from_json(raw)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IndexCorrupt(f"the manifest's index entry is malformed: {exc}") from exc
+
+
+def _empty_config(options: BuildOptions) -> TreeConfig:
+    """A configuration for a dataset indexed before it has events: sized for ``expected_events``."""
+    from sketch.build import config_from
+    from sketch.sizing import size_index
+
+    sizing = size_index(fpq=options.fpq, leaf_size=options.leaf_size,
+                        events=max(options.expected_events or options.leaf_size, 1),
+                        memory_bytes=options.memory_bytes, query_length=options.query_length,
+                        fanout=options.fanout, fold=options.fold)
+    return config_from(sizing, options)
+
+
+def require_index(snapshot: DatasetSnapshot, name: str) -> BloomTree:
+    """The snapshot's tree, or a clear error for a dataset that has no index."""
+    if snapshot.tree is None:
+        raise NotFound(f"dataset {name!r} has no index; rebuild it with `seqsketch build` "
+                       "(or Dataset.reindex)", where=name)
+    return snapshot.tree
