@@ -104,14 +104,19 @@ def openapi() -> Any:
 # --- datasets ----------------------------------------------------------------------------------------------
 
 
-def _merge(info: dict[str, Any], row: dict[str, Any] | None) -> dict[str, Any]:
+def _disk_version(info: dict[str, Any]) -> int | None:
+    index = info.get("index") or {}
+    version = info.get("index_version", index.get("version"))
+    return None if version is None else int(version)
+
+
+def _merge(info: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     """The store's description of a dataset plus what the catalog adds (state, live version, creation)."""
     out = dict(info)
-    out["state"] = row["state"] if row else DatasetState.READY.value
-    out.setdefault("index_version", row["index_version"] if row else None)
-    if row and out.get("index_version") is None:
-        out["index_version"] = row["index_version"]
-    out["created"] = row["created"] if row else None
+    out["state"] = row.get("state", DatasetState.READY.value)
+    version = _disk_version(info)
+    out["index_version"] = row.get("index_version") if version is None else version
+    out["created"] = row.get("created")
     return out
 
 
@@ -121,9 +126,12 @@ def _catalog_only(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sync_row(st: ServiceState, name: str, info: dict[str, Any]) -> dict[str, Any]:
-    """The catalog row of a dataset found on disk, recorded first if it was built outside the service."""
+    """The catalog row of a dataset found on disk, brought up to date when the disk moved on without the
+    service (built or appended with the CLI)."""
     row = st.catalog.get_dataset(name)
-    if row is None or row["state"] == DatasetState.DELETED.value:
+    stale = (row is None or row["state"] != DatasetState.READY.value or row["events"] != info.get("events")
+             or (_disk_version(info) is not None and row["index_version"] != _disk_version(info)))
+    if stale:
         publish_build(st.catalog, name, info)
         row = st.catalog.get_dataset(name)
     return row or {}

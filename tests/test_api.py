@@ -259,6 +259,10 @@ def test_datasets_built_by_the_cli_appear_in_the_catalog(app: Flask, client: Fla
     assert [d["name"] for d in listed] == ["from-cli"] and listed[0]["events"] == 42
     row = service_state(app).catalog.get_dataset("from-cli")
     assert row is not None and row["state"] == "ready" and row["events"] == 42
+    # appended behind the service's back: the next look brings the catalog up to date
+    service.append_records(home, "from-cli", [{"type": "late", "ts": "2030-01-01T00:00:00Z"}])
+    assert client.get("/v1/datasets/from-cli").json["events"] == 43
+    assert service_state(app).catalog.get_dataset("from-cli")["events"] == 43
 
 
 # --- appends ------------------------------------------------------------------------------------------------
