@@ -1,0 +1,70 @@
+"""The benchmark registry: ``python -m bench NAME [--quick]`` · ``python -m bench --list``.
+
+A benchmark is any module ``bench/NAME.py`` with ``run(quick: bool) -> dict``.  Its result is written, with
+when and where it ran, to ``bench/results/NAME.json`` (replaced atomically) and printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import pkgutil
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def available() -> list[str]:
+    """Names of the benchmark modules (every module of this package that defines ``run``)."""
+    names = []
+    for info in pkgutil.iter_modules([str(Path(__file__).resolve().parent)]):
+        if info.name.startswith("_"):
+            continue
+        if hasattr(importlib.import_module(f"bench.{info.name}"), "run"):
+            names.append(info.name)
+    return sorted(names)
+
+
+def run_benchmark(name: str, quick: bool, results: Path = RESULTS) -> dict[str, Any]:
+    if name not in available():
+        raise SystemExit(f"bench: no benchmark {name!r}; available: {', '.join(available()) or 'none'}")
+    module = importlib.import_module(f"bench.{name}")
+    started = time.perf_counter()
+    figures = module.run(quick=quick)
+    record = {"benchmark": name, "quick": quick, "ran_at": datetime.now(UTC).isoformat(timespec="seconds"),
+              "seconds": round(time.perf_counter() - started, 3), "machine": _machine(), "results": figures}
+    results.mkdir(parents=True, exist_ok=True)
+    tmp = results / f"{name}.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, results / f"{name}.json")
+    return record
+
+
+def _machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description="run a seqsketch benchmark")
+    parser.add_argument("name", nargs="?", help="benchmark module under bench/")
+    parser.add_argument("--quick", action="store_true", help="a smaller, faster run (for a smoke check)")
+    parser.add_argument("--list", action="store_true", help="list the benchmarks")
+    args = parser.parse_args(argv)
+    if args.list or not args.name:
+        print("\n".join(available()))
+        return 0
+    record = run_benchmark(args.name, args.quick)
+    print(json.dumps(record, indent=2))
+    print(f"bench: wrote {RESULTS / (args.name + '.json')}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
