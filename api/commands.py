@@ -218,14 +218,19 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
     store = EventStore.open(root)
     snap = store.snapshot()
     types = dict(sorted(snap.type_counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    return {"name": name, "events": snap.events,
+    info = {"name": name, "events": snap.events,
             "start_ts": None if snap.first_ts is None else iso_of_micros(snap.first_ts),
             "end_ts": None if snap.last_ts is None else iso_of_micros(snap.last_ts),
             "types": types, "store_bytes": store.size_bytes(snap), "attrs": dict(snap.attrs)}
+    from sketch.dataset import index_section
+
+    info["index"] = index_section(dataset_dir(name, home), snap)  # the tree this same manifest names
+    return info
 
 
 def build_dataset(home: Path, name: str, inputs: list[str], *, fmt: str = "auto", type_field: str = "type",
-                  time_field: str = "ts", replace: bool = False) -> dict[str, Any]:
+                  time_field: str = "ts", replace: bool = False, leaf_size: int | None = None,
+                  fpq: float | None = None, memory: int | None = None) -> dict[str, Any]:
     """Ingest ``inputs`` into a new dataset ``name`` under ``home``; nothing is left behind on failure.
 
     Returns the ``build`` summary: the ``info`` object plus ``seconds`` and ``timings`` (ingest, index).
@@ -234,19 +239,27 @@ def build_dataset(home: Path, name: str, inputs: list[str], *, fmt: str = "auto"
 
     from exact.ingest import IngestOptions, ingest
     from exact.store import EventStore, check_dataset_name, staged_dataset, store_dir
+    from sketch.build import DEFAULT_OPTIONS, BuildOptions
+    from sketch.dataset import build_index_into
 
     check_dataset_name(name)
+    options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
+                           memory_bytes=memory)
     started = time.perf_counter()
     with staged_dataset(name, home, replace=replace) as stage:
         table = ingest(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field))
-        EventStore.create(store_dir(stage), table)
-        del table
         ingested = time.perf_counter()
-        # The index is built here, inside the staged directory, so that it is published with the events.
+        # The index is built here, inside the staged directory, so that it is published with the events:
+        # the store's first manifest names it.  A refused --memory budget fails the build before any write.
+        extra = build_index_into(stage, table, options)
         index_done = time.perf_counter()
+        EventStore.create(store_dir(stage), table, extra=extra)
+        del table
+        stored = time.perf_counter()
     info = dataset_info(home, name)
     return {**info, "seconds": round(time.perf_counter() - started, 3),
-            "timings": {"ingest": round(ingested - started, 3), "index": round(index_done - ingested, 3)}}
+            "timings": {"ingest": round(ingested - started + stored - index_done, 3),
+                        "index": round(index_done - ingested, 3)}}
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -256,7 +269,8 @@ def _build(args: argparse.Namespace) -> int:
     from exact.store import seqsketch_home
 
     summary = build_dataset(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
-                            type_field=args.type_field, time_field=args.time_field, replace=args.replace)
+                            type_field=args.type_field, time_field=args.time_field, replace=args.replace,
+                            leaf_size=args.leaf_size, fpq=args.fpq, memory=args.memory)
     if args.engine == "spark":  # said after the build, so that a failed build prints its one error line only
         print("seqsketch: note: built locally; the Spark build engine is not available yet", file=sys.stderr)
     emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
@@ -294,6 +308,12 @@ def _info_text(info: dict[str, Any]) -> str:
              f"store       {_human_bytes(info['store_bytes'])}",
              f"attributes  {', '.join(f'{k}: {v}' for k, v in info['attrs'].items()) or '-'}",
              f"types       {len(top)}"]
+    index = info.get("index")
+    if index:
+        lines.insert(4, f"index       {_human_bytes(index['bytes'])}, version {index['version']}, "
+                        f"C={index['leaf_size']}, m={index['m']}, k={index['k']}, {index['nodes']:,} nodes, "
+                        f"{index['levels']} levels, expected fpq {index['expected_fpq']:.2g}, "
+                        f"digest {index['index_digest'][:12]}…")
     lines += [f"  {count:>12,}  {typ}" for typ, count in top[:20]]
     if len(top) > 20:
         lines.append(f"  … {len(top) - 20} more (--json lists all)")

@@ -56,6 +56,8 @@ HEAPS_BETA = 0.5
 NODE_OVERHEAD_BYTES = 2
 #: Bytes per leaf besides its bits (its first and last event time; internal nodes' times are derived).
 LEAF_OVERHEAD_BYTES = 16
+#: Bytes of an index file besides its nodes: the 64-byte prefix, the JSON header, section alignment.
+FILE_OVERHEAD_BYTES = 2048
 #: ``m`` is sized for this many times the distinct keys a top-level node is measured to hold, so that the
 #: planned merges pass the density constraint with room to spare: at exactly ``n k / ln 2`` bits a union would
 #: sit at density 1/2 on average and fail the constraint about half of the time.
@@ -290,7 +292,8 @@ def _candidate(h: int, fpq: float, leaves: int, fanout: int, query_length: int,
     else:
         bits = nodes * m
     return Candidate(h, top, probes, fp, n_top, m, k, nodes, nodes * m,
-                     bits // 8 + nodes * NODE_OVERHEAD_BYTES + leaves * LEAF_OVERHEAD_BYTES)
+                     bits // 8 + nodes * NODE_OVERHEAD_BYTES + leaves * LEAF_OVERHEAD_BYTES
+                     + FILE_OVERHEAD_BYTES)
 
 
 def _candidates(fpq: float, leaves: int, fanout: int, query_length: int, profile: DistinctProfile,
