@@ -15,9 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from exact.errors import SeqsketchError
-from sketch.bloom import sorted_unique
 from sketch.sizing import Sizing, measure_distinct, size_index
-from sketch.tree import BloomTree, TreeConfig, encode_types
+from sketch.tree import BloomTree, TreeConfig, _as_micros, encode_types, leaf_type_pairs
 
 #: Default leaf size C (the thesis used 100): at fpq 1e-3 the bpic2012 index is about 4 % of its event store.
 DEFAULT_LEAF_SIZE = 256
@@ -49,7 +48,8 @@ def plan(types: pa.Array | pa.ChunkedArray | Sequence[str] | np.ndarray,
     return _plan(codes, len(vocabulary), options)
 
 
-def _plan(codes: np.ndarray, vocabulary_size: int, options: BuildOptions) -> Sizing:
+def _plan(codes: np.ndarray, vocabulary_size: int, options: BuildOptions,
+          pairs: np.ndarray | None = None) -> Sizing:
     events = len(codes)
     expected = options.expected_events if options.expected_events is not None else events
     if expected < events:
@@ -57,10 +57,10 @@ def _plan(codes: np.ndarray, vocabulary_size: int, options: BuildOptions) -> Siz
     C = options.leaf_size
     if C < 1:
         raise SeqsketchError(f"leaf size C must be ≥ 1 event, got {C}", where="--leaf-size")
-    leaf_ids = np.arange(events, dtype=np.int64) // C
-    pairs = sorted_unique(leaf_ids * max(vocabulary_size, 1) + codes) if events else np.zeros(0, np.int64)
-    profile = measure_distinct(pairs // max(vocabulary_size, 1), pairs % max(vocabulary_size, 1), C,
-                               options.fanout)
+    width = max(vocabulary_size, 1)
+    if pairs is None:
+        pairs = leaf_type_pairs(codes, width, 0, C)
+    profile = measure_distinct(pairs // width, pairs % width, C, options.fanout)
     return size_index(fpq=options.fpq, leaf_size=C, events=max(expected, 1), profile=profile,
                       memory_bytes=options.memory_bytes, query_length=options.query_length,
                       fanout=options.fanout, fold=options.fold)
@@ -82,12 +82,18 @@ def build_tree(types: pa.Array | pa.ChunkedArray | Sequence[str] | np.ndarray,
     sizing is an estimate, also a built index that turns out larger than the budget.
     """
     sizing = None
+    codes, vocabulary = encode_types(types)
+    micros = _as_micros(ts)
+    # The distinct (leaf, type) pairs serve both the measured profile and the leaves' bits.
+    pairs = None
     if config is None:
-        codes, vocabulary = encode_types(types)
-        sizing = _plan(codes, len(vocabulary), options)
+        pairs = leaf_type_pairs(codes, max(len(vocabulary), 1), 0, options.leaf_size)
+        sizing = _plan(codes, len(vocabulary), options, pairs)
         config = config_from(sizing, options)
     tree = BloomTree(config)
-    tree.update(types, ts)
+    if config.leaf_size != options.leaf_size:
+        pairs = None
+    tree.update_encoded(codes, vocabulary, micros, pairs)
     if options.memory_bytes is not None:
         size = tree.stored_bytes()
         if size > options.memory_bytes:

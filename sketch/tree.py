@@ -196,18 +196,36 @@ class _Open(NamedTuple):
 
 
 class _Pending:
-    """Rows created during one update, moved into the numpy columns at its end (one write per column)."""
+    """Rows created during one update, moved into the numpy columns at its end (one write per column).
+
+    ``rows`` holds ``(level, lo_seq, hi_seq, lo_ts, hi_ts, log2 size)``; children and bits go alongside.
+    """
 
     def __init__(self, first_id: int, fanout: int) -> None:
         self.first_id = first_id
-        self.level: list[int] = []
-        self.lo_seq: list[int] = []
-        self.hi_seq: list[int] = []
-        self.lo_ts: list[int] = []
-        self.hi_ts: list[int] = []
+        self.no_children = (-1,) * fanout
+        self.rows: list[tuple[int, int, int, int, int, int]] = []
         self.children: list[tuple[int, ...]] = []
-        self.log2: list[int] = []
         self.bits: list[bytes] = []
+
+
+def leaf_type_pairs(codes: np.ndarray, vocabulary_size: int, start: int, leaf_size: int) -> np.ndarray:
+    """The distinct (leaf, type) pairs of a batch as sorted ``local_leaf * V + code`` values.
+
+    Events are numbered from ``start``; local leaf 0 is the leaf of event ``start``.  Small leaf × type grids
+    are marked in a bitmap (linear time); larger ones are sorted.
+    """
+    if len(codes) == 0:
+        return np.zeros(0, dtype=_I64)
+    first_leaf = start // leaf_size
+    leaf_of = np.arange(start, start + len(codes), dtype=_I64) // leaf_size - first_leaf
+    keys = leaf_of * vocabulary_size + codes
+    grid = (int(leaf_of[-1]) + 1) * vocabulary_size
+    if grid <= 4 * len(codes) + (1 << 16):
+        seen = np.zeros(grid, dtype=bool)
+        seen[keys] = True
+        return np.flatnonzero(seen)
+    return sorted_unique(keys)
 
 
 def derive_structure(level: np.ndarray, fanout: int) -> np.ndarray:
@@ -357,7 +375,16 @@ class BloomTree:
         bulk from the precomputed positions of the types present in each.
         """
         codes, vocabulary = encode_types(types)
-        micros = _as_micros(ts)
+        self.update_encoded(codes, vocabulary, _as_micros(ts))
+
+    extend = update
+
+    def update_encoded(self, codes: np.ndarray, vocabulary: list[str], micros: np.ndarray,
+                       pairs: np.ndarray | None = None) -> None:
+        """:meth:`update` on dictionary-encoded types (``vocabulary[codes[i]]`` is event i's type).
+
+        ``pairs`` may pass :func:`leaf_type_pairs` of these events when the caller has it already.
+        """
         if len(codes) != len(micros):
             raise SeqsketchError(f"{len(codes)} event types but {len(micros)} timestamps")
         if len(codes) == 0:
@@ -366,12 +393,14 @@ class BloomTree:
         C = self.config.leaf_size
         start, end = self.n_events, self.n_events + len(codes)
         first_leaf = start // C
-        leaf_of = (np.arange(start, end, dtype=_I64) // C) - first_leaf
-        n_leaves = int(leaf_of[-1]) + 1
-        bounds = np.searchsorted(leaf_of, np.arange(n_leaves + 1))
+        n_leaves = (end - 1) // C - first_leaf + 1
+        # Leaf j (local numbering) holds events [bounds[j], bounds[j+1]) of this batch.
+        leaf_starts = np.arange(first_leaf, first_leaf + n_leaves + 1, dtype=_I64) * C - start
+        bounds = np.clip(leaf_starts, 0, len(codes))
         lo_ts = np.minimum.reduceat(micros, bounds[:-1]).tolist()
         hi_ts = np.maximum.reduceat(micros, bounds[:-1]).tolist()
-        pairs = sorted_unique(leaf_of * len(vocabulary) + codes)
+        if pairs is None:
+            pairs = leaf_type_pairs(codes, len(vocabulary), start, C)
         pair_code = pairs % len(vocabulary)
         pair_bounds = np.searchsorted(pairs // len(vocabulary), np.arange(n_leaves + 1))
         self._cache.clear()
@@ -397,8 +426,6 @@ class BloomTree:
         finally:
             self._flush()
         self.n_events = end
-
-    extend = update
 
     def _vocabulary_positions(self, vocabulary: list[str]) -> np.ndarray:
         """The positions of every key of ``vocabulary``, ``(len, k)``; each key is hashed once per tree."""
@@ -436,35 +463,27 @@ class BloomTree:
             folded, size = fold_bits(bits, cfg.m, min_bits=cfg.min_bits)
         else:
             folded, size = bits, cfg.m
-        rows = self._pending
-        node = rows.first_id + len(rows.level)
-        rows.level.append(level)
-        rows.lo_seq.append(lo_seq)
-        rows.hi_seq.append(hi_seq)
-        rows.lo_ts.append(lo_ts)
-        rows.hi_ts.append(hi_ts)
-        rows.children.append(tuple(children) + (-1,) * (cfg.fanout - len(children)))
-        rows.log2.append(size.bit_length() - 1)
-        rows.bits.append(folded.to_bytes(size // 8, "little"))
+        pending = self._pending
+        node = pending.first_id + len(pending.rows)
+        pending.rows.append((level, lo_seq, hi_seq, lo_ts, hi_ts, size.bit_length() - 1))
+        pending.children.append(tuple(children) if children else pending.no_children)
+        pending.bits.append(folded.to_bytes(size // 8, "little"))
         return node
 
     def _flush(self) -> None:
         """Move the rows buffered by :meth:`_store` into the numpy columns."""
-        rows = self._pending
-        if rows is None or not rows.level:
-            self._pending = None
-            return
-        pool_start = self._pool.n
-        for column, values, dtype in ((self._level, rows.level, np.int8), (self._lo_seq, rows.lo_seq, _I64),
-                                      (self._hi_seq, rows.hi_seq, _I64), (self._lo_ts, rows.lo_ts, _I64),
-                                      (self._hi_ts, rows.hi_ts, _I64), (self._children, rows.children, _I64),
-                                      (self._log2, rows.log2, np.int8)):
-            column.extend(np.asarray(values, dtype=dtype))
-        sizes = np.array([len(b) for b in rows.bits], dtype=_I64)
-        offsets = pool_start + np.concatenate(([0], np.cumsum(sizes[:-1])))
-        self._offsets.extend(offsets.astype(_I64))
-        self._pool.extend(np.frombuffer(b"".join(rows.bits), dtype=np.uint8))
+        pending = self._pending
         self._pending = None
+        if pending is None or not pending.rows:
+            return
+        table = np.array(pending.rows, dtype=_I64)
+        for j, column in enumerate((self._level, self._lo_seq, self._hi_seq, self._lo_ts, self._hi_ts,
+                                    self._log2)):
+            column.extend(table[:, j].astype(column.data.dtype))
+        self._children.extend(np.array(pending.children, dtype=_I64))
+        sizes = np.left_shift(1, table[:, 5]) // 8
+        self._offsets.extend(self._pool.n + np.concatenate(([0], np.cumsum(sizes[:-1]))).astype(_I64))
+        self._pool.extend(np.frombuffer(b"".join(pending.bits), dtype=np.uint8))
 
     def _add_leaf(self, leaf: int, bits: int, lo_ts: int, hi_ts: int) -> None:
         """Alg. 2 (addLeaf): add a complete leaf to the forest; merge the tail while the constraints hold."""
