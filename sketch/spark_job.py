@@ -328,12 +328,14 @@ def _summary(err: BaseException) -> str:
 def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
             ingest: IngestOptions | None = None, build: BuildOptions | None = None,
             tree: BloomTree | None = None, snapshot: Snapshot | None = None,
-            progress: Progress = _no_progress, staging: Path | None = None) -> JobResult:
+            progress: Progress = _no_progress, staging: Path | None = None,
+            leaves_per_task: int | None = None) -> JobResult:
     """Read, order, number, write parts, build the leaves; merge the tree in the driver.  Publishes nothing.
 
     Without ``tree`` the job builds a new dataset into the empty ``store`` and sizes the tree from the data;
     with ``tree`` (and the store's current ``snapshot``) it appends: seqs continue the stream, the tree is
-    extended in place with its own configuration.  Parts written by a failing job are removed.
+    extended in place with its own configuration.  ``leaves_per_task`` fixes the window (``L`` leaves of ``C``
+    events; default: :func:`window_geometry`).  Parts written by a failing job are removed.
     """
     from pyspark import StorageLevel
 
@@ -389,6 +391,9 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
             base = (first_seq // C) * C
             span = first_seq + events - base
             window_events, windows = window_geometry(span, C, parallelism)
+            if leaves_per_task:
+                window_events = leaves_per_task * C
+                windows = math.ceil(span / window_events)
             plan = WritePlan(store_root=str(store.root), row_group_size=snap.row_group_size,
                              attrs=tuple(attrs.items()), config=config, base=base, first_seq=first_seq,
                              window_events=window_events)
@@ -428,7 +433,7 @@ def window_geometry(span: int, leaf_size: int, parallelism: int) -> tuple[int, i
     stream allows, and no window above :data:`MAX_WINDOW_EVENTS` (one part file each)."""
     leaves = max(1, math.ceil(span / leaf_size))
     tasks = max(parallelism, math.ceil(span / MAX_WINDOW_EVENTS))
-    per_window = max(1, math.ceil(leaves / tasks))
+    per_window = max(1, leaves // tasks)  # rounded down: at least ``tasks`` windows
     while per_window > 1 and per_window * leaf_size > MAX_WINDOW_EVENTS:
         per_window -= 1
     window_events = per_window * leaf_size
@@ -510,7 +515,8 @@ def build_options(leaf_size: int | None, fpq: float | None, memory: int | None) 
 def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, fmt: str = "auto",
                         type_field: str = "type", time_field: str = "ts", leaf_size: int | None = None,
                         fpq: float | None = None, memory: int | None = None, replace_existing: bool = False,
-                        progress: Progress = _no_progress, spark: Any = None) -> dict[str, Any]:
+                        progress: Progress = _no_progress, spark: Any = None,
+                        leaves_per_task: int | None = None) -> dict[str, Any]:
     """``seqsketch build --engine spark``: a new dataset (store + index) published at once, or nothing."""
     from exact.store import check_dataset_name, staged_dataset, store_dir
     from sketch.dataset import write_index
@@ -526,7 +532,7 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
         snap = store.snapshot()
         with store.writing():
             result = run_job(spark, inputs, store, ingest=ingest, build=build_options(leaf_size, fpq, memory),
-                             snapshot=snap, progress=progress)
+                             snapshot=snap, progress=progress, leaves_per_task=leaves_per_task)
             progress(0.95, "publishing")
             publish(store, result, write_index(stage, result.tree, 1), expect_version=snap.version)
     progress(1.0, f"built {name}: {result.events:,} events")
@@ -535,7 +541,7 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
 
 def append_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, fmt: str = "auto",
                          type_field: str = "type", time_field: str = "ts", progress: Progress = _no_progress,
-                         spark: Any = None) -> dict[str, Any]:
+                         spark: Any = None, leaves_per_task: int | None = None) -> dict[str, Any]:
     """``seqsketch append --engine spark``: new inputs at the end of a built dataset, its tree extended in
     place; one manifest replace publishes both, so readers see the old version until it is done."""
     from sketch.dataset import Dataset
@@ -551,7 +557,8 @@ def append_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *,
         snap = store.snapshot()
         # The live index (caught up from the store if it lags), as a private copy that the job extends.
         tree = dataset._tree_for_update(snap, None)
-        result = run_job(spark, inputs, store, ingest=ingest, tree=tree, snapshot=snap, progress=progress)
+        result = run_job(spark, inputs, store, ingest=ingest, tree=tree, snapshot=snap, progress=progress,
+                         leaves_per_task=leaves_per_task)
         progress(0.95, "publishing")
         publish(store, result, dataset._write_next(result.tree, snap), expect_version=snap.version)
         dataset._prune(int(store.snapshot().extra["index"]["version"]))

@@ -28,3 +28,18 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.mkdir()
     monkeypatch.setenv("SEQSKETCH_HOME", str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local SparkSession of the test run: local[2], few shuffle partitions, no UI.
+
+    Shuffle partitions are not coalesced, so that small test streams still spread over several partitions.
+    """
+    from sketch.spark_job import spark_session
+
+    session = spark_session("local[2]")
+    session.conf.set("spark.sql.shuffle.partitions", "4")
+    session.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    yield session
+    session.stop()
