@@ -427,6 +427,41 @@ class BloomTree:
             self._flush()
         self.n_events = end
 
+    def add_leaves(self, first_leaf: int, leaf_bits: Sequence[int], lo_ts: Sequence[int],
+                   hi_ts: Sequence[int], end: int) -> None:
+        """Alg. 1's leaf step for leaf filters computed elsewhere (e.g. by Spark tasks, one window each).
+
+        ``leaf_bits`` are the *unfolded* ``m``-bit filters (as integers, little-endian bit order) of leaves
+        ``first_leaf, first_leaf + 1, …`` with their first and last event times; ``end`` is the stream's new
+        length.  The first leaf must be the one holding seq ``n_events``; if that is the stored partial leaf,
+        the given bits replace it and must cover its events too.  Complete leaves go through Alg. 2, a last
+        incomplete one becomes the new partial leaf — the same code path as :meth:`update`, so the same bits.
+        """
+        C = self.config.leaf_size
+        count = -(-end // C) - first_leaf
+        if first_leaf != self.n_events // C or end <= self.n_events or count < 1:
+            raise SeqsketchError(f"leaves must continue the tree at leaf {self.n_events // C} "
+                                 f"(seq {self.n_events}); got leaf {first_leaf} up to seq {end - 1}")
+        if not len(leaf_bits) == len(lo_ts) == len(hi_ts) == count:
+            raise SeqsketchError(f"seqs {self.n_events}…{end - 1} take {count} leaves from leaf "
+                                 f"{first_leaf}; got {len(leaf_bits)} filters and "
+                                 f"{len(lo_ts)}/{len(hi_ts)} time ranges")
+        self._cache.clear()
+        if self.has_partial:
+            self._pop_partial()
+        self._pending = _Pending(self.rows, self.config.fanout)
+        try:
+            for j in range(count):
+                leaf, bits, lo_t, hi_t = first_leaf + j, int(leaf_bits[j]), int(lo_ts[j]), int(hi_ts[j])
+                if (leaf + 1) * C <= end:
+                    self._add_leaf(leaf, bits, lo_t, hi_t)
+                else:
+                    self._store(0, leaf * C, end - 1, lo_t, hi_t, (), bits)
+                    self._partial_bits = bits
+        finally:
+            self._flush()
+        self.n_events = end
+
     def _vocabulary_positions(self, vocabulary: list[str]) -> np.ndarray:
         """The positions of every key of ``vocabulary``, ``(len, k)``; each key is hashed once per tree."""
         known = self._positions

@@ -184,6 +184,31 @@ def test_density_is_each_stored_filter_s_fill() -> None:
     assert max(tree.filter(i).popcount() for i in range(tree.rows)) > 255  # beyond a byte-sized count
 
 
+@settings(max_examples=40, deadline=None)
+@given(configs, streams, st.integers(0, 200))
+def test_leaves_computed_elsewhere_give_the_same_tree(config: TreeConfig, codes: list[int], cut: int) -> None:
+    """add_leaves (the entry of leaf filters built outside, e.g. on Spark) is update's own leaf step."""
+    types = make_types(codes)
+    cut = min(cut, len(types))
+    whole = build(config, types)
+    tree = build(config, types[:cut])
+    if cut == len(types):
+        assert tree == whole
+        return
+    C = config.leaf_size
+    first = cut // C
+    bits, lo, hi = [], [], []
+    for leaf in range(first, -(-len(types) // C)):
+        window = types[leaf * C:min((leaf + 1) * C, len(types))]
+        bits.append(reference_bits(config, window))
+        lo.append(leaf * C * 10)
+        hi.append((leaf * C + len(window) - 1) * 10)
+    tree.add_leaves(first, bits, lo, hi, len(types))
+    assert tree.digest() == whole.digest()
+    with pytest.raises(SeqsketchError, match="continue the tree"):
+        tree.add_leaves(first, bits, lo, hi, len(types))
+
+
 def test_partial_last_leaf_is_queryable_and_completes_in_place() -> None:
     config = TreeConfig(leaf_size=4, m=256, k=3)
     tree = BloomTree(config)
