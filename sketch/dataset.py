@@ -134,11 +134,15 @@ class Dataset:
     # ------------------------------------------------------------------------------------------- reading
     def snapshot(self) -> DatasetSnapshot:
         """The current store snapshot and the index version its manifest names (loaded, verified, cached)."""
-        snap = self.store.snapshot()
-        ref = _index_ref(snap)
-        if ref is None:
-            return DatasetSnapshot(snap, None, None)
-        return DatasetSnapshot(snap, self._load(ref, snap), ref)
+        for _ in range(3):
+            snap = self.store.snapshot()
+            ref = _index_ref(snap)
+            if ref is None:
+                return DatasetSnapshot(snap, None, None)
+            if (self.root / ref.file).exists() or ref.file in self._trees:
+                return DatasetSnapshot(snap, self._load(ref, snap), ref)
+            # Appends published two newer versions since the manifest was read and pruned this one: reread.
+        return DatasetSnapshot(snap, self._load(ref, snap), ref)  # a missing file is reported as such
 
     def _load(self, ref: IndexRef, snap: Snapshot) -> BloomTree:
         tree = self._trees.get(ref.file)
@@ -153,10 +157,7 @@ class Dataset:
     def index_info(self) -> dict[str, Any] | None:
         """The ``index`` section of ``info`` (CONTRACT §4) with the version, or None without an index."""
         snap = self.snapshot()
-        if snap.tree is None or snap.index is None:
-            return None
-        return {**snap.tree.info(), "version": snap.index.version, "bytes": snap.index.bytes,
-                "bytes_per_event": snap.index.bytes / snap.events if snap.events else 0.0}
+        return None if snap.tree is None else _info_of(snap.tree, snap.index)
 
     # ------------------------------------------------------------------------------------------- writing
     def append(self, table: pa.Table) -> DatasetSnapshot:
@@ -241,6 +242,23 @@ class Dataset:
                 (self.root / index_file_name(version)).unlink(missing_ok=True)
         for leftover in folder.glob(".tree-*.sqt.tmp-*"):
             leftover.unlink(missing_ok=True)
+
+
+def index_section(dataset_root: Path, snap: Snapshot) -> dict[str, Any] | None:
+    """The ``index`` section of ``seqsketch info`` for a store snapshot: ``leaf_size, fanout, m, k, levels,
+    nodes, bytes, bytes_per_event, expected_fpq, index_digest`` (CONTRACT §4) and more; None without index."""
+    ref = _index_ref(snap)
+    if ref is None:
+        return None
+    return _info_of(persist.load(dataset_root / ref.file), ref)
+
+
+def _info_of(tree: BloomTree, ref: IndexRef | None) -> dict[str, Any]:
+    info = tree.info()
+    if ref is not None:
+        info.update(version=ref.version, bytes=ref.bytes,
+                    bytes_per_event=ref.bytes / tree.n_events if tree.n_events else 0.0)
+    return info
 
 
 def _index_ref(snap: Snapshot) -> IndexRef | None:
