@@ -399,3 +399,20 @@ def test_zip_with_only_documentation_is_empty(tmp_path: Path) -> None:
         zf.writestr("c/README", "not part of the corpus")
     with pytest.raises(InputError, match="empty"):
         read_inputs([path])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.lists(st.tuples(st.integers(0, 6), _TYPES), min_size=1, max_size=15),
+                      min_size=1, max_size=3))
+def test_ingest_orders_several_inputs_stably(tmp_path: Path, files: list[list[tuple[int, str]]]) -> None:
+    """Stream order = ts order, ties in input order across inputs in the order given (a stable sort)."""
+    paths, flat = [], []
+    for f, events in enumerate(files):
+        path = tmp_path / f"in{f}.jsonl"
+        path.write_text("".join(json.dumps({"type": t, "ts": s, "src": f, "pos": i}) + "\n"
+                                for i, (s, t) in enumerate(events)))
+        paths.append(path)
+        flat += [(s * 1_000_000, t, f, i) for i, (s, t) in enumerate(events)]
+    expected = sorted(flat, key=lambda e: e[0])
+    got = [(r["ts"], r["type"], r["attrs"]["src"], r["attrs"]["pos"]) for r in to_records(ingest(paths))]
+    assert got == expected
