@@ -534,7 +534,8 @@ def _parquet_ts(col: pa.Array, field: str, where: str, first_record: int) -> pa.
     t = col.type
     if pa.types.is_timestamp(t):
         # A naive timestamp is read as UTC: reinterpret its wall-clock value, no shift.
-        return col.cast(pa.timestamp("us", tz=t.tz)).view(pa.int64()).cast(TS_TYPE)
+        # Nanosecond inputs are truncated to the store's microseconds (safe=False: no error for the loss).
+        return pc.cast(col, pa.timestamp("us", tz=t.tz), safe=False).view(pa.int64()).cast(TS_TYPE)
     if pa.types.is_date(t):
         return col.cast(pa.date32()).cast(pa.timestamp("us")).view(pa.int64()).cast(TS_TYPE)
     if pa.types.is_integer(t):
@@ -564,7 +565,7 @@ def _arrow_attr(col: pa.Array) -> pa.Array:
         return col.cast(pa.string())
     if pa.types.is_timestamp(t) or pa.types.is_date(t):
         unit = pa.timestamp("us") if pa.types.is_date(t) else pa.timestamp("us", tz=t.tz)
-        micros = col.cast(unit).view(pa.int64()).to_pylist()
+        micros = pc.cast(col, unit, safe=False).view(pa.int64()).to_pylist()
         return pa.array([None if v is None else iso_of_micros(v) for v in micros], pa.string())
     return pa.array([None if v is None else _json_scalar(v) if isinstance(v, dict | list) else str(v)
                      for v in col.to_pylist()], pa.string())

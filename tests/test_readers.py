@@ -279,6 +279,11 @@ def test_parquet_column_types(tmp_path: Path) -> None:
     assert to_records(got) == [
         {"ts": 0, "type": "A", "attrs": {"i32": 1, "f32": 0.5, "when": "1970-01-02T00:00:00.000000+00:00"}},
         {"ts": 1_500_000, "type": "B", "attrs": {"f32": 2.0, "when": "1970-01-01T00:00:00.000000+00:00"}}]
+    nanos = tmp_path / "nanos.parquet"
+    pq.write_table(pa.table({"type": ["A"], "ts": pa.array([1_000_001_999], pa.timestamp("ns", tz="UTC")),
+                             "at": pa.array([5_999], pa.timestamp("ns"))}), nanos)
+    assert to_records(read_inputs([nanos])) == [
+        {"ts": 1_000_001, "type": "A", "attrs": {"at": "1970-01-01T00:00:00.000005+00:00"}}]
     epoch = tmp_path / "epoch.parquet"
     pq.write_table(pa.table({"type": ["A"], "ts": pa.array([2.5])}), epoch)
     assert to_records(read_inputs([epoch]))[0]["ts"] == 2_500_000
