@@ -189,10 +189,19 @@ def publish_build(catalog: Catalog, dataset: str, info: Mapping[str, Any]) -> No
         number = (known[-1]["number"] + 1) if known else 1
         if known and known[-1]["digest"] == index.get("index_digest") and known[-1]["events"] == events:
             number = known[-1]["number"]  # nothing new was published
+    files = list(index.get("files") or _index_files(int(number)) if index else [])
     catalog.record_index_version(
-        dataset, number=int(number), events=events, files=list(index.get("files") or []),
-        digest=index.get("index_digest"),
-        config={k: v for k, v in index.items() if k not in ("files", "index_digest")})
+        dataset, number=int(number), events=events, files=files, digest=index.get("index_digest"),
+        config={k: v for k, v in index.items() if k not in ("files", "index_digest", "version")})
+
+
+def _index_files(version: int) -> list[str]:
+    """The file of index version ``version``, relative to the dataset's directory."""
+    try:
+        from sketch.dataset import index_file_name
+    except ImportError:  # a store-only installation has no index files
+        return []
+    return [index_file_name(version)]
 
 
 def _jsonable(value: Any) -> Any:

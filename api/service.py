@@ -152,11 +152,28 @@ def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mappin
         if keyword is None or keyword not in accepted:
             raise InputError(f"build option {option!r} is not supported by this server", where=option)
         kwargs[keyword] = value
-    if "progress" in accepted and progress is not None:
-        kwargs["progress"] = progress
-    elif progress is not None:
-        progress(0.05, "reading inputs and building")
+    if progress is not None:
+        progress(0.0, "reading inputs")
+        if "progress" in accepted:
+            kwargs["progress"] = _reading_progress(inputs, progress)
     return build(home, name, [str(p) for p in inputs], **kwargs)
+
+
+def _reading_progress(inputs: Sequence[Path], progress: Callable[..., None]) -> Callable[[Path, int], None]:
+    """Adapt the reader's reports (file, events read so far) to a job's fraction and message.
+
+    Reading is counted as the first 80% of a build, shared among the inputs by their size on disk (the
+    event count of a file is unknown until it has been read); indexing and storing make up the rest.
+    """
+    sizes = [max(Path(p).stat().st_size, 1) for p in inputs]
+    total = float(sum(sizes))
+    before = {Path(p).resolve(): sum(sizes[:i]) for i, p in reversed(list(enumerate(inputs)))}
+
+    def report(path: Path, events: int) -> None:
+        done = before.get(Path(path).resolve(), 0) / total
+        progress(0.8 * done, f"reading {Path(path).name}: {events:,} events")
+
+    return report
 
 
 def call_with_timeout(fn: Callable[[], Any], timeout_ms: int | None, what: str) -> Any:

@@ -402,3 +402,25 @@ def test_query_answers_are_logged(client: FlaskClient, app: Flask, running: str)
     assert (logged["query"], logged["mode"], logged["count"], logged["error_code"]) == (
         body["query"], "exact", answer["count"], None)
     assert logged["events_scanned"] == answer["stats"]["events_scanned"]
+
+
+def test_build_progress_follows_the_inputs_read(tmp_path: Path) -> None:
+    small, large = tmp_path / "a.csv", tmp_path / "b.csv"
+    small.write_bytes(b"x" * 100)
+    large.write_bytes(b"x" * 300)
+    heard: list[tuple[float, str]] = []
+    report = service._reading_progress([small, large], lambda f, m: heard.append((f, m)))
+    report(small, 10)
+    report(large, 1234)
+    assert heard == [(0.0, "reading a.csv: 10 events"), (0.8 * 0.25, "reading b.csv: 1,234 events")]
+
+
+def test_index_versions_are_recorded_with_their_files(app: Flask, client: FlaskClient, running: str,
+                                                      home: Path) -> None:
+    client.post(f"/v1/datasets/{running}/events", json=[{"type": "x", "ts": "2031-01-01"}])
+    versions = service_state(app).catalog.index_versions(running)
+    info = client.get(f"/v1/datasets/{running}").json
+    assert [v["events"] for v in versions] == [42, 43]
+    assert versions[-1]["number"] == info["index_version"] == info["index"]["version"]
+    assert versions[-1]["digest"] == info["index"]["index_digest"]
+    assert (home / "datasets" / running / versions[-1]["files"][0]).is_file()
