@@ -230,10 +230,12 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
 
 def build_dataset(home: Path, name: str, inputs: list[str], *, fmt: str = "auto", type_field: str = "type",
                   time_field: str = "ts", replace: bool = False, leaf_size: int | None = None,
-                  fpq: float | None = None, memory: int | None = None) -> dict[str, Any]:
+                  fpq: float | None = None, memory: int | None = None,
+                  progress: Any = None) -> dict[str, Any]:
     """Ingest ``inputs`` into a new dataset ``name`` under ``home``; nothing is left behind on failure.
 
     Returns the ``build`` summary: the ``info`` object plus ``seconds`` and ``timings`` (ingest, index).
+    ``progress`` (an :data:`exact.ingest.Progress`) hears of every batch read.
     """
     import time
 
@@ -247,7 +249,8 @@ def build_dataset(home: Path, name: str, inputs: list[str], *, fmt: str = "auto"
                            memory_bytes=memory)
     started = time.perf_counter()
     with staged_dataset(name, home, replace=replace) as stage:
-        table = ingest(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field))
+        table = ingest(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field),
+                       progress=progress)
         ingested = time.perf_counter()
         # The index is built here, inside the staged directory, so that it is published with the events:
         # the store's first manifest names it.  A refused --memory budget fails the build before any write.
@@ -268,15 +271,35 @@ def _build(args: argparse.Namespace) -> int:
     from api.cli import emit
     from exact.store import seqsketch_home
 
-    summary = build_dataset(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
-                            type_field=args.type_field, time_field=args.time_field, replace=args.replace,
-                            leaf_size=args.leaf_size, fpq=args.fpq, memory=args.memory)
+    progress = _terminal_progress(args)
+    try:
+        summary = build_dataset(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
+                                type_field=args.type_field, time_field=args.time_field,
+                                replace=args.replace, leaf_size=args.leaf_size, fpq=args.fpq,
+                                memory=args.memory, progress=progress)
+    finally:
+        if progress is not None:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)  # the counter line gives way to the result
     if args.engine == "spark":  # said after the build, so that a failed build prints its one error line only
         print("seqsketch: note: built locally; the Spark build engine is not available yet", file=sys.stderr)
     emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
          f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
          f"store {_human_bytes(summary['store_bytes'])}, {summary['seconds']:.1f} s")
     return 0
+
+
+def _terminal_progress(args: argparse.Namespace) -> Any:
+    """A one-line reading counter on stderr when it is a terminal (and not with --json), else ``None``."""
+    import sys
+
+    if getattr(args, "json", False) or not sys.stderr.isatty():
+        return None
+
+    def show(path: Path, events: int) -> None:
+        print(f"\r\033[Kseqsketch: reading {path.name}: {events:,} events", end="", file=sys.stderr,
+              flush=True)
+
+    return show
 
 
 def _info(args: argparse.Namespace) -> int:

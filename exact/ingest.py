@@ -7,7 +7,7 @@ sort over the concatenated batches, one ``take``), so millions of events stay in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,9 @@ from exact.readers import (
     read_events,
 )
 
+#: Called after every batch read with the input being read and the number of events read so far (all inputs).
+Progress = Callable[[Path, int], None]
+
 
 @dataclass(frozen=True)
 class IngestOptions:
@@ -37,7 +40,8 @@ class IngestOptions:
     batch_rows: int = BATCH_ROWS
 
 
-def read_inputs(paths: Sequence[str | Path], options: IngestOptions | None = None) -> pa.Table:
+def read_inputs(paths: Sequence[str | Path], options: IngestOptions | None = None,
+                progress: Progress | None = None) -> pa.Table:
     """All events of ``paths`` concatenated in input order, without ``seq`` (not yet ordered by ts).
 
     Text inputs continue one another's positions: the second text input's first token follows the first
@@ -46,12 +50,16 @@ def read_inputs(paths: Sequence[str | Path], options: IngestOptions | None = Non
     options = options or IngestOptions()
     tables: list[pa.Table] = []
     text_position = options.text_origin
+    events = 0
     for path in paths:
         fmt = detect_format(path) if options.fmt == "auto" else options.fmt
         read = ReadOptions(type_field=options.type_field, time_field=options.time_field,
                            text_origin=text_position, batch_rows=options.batch_rows)
         for batch in read_events(path, fmt, read):
             tables.append(batch)
+            events += batch.num_rows
+            if progress is not None:
+                progress(Path(path), events)
             if fmt == "text":
                 text_position += batch.num_rows
     return concat_batches(tables).combine_chunks()
@@ -80,9 +88,9 @@ def with_seq(table: pa.Table, first_seq: int = 0) -> pa.Table:
 
 
 def ingest(paths: Sequence[str | Path], options: IngestOptions | None = None, *,
-           first_seq: int = 0) -> pa.Table:
+           first_seq: int = 0, progress: Progress | None = None) -> pa.Table:
     """Read ``paths``, order by ts (stable), assign ``seq`` from ``first_seq``: the stream, ready to store."""
-    return with_seq(order_by_time(read_inputs(paths, options)), first_seq)
+    return with_seq(order_by_time(read_inputs(paths, options, progress)), first_seq)
 
 
 def ingest_tables(tables: Iterable[pa.Table], *, first_seq: int = 0) -> pa.Table:

@@ -421,3 +421,13 @@ def test_ingest_orders_several_inputs_stably(tmp_path: Path, files: list[list[tu
     expected = sorted(flat, key=lambda e: e[0])
     got = [(r["ts"], r["type"], r["attrs"]["src"], r["attrs"]["pos"]) for r in to_records(ingest(paths))]
     assert got == expected
+
+
+def test_progress_hears_every_batch(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.jsonl"
+    a.write_text("\n".join(f"w{i}" for i in range(25)))
+    b.write_text("".join(json.dumps({"type": "T", "ts": i}) + "\n" for i in range(7)))
+    heard: list[tuple[str, int]] = []
+    stream = ingest([a, b], IngestOptions(batch_rows=10), progress=lambda p, n: heard.append((p.name, n)))
+    assert heard == [("a.txt", 10), ("a.txt", 20), ("a.txt", 25), ("b.jsonl", 32)]
+    assert stream.num_rows == 32
