@@ -244,9 +244,15 @@ def test_seqsketch_serve_process(tmp_path: Path) -> None:
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         assert proc.stderr is not None
-        line = proc.stderr.readline()
-        found = re.search(r"http://127\.0\.0\.1:(\d+)/v1", line)
-        assert found, line
+        seen: list[str] = []
+        found = None
+        while found is None and len(seen) < 50:  # warnings of imported libraries may come first
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            found = re.search(r"http://127\.0\.0\.1:(\d+)/v1", line)
+        assert found, "".join(seen)
         client = Client(f"http://127.0.0.1:{found.group(1)}")
         assert client.health()["status"] == "ok" and client.datasets() == []
     finally:
