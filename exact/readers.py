@@ -197,21 +197,25 @@ class _XesHandler:
     def error(self, message: str, line: int | None = None) -> InputError:
         return InputError(message, where=self.where, line=line or self.parser.CurrentLineNumber)
 
-    def start(self, name: str, attrs: dict[str, str]) -> None:
+    def start(self, name: str, attrs: list[str]) -> None:
+        # ordered_attributes: attrs is [name1, value1, name2, value2, ...], cheaper than a dict each.
+        self.depth = depth = self.depth + 1
         if ":" in name:
             name = name.rsplit(":", 1)[1]
-        self.depth += 1
-        depth = self.depth
         if name in _XES_VALUE_TAGS:
-            if self.event is not None:
-                target = self.event if depth == self.event_depth + 1 else None
+            event = self.event
+            if event is not None:
+                target = event if depth == self.event_depth + 1 else None
             else:
                 target = self.trace if depth == self.trace_depth + 1 else None
             if target is not None:
-                key = attrs.get("key")
+                if len(attrs) == 4 and attrs[0] == "key" and attrs[2] == "value":
+                    key, value = attrs[1], attrs[3]
+                else:
+                    pairs = dict(zip(attrs[::2], attrs[1::2], strict=True))
+                    key, value = pairs.get("key"), pairs.get("value")
                 if not key:
                     raise self.error(f"<{name}> attribute has no 'key'")
-                value = attrs.get("value")
                 target[key] = value if name == "string" and value is not None else \
                     self.typed_value(name, key, value)
         elif name == "event" and self.event is None and depth in (2, self.trace_depth + 1):
@@ -277,7 +281,7 @@ def read_xes(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
     """Stream an XES log (plain or gzipped) in batches; see the module docstring for the mapping."""
     where = str(path)
     parser = expat.ParserCreate()
-    parser.buffer_text = True
+    parser.ordered_attributes = True
     handler = _XesHandler(parser, where)
     parser.StartElementHandler = handler.start
     parser.EndElementHandler = handler.end
