@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exact.ast import Condition, Field, Query
-from exact.normalize import FLIPPED, Plan, compare, normalize
+from exact.normalize import COMPARATORS, FLIPPED, Plan, normalize
 
 #: A match buffer β: per positive variable (by index) the tuple of bound event positions, in stream order.
 Buffer = tuple[tuple[int, ...], ...]
@@ -213,8 +213,8 @@ class Runner:
             cols = self.columns
             bt = tuple(
                 (t.var, t.loop, t.target,
-                 tuple((cols[r.attr], r.op, r.other, cols[r.other_attr]) for r in t.relations),
-                 tuple((cols[p.prev_attr], p.op, cols[p.attr]) for p in t.prevs))
+                 tuple((cols[r.attr], COMPARATORS[r.op], r.other, cols[r.other_attr]) for r in t.relations),
+                 tuple((cols[p.prev_attr], COMPARATORS[p.op], cols[p.attr]) for p in t.prevs))
                 for t in self.automaton.transitions(q))
             self._bound[q] = bt
         return bt
@@ -230,18 +230,18 @@ class Runner:
             if not em >> v & 1:
                 continue
             ok = True
-            for col, op, w, wcol in rels:
+            for col, cmp, w, wcol in rels:
                 xv = col[x]
                 for y in beta[w]:
-                    if not compare(xv, op, wcol[y]):
+                    if not cmp(xv, wcol[y]):
                         ok = False
                         break
                 if not ok:
                     break
             if ok and prevs:
                 last = beta[v][-1]
-                for pcol, op, col in prevs:
-                    if not compare(pcol[last], op, col[x]):
+                for pcol, cmp, col in prevs:
+                    if not cmp(pcol[last], col[x]):
                         ok = False
                         break
             if ok:

@@ -41,6 +41,7 @@ from exact.errors import QueryLimitError
 from exact.normalize import Plan, compare, normalize
 from exact.prefilter import EventFrame, property_mask
 from exact.strategies import (
+    PartitionViews,
     View,
     any_match_window,
     contiguous_window,
@@ -167,9 +168,19 @@ class _Evaluation:
         firsts = self._first_events()
         if self.prefilter:
             firsts = self._necessary(firsts)
-        view = View(self.evmask_np, None, self.prefilter)
         out: list[Buffer] = []
         end = self.end
+        if self.plan.partition_attrs:
+            # after the first event only events of its partition can fire (the closure relates every
+            # pair of variables on X), so each window reads its own partition
+            keys = self._partition_codes(self.plan.partition_attrs, self.idx)
+            parts = PartitionViews(self.evmask_np, np.arange(len(self.idx)), keys, self.prefilter)
+            for s in firsts.tolist():
+                key = int(keys[s])
+                if key >= 0:
+                    out.extend(window_fn(self.runner, parts.view(key), s, int(end[s])))
+            return out
+        view = View(self.evmask_np, None, self.prefilter)
         for s in firsts.tolist():
             out.extend(window_fn(self.runner, view, s, int(end[s])))
         return out

@@ -90,6 +90,31 @@ def compare(left: Any, op: str, right: Any) -> bool:
         return op == "!="
 
 
+_NUMBERS = (int, float)
+
+
+def comparator(op: str) -> Callable[[Any, Any], bool]:
+    """``compare`` specialised to one operator (the hot loops call this once per pair of events)."""
+    fn = OP_FUNCS[op]
+    mixed = op == "!="
+
+    def cmp(left: Any, right: Any) -> bool:
+        if left is None or right is None:
+            return False
+        tl, tr = type(left), type(right)
+        if tl is tr or (tl in _NUMBERS and tr in _NUMBERS):
+            try:
+                return bool(fn(left, right))
+            except TypeError:
+                return mixed
+        return compare(left, op, right)  # mixed kinds, or subclasses: the general rule
+
+    return cmp
+
+
+COMPARATORS: dict[str, Callable[[Any, Any], bool]] = {op: comparator(op) for op in OP_FUNCS}
+
+
 @dataclass(frozen=True)
 class VarPlan:
     """One variable of the plan.

@@ -42,8 +42,10 @@ class View:
     the view (the prefilter-off mode: every event enters the Python loop).
     """
 
-    def __init__(self, evmask: np.ndarray, members: np.ndarray | None, jump: bool) -> None:
+    def __init__(self, evmask: np.ndarray, members: np.ndarray | None, jump: bool,
+                 evmask_list: Sequence[int] | None = None) -> None:
         self.evmask = evmask
+        self.evmask_list = evmask.tolist() if evmask_list is None and members is not None else evmask_list
         self.members = members
         self.jump = jump
         self._lists: dict[int, list[int]] = {}
@@ -69,11 +71,53 @@ class View:
     def _positions(self, mask: int) -> list[int]:
         if self.members is None:
             lst = np.flatnonzero(self.evmask & mask).tolist()
+        elif len(self.members) < 64:
+            # a small partition: numpy's per-call overhead exceeds the work
+            if self._all is None:
+                self._all = self.members.tolist()
+            em = self.evmask_list
+            lst = [p for p in self._all if em[p] & mask]
         else:
             m = self.members
             lst = m[(self.evmask[m] & mask) != 0].tolist()
         self._lists[mask] = lst
         return lst
+
+
+class PartitionViews:
+    """One :class:`View` per partition (Def. 5.3): positions grouped by key once, views made on demand.
+
+    ``keys[i]`` is the partition of ``positions[i]``; negative keys (a null partition attribute) belong
+    to no partition.  Events satisfying no variable's properties are left out.
+    """
+
+    def __init__(self, evmask: np.ndarray, positions: np.ndarray, keys: np.ndarray, jump: bool) -> None:
+        keep = (keys >= 0) & (evmask[positions] != 0)
+        pos, k = positions[keep], keys[keep]
+        order = np.argsort(k, kind="stable")
+        self.positions, sorted_keys = pos[order], k[order]
+        cuts = np.flatnonzero(np.diff(sorted_keys)) + 1
+        starts = np.concatenate(([0], cuts)).astype(np.int64)
+        ends = np.concatenate((cuts, [len(sorted_keys)])).astype(np.int64)
+        self.bounds: dict[int, tuple[int, int]] = {} if not len(sorted_keys) else dict(
+            zip(sorted_keys[starts].tolist(), zip(starts.tolist(), ends.tolist(), strict=True), strict=True))
+        self.evmask = evmask
+        self.evmask_list = evmask.tolist()
+        self.jump = jump
+        self._views: dict[int, View] = {}
+
+    def keys(self) -> list[int]:
+        return list(self.bounds)
+
+    def members(self, key: int) -> np.ndarray:
+        lo, hi = self.bounds[key]
+        return self.positions[lo:hi]
+
+    def view(self, key: int) -> View:
+        v = self._views.get(key)
+        if v is None:
+            v = self._views[key] = View(self.evmask, self.members(key), self.jump, self.evmask_list)
+        return v
 
 
 def next_match_window(run: Runner, view: View, s: int, end: int) -> list[Buffer]:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from exact.automaton import Automaton, Buffer, Runner
-from exact.strategies import View
+from exact.strategies import PartitionViews, View
 
 WindowFn = Callable[[Runner, View, int, int], list[Buffer]]
 
@@ -73,8 +73,9 @@ def two_phase(run: Runner, window_fn: WindowFn, *, evmask_np: np.ndarray, seq: n
 
     results: list[Buffer] = []
     windows: dict[int, _Window] = {}
-    views: dict[int, View] = {}
-    members = _partition_members(evmask_np, positions, partition_keys)
+    parts = PartitionViews(evmask_np, positions,
+                           partition_keys if partition_keys is not None else np.zeros(len(positions),
+                                                                                      dtype=np.int64), jump)
     kind, limit = within if within is not None else ("none", 0)
 
     def monotone_ok(w: _Window) -> bool:
@@ -96,11 +97,7 @@ def two_phase(run: Runner, window_fn: WindowFn, *, evmask_np: np.ndarray, seq: n
         first = w.events[0]
         if not evmask[first] & b1 or not start_ok(first):  # (5.2)
             return
-        view = views.get(key)
-        if view is None:
-            view = View(evmask_np, members[key], jump)
-            views[key] = view
-        results.extend(window_fn(run, view, first, w.events[-1]))
+        results.extend(window_fn(run, parts.view(key), first, w.events[-1]))
 
     def dequeue(w: _Window) -> None:
         first = w.events.popleft()
@@ -139,17 +136,3 @@ def two_phase(run: Runner, window_fn: WindowFn, *, evmask_np: np.ndarray, seq: n
             dequeue(w)
     return results
 
-
-def _partition_members(evmask_np: np.ndarray, positions: np.ndarray, keys: np.ndarray | None
-                       ) -> dict[int, np.ndarray]:
-    """Positions of each partition's filtered events, in stream order (grouped once, vectorised)."""
-    keep = evmask_np[positions] != 0
-    if keys is None:
-        return {0: positions[keep]}
-    keep &= keys >= 0
-    pos, k = positions[keep], keys[keep]
-    order = np.argsort(k, kind="stable")
-    pos, k = pos[order], k[order]
-    cuts = np.flatnonzero(np.diff(k)) + 1
-    return {int(part_k[0]): part for part, part_k in zip(np.split(pos, cuts), np.split(k, cuts), strict=True)
-            if len(part)}
