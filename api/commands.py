@@ -13,6 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for add in (add_build, add_info, add_datasets):
         add(sub)
     add_query(sub)
+    add_append(sub)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -231,8 +232,11 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
 def build_dataset(home: Path, name: str, inputs: list[str], *, fmt: str = "auto", type_field: str = "type",
                   time_field: str = "ts", replace: bool = False, leaf_size: int | None = None,
                   fpq: float | None = None, memory: int | None = None,
-                  progress: Any = None) -> dict[str, Any]:
+                  progress: Any = None, engine: str = "local", job_progress: Any = None) -> dict[str, Any]:
     """Ingest ``inputs`` into a new dataset ``name`` under ``home``; nothing is left behind on failure.
+
+    ``engine="spark"`` runs the Spark job (:mod:`sketch.spark_job`), which reports ``job_progress(fraction,
+    message)`` instead of per-batch reading ``progress``.
 
     Returns the ``build`` summary: the ``info`` object plus ``seconds`` and ``timings`` (ingest, index).
     ``progress`` (an :data:`exact.ingest.Progress`) hears of every batch read.
@@ -245,6 +249,12 @@ def build_dataset(home: Path, name: str, inputs: list[str], *, fmt: str = "auto"
     from sketch.dataset import build_index_into
 
     check_dataset_name(name)
+    if engine == "spark":
+        from sketch.spark_job import build_dataset_spark
+
+        return build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
+                                   leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
+                                   **({"progress": job_progress} if job_progress else {}))
     options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
                            memory_bytes=memory)
     started = time.perf_counter()
@@ -272,16 +282,16 @@ def _build(args: argparse.Namespace) -> int:
     from exact.store import seqsketch_home
 
     progress = _terminal_progress(args)
+    job_progress = _terminal_job_progress(args)
     try:
         summary = build_dataset(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
                                 type_field=args.type_field, time_field=args.time_field,
                                 replace=args.replace, leaf_size=args.leaf_size, fpq=args.fpq,
-                                memory=args.memory, progress=progress)
+                                memory=args.memory, progress=progress, engine=args.engine,
+                                job_progress=job_progress)
     finally:
         if progress is not None:
             print("\r\033[K", end="", file=sys.stderr, flush=True)  # the counter line gives way to the result
-    if args.engine == "spark":  # said after the build, so that a failed build prints its one error line only
-        print("seqsketch: note: built locally; the Spark build engine is not available yet", file=sys.stderr)
     emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
          f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
          f"store {_human_bytes(summary['store_bytes'])}, {summary['seconds']:.1f} s")
@@ -399,3 +409,69 @@ def _query_text(result: dict[str, Any]) -> str:
                 for i in result["intervals"]]
         return f"{head}\n{_table(('START', 'END', 'START_TS', 'END_TS'), rows)}"
     return head
+
+
+# --- append (local, or the Spark job) ----------------------------------------------------------------------
+
+
+def add_append(sub: argparse._SubParsersAction) -> None:
+    from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
+
+    p = sub.add_parser("append", help="add the events of input files to a built dataset, index included")
+    p.add_argument("dataset")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, read in the order given")
+    p.add_argument("--format", default="auto", choices=("auto", *FORMATS))
+    p.add_argument("--type-field", default=DEFAULT_TYPE_FIELD)
+    p.add_argument("--time-field", default=DEFAULT_TIME_FIELD)
+    p.add_argument("--engine", choices=("local", "spark"), default="local",
+                   help="local (default: in place, no Spark) or the Spark job")
+    _common(p)
+    p.set_defaults(handler=_append)
+
+
+def append_inputs(home: Path, name: str, inputs: list[str], *, fmt: str = "auto", type_field: str = "type",
+                  time_field: str = "ts", engine: str = "local", job_progress: Any = None) -> dict[str, Any]:
+    """Append the events of ``inputs`` to dataset ``name`` (all or nothing); returns ``info`` plus
+    ``appended``, ``first_seq`` and ``last_seq``."""
+    from exact.ingest import IngestOptions, read_inputs
+    from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
+    from sketch.dataset import Dataset
+
+    check_dataset_name(name)
+    before = EventStore.open(store_dir(dataset_dir(name, home))).snapshot().events
+    if engine == "spark":
+        from sketch.spark_job import append_dataset_spark
+
+        info = append_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
+                                    **({"progress": job_progress} if job_progress else {}))
+    else:
+        table = read_inputs(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field))
+        Dataset.open(home, name).append(table)
+        info = dataset_info(home, name)
+    return {**info, "appended": info["events"] - before, "first_seq": before, "last_seq": info["events"] - 1}
+
+
+def _append(args: argparse.Namespace) -> int:
+    from api.cli import emit
+    from exact.store import seqsketch_home
+
+    out = append_inputs(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
+                        type_field=args.type_field, time_field=args.time_field, engine=args.engine,
+                        job_progress=_terminal_job_progress(args))
+    emit(args, out, f"appended {out['appended']:,} events to {out['name']} (seq {out['first_seq']:,} .. "
+         f"{out['last_seq']:,}); {out['events']:,} events in all")
+    return 0
+
+
+def _terminal_job_progress(args: argparse.Namespace) -> Any:
+    """The Spark job's stages on one stderr line when it is a terminal (and not with --json), else None."""
+    import sys
+
+    if getattr(args, "json", False) or not sys.stderr.isatty():
+        return None
+
+    def show(fraction: float, message: str | None = None) -> None:
+        end = "\n" if fraction >= 1.0 else ""
+        print(f"\r\033[Kseqsketch: [{fraction:4.0%}] {message or ''}", end=end, file=sys.stderr, flush=True)
+
+    return show
