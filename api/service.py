@@ -156,6 +156,8 @@ def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mappin
         progress(0.0, "reading inputs")
         if "progress" in accepted:
             kwargs["progress"] = _reading_progress(inputs, progress)
+        if "job_progress" in accepted:  # the Spark job reports its stages itself: (fraction, message)
+            kwargs["job_progress"] = progress
     return build(home, name, [str(p) for p in inputs], **kwargs)
 
 
