@@ -1,0 +1,613 @@
+"""Approximate evaluation of a query on the Bloom-filter tree: candidate intervals (Baltus 2021, §4.2–4.3).
+
+The tree knows, per node, only which event *types* may occur in the node's interval ("maybe" or "no";
+Bloom filters have no false negatives).  Conditions cannot be checked on it; they only make exact matches
+fewer, so the approximate evaluator reasons about type occurrence alone and is a *necessary* condition for
+every exact match — the guarantee that verification builds on (CONTRACT §3, guarantee 2).
+
+**Units.**  At granularity ``g`` (a tree level; 0 = leaves, the default) the stream is cut into *units*: the
+top-level nodes (§4.3), each opened down to level ``g`` (a top-level node already at or below ``g`` is one
+unit).  Units are consecutive seq intervals in stream order; everything below holds for any such cut, so the
+granularity only changes how fine the answer is (§4.3.2: "the desired level … can be adjusted on a
+per-query basis").
+
+**Occurrence, top-down (§4.3).**  For each position of the pattern (a variable, or an OR of alternatives) the
+units that may hold one of its types are found by probing the top-level nodes first and descending only into
+nodes that answered "maybe" (``nodes_probed`` counts the probes).  ``ANY`` occurs everywhere.  A position
+absent from every top-level node answers ``exists: false`` at once.  ``BETWEEN`` keeps only nodes whose ts
+interval meets it (§4.3.4, windowing via a node cover).
+
+**Chains (§4.3.1–4.3.3, generalised).**  A match's elements occupy a non-decreasing sequence of units: every
+event of element ``i`` precedes every event of element ``i+1``, so element ``i+1`` lies in units at or after
+the unit of element ``i``'s last event; several elements may share one unit (the thesis' relaxed policies lose
+exactly these matches — here they are kept), and an event set's members may be in any order.  For a match
+whose first event is in unit ``s``, define ``e_0 = max_p next_p(s)`` over the positions ``p`` of element 0 and
+``e_i = max_p next_p(e_{i-1})``, ``next_p(x)`` being the first unit ``≥ x`` where ``p`` may occur.  By
+induction the unit of element ``i``'s last event is ``≥ e_i``: the greedy earliest chain is a necessary
+condition, and it covers the thesis' three strategies at once (strict contiguity is tightened below;
+skip-till-any needs no backtracking, because the earliest chain dominates every other; conjunction needs no
+permutations, because an event set's members are placed independently).  Negation never prunes (§4.3.4 walks
+down to check it; a Bloom filter cannot prove absence of *matching* events, and the NOT's conditions are not
+visible on the tree).
+
+**Windows.**  ``WITHIN d``: a match starting in ``s`` and ending in ``t`` has ``t.lo_ts − s.hi_ts ≤ d``;
+``WITHIN n EVENTS``: ``t.lo_seq − s.hi_seq < n``.  Both bound the chain's last unit and the reach below.
+
+**Reach.**  The end of an exact match is not bounded by the greedy chain (a Bloom false positive or a WHERE
+condition can push the real binding later), so the candidate interval of start unit ``s`` reaches to the
+last unit ``R(s)`` where the last element may occur within the window (without a window: in the rest of the
+stream).  Under strict contiguity (and partition contiguity without ``PARTITION BY``, which is the same) every
+event between a match's first and last is bound, so every unit between ``s`` and the end unit holds a pattern
+type: the reach stops at the end of the run of such units, and without Kleene variables a match has exactly
+one event per position, so it ends within ``positions − 1`` events of ``s``.
+
+The result, :class:`Approximation`, lists the possible start units with their reach (the candidate
+intervals), the units verification must read, and an ``explain`` text when nothing can match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from exact.ast import (
+    Between,
+    Query,
+    Strategy,
+    WithinEvents,
+    WithinTime,
+)
+from exact.engine import iso_ts
+from exact.normalize import Plan, normalize
+
+_I64 = np.int64
+
+
+# ---------------------------------------------------------------------------------------------- units
+
+
+@dataclass(frozen=True, eq=False)
+class Units:
+    """The stream cut into consecutive tree nodes at one granularity (see the module docstring).
+
+    Column arrays, one entry per unit in stream order: node id, level, seq and ts interval.
+    """
+
+    nodes: np.ndarray
+    level: np.ndarray
+    lo_seq: np.ndarray
+    hi_seq: np.ndarray
+    lo_ts: np.ndarray
+    hi_ts: np.ndarray
+    granularity: int
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def index_of_seq(self, seqs: np.ndarray) -> np.ndarray:
+        """The unit holding each seq (seqs must lie in the indexed stream)."""
+        return np.searchsorted(self.lo_seq, seqs, "right") - 1
+
+    def in_between(self, between: Between | None) -> np.ndarray:
+        """Units whose ts interval meets ``BETWEEN`` (all when there is none)."""
+        if between is None:
+            return np.ones(len(self), dtype=bool)
+        return (self.hi_ts >= between.start) & (self.lo_ts <= between.end)
+
+
+def units_at(tree, granularity: int = 0) -> Units:
+    """The units of ``tree`` at level ``granularity`` (0 = leaves): every top-level node opened down to it."""
+    if granularity < 0:
+        raise ValueError(f"granularity must be a tree level ≥ 0, got {granularity}")
+    cols = tree.intervals()
+    level, children = cols["level"], cols["children"]
+    frontier = np.asarray(tree.top_nodes(), dtype=_I64)
+    done: list[np.ndarray] = []
+    while frontier.size:
+        deep = level[frontier] > granularity
+        done.append(frontier[~deep])
+        kids = children[frontier[deep]].ravel()
+        frontier = kids[kids >= 0]
+    nodes = np.concatenate(done) if done else np.zeros(0, dtype=_I64)
+    nodes = nodes[np.argsort(cols["lo_seq"][nodes], kind="stable")]
+    return Units(nodes=nodes, level=level[nodes].astype(_I64), lo_seq=cols["lo_seq"][nodes],
+                 hi_seq=cols["hi_seq"][nodes], lo_ts=cols["lo_ts"][nodes], hi_ts=cols["hi_ts"][nodes],
+                 granularity=granularity)
+
+
+class TypeIndex(Protocol):
+    """Where event types may occur, per unit: the Bloom tree, or a perfect index for measuring accuracy."""
+
+    units: Units
+
+    def occurrence(self, types: frozenset[str], between: Between | None) -> np.ndarray:
+        """Per unit: may an event of one of ``types`` occur in it (within ``between``)?"""
+        ...
+
+    def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None) -> list[np.ndarray]:
+        """:meth:`occurrence` of each of ``type_sets``."""
+        ...
+
+    def probes(self) -> int: ...
+
+    def top_level_false_positive_rate(self, keys: int, between: Between | None) -> float: ...
+
+
+class TreeIndex:
+    """Occurrence from the Bloom tree, found top-down (Baltus §4.3): probe the top-level nodes, descend
+    only into nodes that may contain a key, stop at the units' level."""
+
+    def __init__(self, tree, granularity: int = 0) -> None:
+        self.tree = tree
+        self.units = units_at(tree, granularity)
+        cols = tree.intervals()
+        self._level, self._children = cols["level"], cols["children"]
+        self._lo_ts, self._hi_ts = cols["lo_ts"], cols["hi_ts"]
+        self._top = np.asarray(tree.top_nodes(), dtype=_I64)
+        self._granularity = granularity
+        self._probes = 0
+        self._top_fp: np.ndarray | None = None
+        self._rows = len(self._level)
+        self._memo: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def probes(self) -> int:
+        return self._probes
+
+    def _probe(self, nodes: np.ndarray, keys: list[str]) -> np.ndarray:
+        """:meth:`BloomTree.probe`, remembering answers: the tree of one index version never changes, so a
+        (node, key) pair is probed once per :class:`TreeIndex` however many queries ask for it."""
+        memos = []
+        for key in keys:
+            memo = self._memo.get(key)
+            if memo is None:
+                memo = self._memo[key] = (np.zeros(self._rows, dtype=bool), np.zeros(self._rows, dtype=bool))
+            memos.append(memo)
+        unknown = np.zeros(len(nodes), dtype=bool)
+        for known, _ in memos:
+            unknown |= ~known[nodes]
+        todo = nodes[unknown]
+        if todo.size:
+            fresh = self.tree.probe(todo, keys)
+            for j, (known, hit) in enumerate(memos):
+                hit[todo] = fresh[:, j]
+                known[todo] = True
+        return np.stack([hit[nodes] for _, hit in memos], axis=1)
+
+    def _within(self, nodes: np.ndarray, between: Between | None) -> np.ndarray:
+        if between is None:
+            return nodes
+        keep = (self._hi_ts[nodes] >= between.start) & (self._lo_ts[nodes] <= between.end)
+        return nodes[keep]
+
+    def occurrence(self, types: frozenset[str], between: Between | None) -> np.ndarray:
+        return self.occurrences([types], between)[0]
+
+    def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None) -> list[np.ndarray]:
+        """:meth:`occurrence` of several type sets in one level-by-level walk.
+
+        All sets descend together: each level probes the union of the nodes some set is still alive in
+        with every key once, and a set stays alive in a child only if the parent may hold one of its types.
+        The walk stops early once some set has died everywhere (the query cannot match).
+        """
+        P = len(type_sets)
+        out = [np.zeros(len(self.units), dtype=bool) for _ in range(P)]
+        keys = sorted(set().union(*type_sets)) if P else []
+        if not keys:
+            return out
+        column = {key: j for j, key in enumerate(keys)}
+        member = np.zeros((len(keys), P), dtype=np.int32)
+        for p, types in enumerate(type_sets):
+            for key in types:
+                member[column[key], p] = 1
+        frontier = self._within(self._top, between)
+        alive = np.ones((len(frontier), P), dtype=bool)
+        alive[:, [p for p, types in enumerate(type_sets) if not types]] = False
+        lo_seq = self.tree.intervals()["lo_seq"]
+        while frontier.size:
+            self._probes += int(frontier.size)
+            hit = self._probe(frontier, keys).astype(np.int32) @ member > 0
+            alive &= hit
+            rows = alive.any(axis=1)
+            frontier, alive = frontier[rows], alive[rows]
+            deep = self._level[frontier] > self._granularity
+            done = ~deep
+            if done.any():
+                at = np.searchsorted(self.units.lo_seq, lo_seq[frontier[done]])
+                for p in range(P):
+                    out[p][at[alive[done, p]]] = True
+            dead = np.flatnonzero(~alive.any(axis=0))
+            if any(not out[p].any() for p in dead.tolist()):
+                break  # a set occurs nowhere (dead below every node, found in no unit): nothing can match
+            kids = self._children[frontier[deep]]
+            kid_alive = np.repeat(alive[deep], kids.shape[1], axis=0)
+            kids = kids.ravel()
+            ok = kids >= 0
+            frontier, alive = kids[ok], kid_alive[ok]
+            if between is not None and frontier.size:
+                keep = (self._hi_ts[frontier] >= between.start) & (self._lo_ts[frontier] <= between.end)
+                frontier, alive = frontier[keep], alive[keep]
+        return out
+
+    def top_level_false_positive_rate(self, keys: int, between: Between | None) -> float:
+        """Eq. 4.3 with the query's own probes of the top level: ``1 − Π (1 − ρ_i^k)`` over every
+        (top-level node, key) pair probed, ``ρ_i`` the node's measured density (eq. 4.1)."""
+        if self._top_fp is None:
+            dens = self.tree.density(self._top) if self._top.size else np.zeros(0)
+            self._top_fp = np.minimum(dens ** self.tree.config.k, 1 - 1e-16)
+        keep = np.ones(len(self._top), dtype=bool)
+        if between is not None:
+            keep = (self._hi_ts[self._top] >= between.start) & (self._lo_ts[self._top] <= between.end)
+        return float(-np.expm1(keys * np.log1p(-self._top_fp[keep]).sum()))
+
+
+class PerfectIndex:
+    """A false-positive-free index over the same units, from the true types of every unit's events.
+
+    It answers exactly what the tree would answer if its Bloom filters never erred; running the same
+    evaluation on it defines the false positives of the tree's answers (see :func:`false_positives`).
+    """
+
+    def __init__(self, units: Units, seq: np.ndarray, types: np.ndarray | list[str]) -> None:
+        self.units = units
+        unit_of = units.index_of_seq(np.asarray(seq, dtype=_I64))
+        types = np.asarray(types, dtype=object)
+        order = np.argsort(types, kind="stable")
+        self._where: dict[str, np.ndarray] = {}
+        sorted_types, sorted_units = types[order], unit_of[order]
+        bounds = np.flatnonzero(sorted_types[1:] != sorted_types[:-1]) + 1
+        for chunk_t, chunk_u in zip(np.split(sorted_types, bounds), np.split(sorted_units, bounds),
+                                    strict=True):
+            if len(chunk_t):
+                self._where[str(chunk_t[0])] = np.unique(chunk_u)
+
+    def probes(self) -> int:
+        return 0
+
+    def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None) -> list[np.ndarray]:
+        return [self.occurrence(types, between) for types in type_sets]
+
+    def occurrence(self, types: frozenset[str], between: Between | None) -> np.ndarray:
+        out = np.zeros(len(self.units), dtype=bool)
+        for t in types:
+            where = self._where.get(t)
+            if where is not None:
+                out[where] = True
+        return out & self.units.in_between(between)
+
+    def top_level_false_positive_rate(self, keys: int, between: Between | None) -> float:
+        return 0.0
+
+
+# ---------------------------------------------------------------------------------------------- result
+
+
+@dataclass(frozen=True)
+class Region:
+    """Where verification looks: matches starting in ``[start_lo, start_hi]`` (seqs) are reported; events
+    up to ``read_end`` are read (of the units listed in ``units``, a sorted index array)."""
+
+    start_lo: int
+    start_hi: int
+    end: int
+    read_end: int
+    units: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Approximation:
+    """The approximate answer of one query at one granularity.
+
+    ``starts``: the units where a match may start (sorted); ``ends``: per start, the last seq a match
+    starting there may end at; ``read_ends``: per start, the last seq verification must see (the window's
+    end after the start for a trailing NOT); ``relevant``: per unit, whether verification must read it.
+    """
+
+    query: Query
+    units: Units
+    starts: np.ndarray
+    ends: np.ndarray
+    read_ends: np.ndarray
+    relevant: np.ndarray
+    nodes_probed: int
+    expected_false_positive_rate: float
+    explain: str | None
+
+    @property
+    def exists(self) -> bool:
+        return bool(len(self.starts))
+
+    def candidate_spans(self) -> list[tuple[int, int]]:
+        """Per start unit, ``(first seq of the unit, last seq a match starting there may end at)``."""
+        return list(zip(self.units.lo_seq[self.starts].tolist(), self.ends.tolist(), strict=True))
+
+    def intervals(self) -> list[dict[str, int]]:
+        """The candidate intervals: per-start spans merged where they overlap, with the highest tree level
+        among their start units (the level they were resolved at)."""
+        out: list[dict[str, int]] = []
+        lo_seq, level = self.units.lo_seq, self.units.level
+        for s, end in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
+            lo = int(lo_seq[s])
+            if out and lo <= out[-1]["end_seq"]:
+                cur = out[-1]
+                cur["end_seq"] = max(cur["end_seq"], end)
+                cur["level"] = max(cur["level"], int(level[s]))
+            else:
+                out.append({"start_seq": lo, "end_seq": end, "level": int(level[s])})
+        return out
+
+    def regions(self) -> list[Region]:
+        """Start units grouped where their read ranges overlap, each with the units verification reads.
+
+        Merging is sound: a unit inside a region that is not a start can start no exact match (no false
+        negatives), so widening ``starts`` over it reports nothing extra.
+        """
+        units = self.units
+        groups: list[list[int]] = []
+        for i, s in enumerate(self.starts.tolist()):
+            if groups and int(units.lo_seq[s]) <= int(self.read_ends[groups[-1][-1]]):
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        out = []
+        for g in groups:
+            first, last = int(self.starts[g[0]]), int(self.starts[g[-1]])
+            read_end = int(self.read_ends[g].max())
+            end = int(self.ends[g].max())
+            last_unit = int(units.index_of_seq(np.asarray([read_end]))[0])
+            span = np.arange(first, last_unit + 1)
+            out.append(Region(int(units.lo_seq[first]), int(units.hi_seq[last]), end, read_end,
+                              span[self.relevant[span]]))
+        return out
+
+    def coverage(self) -> int:
+        """Events inside the candidate intervals (their union)."""
+        return sum(iv["end_seq"] - iv["start_seq"] + 1 for iv in self.intervals())
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+
+
+@dataclass(frozen=True)
+class _Position:
+    """One position of the pattern: a variable, or an OR's alternatives (types None = any type)."""
+
+    label: str
+    types: frozenset[str] | None
+
+
+def _positions(plan: Plan) -> list[list[_Position]]:
+    out = []
+    for groups in plan.elements:
+        element = []
+        for g in groups:
+            members = [plan.positives[i] for i in plan.group_members[g]]
+            if any(m.types is None for m in members):
+                types = None
+            else:
+                types = frozenset().union(*(m.types for m in members))  # type: ignore[arg-type]
+            element.append(_Position(" | ".join(_type_label(m.types) for m in members), types))
+        out.append(element)
+    return out
+
+
+def _type_label(types: frozenset[str] | None) -> str:
+    if types is None:
+        return "ANY"
+    if not types:
+        return "(no type)"
+    return " | ".join(sorted(types))
+
+
+def _element_label(element: list[_Position]) -> str:
+    if len(element) == 1:
+        return element[0].label
+    return "{" + ", ".join(p.label for p in element) + "}"
+
+
+def _next_hit(hit: np.ndarray) -> np.ndarray:
+    """``nxt[x]`` = the first unit ``≥ x`` with a hit (``U`` if none), for ``x`` in ``0..U``."""
+    U = len(hit)
+    idx = np.where(hit, np.arange(U, dtype=_I64), U)
+    nxt = np.minimum.accumulate(idx[::-1])[::-1] if U else idx
+    return np.append(nxt, U)
+
+
+def _prev_hit(hit: np.ndarray) -> np.ndarray:
+    """``prv[x]`` = the last unit ``≤ x`` with a hit (−1 if none)."""
+    idx = np.where(hit, np.arange(len(hit), dtype=_I64), -1)
+    return np.maximum.accumulate(idx) if len(hit) else idx
+
+
+def _human_duration(micros: int) -> str:
+    for unit, size in (("days", 86_400_000_000), ("h", 3_600_000_000), ("min", 60_000_000),
+                       ("s", 1_000_000), ("ms", 1000)):
+        if micros >= size and micros % size == 0:
+            n = micros // size
+            return f"{n} {unit[:-1] if unit == 'days' and n == 1 else unit}"
+    return f"{micros} µs"
+
+
+def _window_text(query: Query) -> str:
+    w = query.within
+    if isinstance(w, WithinTime):
+        return f" within {_human_duration(w.micros)}"
+    if isinstance(w, WithinEvents):
+        return f" within {w.count} events"
+    return ""
+
+
+def _is_contiguous(query: Query) -> bool:
+    """Strict contiguity, or partition contiguity over the whole stream (no PARTITION BY)."""
+    return (query.strategy == Strategy.STRICT_CONTIGUITY
+            or (query.strategy == Strategy.PARTITION_CONTIGUITY and not query.partition_by))
+
+
+def approximate(query: Query, index: TypeIndex) -> Approximation:
+    """The candidate intervals of ``query`` on ``index`` (see the module docstring).
+
+    Raises :class:`~exact.errors.QuerySemanticError` for invalid queries (as the exact engine does).
+    """
+    plan = normalize(query)
+    units = index.units
+    U = len(units)
+    positions = _positions(plan)
+    between = query.between
+    in_between = units.in_between(between)
+    empty = np.zeros(0, dtype=_I64)
+    probes_before = index.probes()
+
+    def result(starts: np.ndarray, ends: np.ndarray, read_ends: np.ndarray, relevant: np.ndarray,
+               explain: str | None, keys: int) -> Approximation:
+        fpr = index.top_level_false_positive_rate(keys, between) if keys else 0.0
+        return Approximation(query, units, starts, ends, read_ends, relevant, index.probes() - probes_before,
+                             fpr, explain)
+
+    no_relevant = np.zeros(U, dtype=bool)
+    if U == 0 or not in_between.any():
+        why = "the dataset is empty" if U == 0 else "no event lies in the BETWEEN range"
+        return result(empty, empty, empty, no_relevant, why, 0)
+    if plan.unsatisfiable:
+        return result(empty, empty, empty, no_relevant, "the WHERE clause compares literals and is false", 0)
+
+    # Occurrence of every position (and of the negated types, which verification must read), top-down in
+    # one walk; a position found nowhere ends the walk early and the query at once.
+    typed = [p for element in positions for p in element if p.types is not None]
+    keys = sum(len(p.types) for p in typed)  # type: ignore[arg-type]
+    neg_types = _negated_types(plan)
+    found = index.occurrences([p.types for p in typed] + ([neg_types] if neg_types else []),  # type: ignore[misc]
+                              between)
+    found_of = {id(p): h & in_between for p, h in zip(typed, found, strict=False)}
+    neg_hits = found[-1] & in_between if neg_types else None
+    hits: list[list[np.ndarray]] = []
+    for element in positions:
+        row = []
+        for p in element:
+            h = in_between.copy() if p.types is None else found_of[id(p)]
+            if not h.any():
+                where = " between the BETWEEN bounds" if between is not None else " in the history"
+                why = (f"{p.label} never occurs{where}" if p.types else
+                       f"the conditions on {p.label} admit no event type")
+                return result(empty, empty, empty, no_relevant, why, keys)
+            row.append(h)
+        hits.append(row)
+
+    starts = np.flatnonzero(np.logical_or.reduce(hits[0]))
+    contiguous = _is_contiguous(query)
+    any_hit = np.logical_or.reduce([h for row in hits for h in row])
+    bound = _window_bound(query, units, starts)
+    if contiguous:
+        bound = np.minimum(bound, _contiguity_bound(plan, units, any_hit, starts))
+    nxts = [[_next_hit(h) for h in row] for row in hits]
+
+    # The greedy earliest chain, element by element; a start fails once its chain leaves the window.
+    e = starts
+    alive = np.ones(len(starts), dtype=bool)
+    reached = np.zeros(len(starts), dtype=_I64)  # elements placed per start (for explain)
+    last_unit_of = []
+    for i, row in enumerate(nxts):
+        e = np.max(np.stack([nxt[e] for nxt in row]), axis=0)
+        alive &= (e < U) & (e <= bound)
+        reached[alive] = i + 1
+        last_unit_of.append(np.where(alive, e, -1))
+        if not alive.any():
+            break
+    if not alive.any():
+        return result(empty, empty, empty, no_relevant,
+                      _explain_chain(query, positions, units, starts, reached, last_unit_of, hits,
+                                     contiguous), keys)
+
+    starts, bound = starts[alive], bound[alive]
+    last_hit = _prev_hit(np.logical_or.reduce(hits[-1]))
+    reach = last_hit[bound]
+    ends = units.hi_seq[reach].astype(_I64)
+    w = query.within
+    if isinstance(w, WithinEvents):
+        ends = np.minimum(ends, units.hi_seq[starts] + (w.count - 1))
+    if contiguous and not any(v.kleene for v in plan.positives):
+        ends = np.minimum(ends, units.hi_seq[starts] + (_position_count(plan) - 1))
+    read_ends = ends.copy()
+    if plan.negatives and plan.negatives[-1].element == len(plan.elements):
+        # A trailing NOT looks for forbidden events up to the window's end after the first event.
+        window_end = units.hi_seq[_window_bound(query, units, starts)].astype(_I64)
+        if isinstance(w, WithinEvents):
+            window_end = np.minimum(window_end, units.hi_seq[starts] + (w.count - 1))
+        read_ends = np.maximum(read_ends, window_end)
+    relevant = _relevant_units(query, plan, in_between, any_hit, neg_hits, contiguous)
+    return result(starts, ends, read_ends, relevant, None, keys)
+
+
+def _position_count(plan: Plan) -> int:
+    return sum(len(groups) for groups in plan.elements)
+
+
+def _window_bound(query: Query, units: Units, starts: np.ndarray) -> np.ndarray:
+    """Per start unit, the last unit a match starting in it may reach by its window alone."""
+    w = query.within
+    if isinstance(w, WithinTime):
+        return np.searchsorted(units.lo_ts, units.hi_ts[starts] + w.micros, "right") - 1
+    if isinstance(w, WithinEvents):
+        return np.searchsorted(units.lo_seq, units.hi_seq[starts] + (w.count - 1), "right") - 1
+    return np.full(len(starts), len(units) - 1, dtype=_I64)
+
+
+def _contiguity_bound(plan: Plan, units: Units, any_hit: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Strict contiguity: every event between a match's first and last is bound, so every unit it spans
+    holds a pattern type — the match ends within the run of such units starting at its first unit; without
+    Kleene variables it has one event per position."""
+    next_gap = _next_hit(~any_hit)
+    bound = next_gap[starts] - 1
+    if not any(v.kleene for v in plan.positives):
+        last_seq = units.hi_seq[starts] + (_position_count(plan) - 1)
+        bound = np.minimum(bound, np.searchsorted(units.lo_seq, last_seq, "right") - 1)
+    return bound
+
+
+def _negated_types(plan: Plan) -> frozenset[str] | None:
+    """Types some negated variable can bind (None when there is no negation or one is ANY)."""
+    if not plan.negatives or any(v.types is None for v in plan.negatives):
+        return None
+    return frozenset().union(*(v.types for v in plan.negatives))  # type: ignore[arg-type]
+
+
+def _relevant_units(query: Query, plan: Plan, in_between: np.ndarray, any_hit: np.ndarray,
+                    neg_hits: np.ndarray | None, contiguous: bool) -> np.ndarray:
+    """Units verification must read.  Events of types no positive or negated variable can bind are ignored
+    by every automaton transition and by negation, so units without such types are skipped; the
+    contiguity strategies are defined on all events, so they read everything in the span."""
+    if query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY) or contiguous:
+        return in_between.copy()
+    if any(v.types is None for v in plan.negatives):
+        return in_between.copy()
+    relevant = any_hit.copy()
+    if neg_hits is not None:
+        relevant |= neg_hits
+    return relevant & in_between
+
+
+def _explain_chain(query: Query, positions: list[list[_Position]], units: Units, starts: np.ndarray,
+                   reached: np.ndarray, last_unit_of: list[np.ndarray], hits: list[list[np.ndarray]],
+                   contiguous: bool) -> str:
+    """Why no chain of units can hold a match: the first element no start gets past, and where."""
+    k = int(reached.max()) if len(reached) else 0
+    window = _window_text(query)
+    if k >= len(positions):
+        return ("no run of consecutive leaves holding only pattern types can hold the whole pattern under "
+                f"{query.strategy.value}{window}")
+    what = _element_label(positions[k])
+    if k == 0:
+        return f"{what} cannot complete the first element{window}"
+    before = " , ".join(_element_label(e) for e in positions[:k]) if k > 1 else _element_label(positions[0])
+    ok = last_unit_of[k - 1] >= 0
+    last = int(last_unit_of[k - 1][ok].max()) if ok.any() else -1
+    detail = ""
+    if last >= 0:
+        unit = "unit" if units.granularity else "leaf"
+        detail = (f"; the last {unit} where {before} can be completed ends at seq "
+                  f"{int(units.hi_seq[last])} ({iso_ts(int(units.hi_ts[last]))})")
+        occurs = np.flatnonzero(np.logical_or.reduce(hits[k]))
+        if occurs.size:
+            detail += f", and {what} last occurs by seq {int(units.hi_seq[occurs[-1]])}"
+    return f"{what} never occurs after {before}{window}{detail}"

@@ -1,0 +1,309 @@
+"""Exact verification of candidate intervals, and the three answer modes of CONTRACT §3.
+
+:func:`verify` runs the exact engine (:func:`exact.engine.evaluate`) on the candidate regions of an
+:class:`~sketch.evaluate.Approximation` only, and reports exactly the matches the engine reports on the whole
+stream (guarantee 1, *verified = exact*).  Why that holds:
+
+* Every exact match starts in a candidate start unit and ends by its reach (the approximation is a necessary
+  condition on type occurrence, and Bloom filters have no false negatives).  A region passes the engine
+  ``starts=(start_lo, start_hi)``, so matches are reported once per region; regions never share a start.
+* The strategy must see everything it looks at.  For matches starting in a region the engine gets the events
+  up to the region's reach: the skip-till-next automaton decides from the events up to the match's end and,
+  for a trailing Kleene variable, from the events that could extend it — which would make a longer match,
+  so they lie within the reach too; robust skip-till-next-match compares with other matches from the same
+  start (also within the reach); a trailing NOT looks up to the window's end after the start (the read end
+  covers it).  Widening a region's ``starts`` over units that start no candidate reports nothing extra:
+  any match found there would be a match of the positive pattern in the whole stream and so a candidate.
+* Events of types no positive or negated variable can bind are ignored by every automaton transition and by
+  negation (the engine's own prefilter drops them), so only units that may hold a relevant type are read and
+  only rows of relevant types are handed on; the contiguity strategies are defined on every event, so for
+  them every event of the span is read.
+
+:func:`answer_indexed` assembles the §3 answer body of ``approximate``, ``verified`` and ``exact`` modes from
+a tree and an event source; the service adds the dataset's name and index version.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from exact.ast import Field, Query, Strategy
+from exact.engine import Match, answer, evaluate, iso_ts
+from exact.normalize import Plan, normalize
+from sketch.evaluate import Approximation, Region, TreeIndex, approximate
+
+_I64 = np.int64
+MODES = ("approximate", "verified", "exact")
+
+
+class EventSource(Protocol):
+    """Reads rows of a stream by seq ranges (inclusive, sorted, disjoint)."""
+
+    events_total: int
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str]) -> tuple[pa.Table, int]:
+        """The rows in ``ranges`` (only ``columns``) and the number of rows decoded to get them."""
+        ...
+
+    def read_all(self, columns: Sequence[str]) -> pa.Table: ...
+
+    def type_counts(self) -> dict[str, int] | None: ...
+
+
+class TableSource:
+    """A stream held in memory as an Arrow table (seq-sorted)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.seq = table.column("seq").to_numpy(zero_copy_only=False).astype(_I64)
+        self.events_total = table.num_rows
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str]) -> tuple[pa.Table, int]:
+        cols = [c for c in columns if c in self.table.column_names]
+        pieces = []
+        for lo, hi in ranges:
+            a, b = np.searchsorted(self.seq, [lo, hi + 1])
+            pieces.append(self.table.select(cols).slice(int(a), int(b - a)))
+        table = pa.concat_tables(pieces) if pieces else self.table.select(cols).slice(0, 0)
+        return table, table.num_rows
+
+    def read_all(self, columns: Sequence[str]) -> pa.Table:
+        return self.table.select([c for c in columns if c in self.table.column_names])
+
+    def type_counts(self) -> dict[str, int] | None:
+        return None
+
+
+class StoreSource:
+    """A snapshot of an :class:`~exact.store.EventStore`: ranges are read row group by row group, each
+    needed row group once (neighbouring ranges within one row group are read together)."""
+
+    def __init__(self, store, snapshot=None) -> None:
+        self.store = store
+        self.snapshot = snapshot if snapshot is not None else store.snapshot()
+        self.events_total = int(self.snapshot.events)
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str]) -> tuple[pa.Table, int]:
+        cols = [c for c in columns if c != "attrs" or self.snapshot.attrs]
+        gap = int(self.snapshot.row_group_size)
+        spans: list[list[int]] = []
+        for lo, hi in ranges:
+            if spans and lo - spans[-1][1] <= gap:
+                spans[-1][1] = max(spans[-1][1], hi)
+            else:
+                spans.append([lo, hi])
+        tables = [self.store.read_table(lo, hi, cols, snapshot=self.snapshot) for lo, hi in spans]
+        if not tables:
+            return self.store.read_table(0, -1, cols, snapshot=self.snapshot), 0
+        table = pa.concat_tables(tables)
+        decoded = table.num_rows
+        seq = table.column("seq").to_numpy(zero_copy_only=False).astype(_I64)
+        lows = np.asarray([r[0] for r in ranges], dtype=_I64)
+        highs = np.asarray([r[1] for r in ranges], dtype=_I64)
+        k = np.searchsorted(lows, seq, "right") - 1
+        keep = (k >= 0) & (seq <= highs[np.maximum(k, 0)])
+        if not keep.all():
+            table = table.filter(pa.array(keep))
+        return table, decoded
+
+    def read_all(self, columns: Sequence[str]) -> pa.Table:
+        cols = [c for c in columns if c != "attrs" or self.snapshot.attrs]
+        return self.store.read_table(0, None, cols, snapshot=self.snapshot)
+
+    def type_counts(self) -> dict[str, int] | None:
+        return dict(self.snapshot.type_counts)
+
+
+def needed_columns(query: Query) -> list[str]:
+    """The stream columns the exact engine reads for ``query`` (attributes only when a condition or
+    ``PARTITION BY`` names one)."""
+    cols = ["seq", "ts", "type"]
+    named = bool(query.partition_by) or any(
+        isinstance(o, Field) and not o.builtin for c in query.where for o in (c.left, c.right))
+    return cols + ["attrs"] if named else cols
+
+
+def _relevant_types(plan: Plan) -> frozenset[str] | None:
+    """Types some positive or negated variable can bind (None = any type)."""
+    out: set[str] = set()
+    for v in plan.positives + plan.negatives:
+        if v.types is None:
+            return None
+        out |= v.types
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Exact matches of the candidate regions, with the rows read (decoded) to find them."""
+
+    matches: list[Match]
+    events_scanned: int
+    regions: int
+    ts_of: dict[int, int]
+
+
+def _region_ranges(approx: Approximation, region: Region) -> list[tuple[int, int]]:
+    """Seq ranges of the region's units to read (consecutive units joined), clipped to the read end."""
+    units = approx.units
+    idx = region.units
+    if not len(idx):
+        return []
+    breaks = np.flatnonzero(np.diff(idx) > 1) + 1
+    out = []
+    for run in np.split(idx, breaks):
+        lo = int(units.lo_seq[run[0]])
+        hi = min(int(units.hi_seq[run[-1]]), region.read_end)
+        if lo <= hi:
+            out.append((lo, hi))
+    return out
+
+
+def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = False) -> Verification:
+    """Exact matches of ``approx.query`` on its candidate regions (see the module docstring)."""
+    query = approx.query
+    plan = normalize(query)
+    regions = approx.regions()
+    cols = needed_columns(query)
+    contiguous = query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)
+    keep_types = None if contiguous else _relevant_types(plan)
+    counts = source.type_counts()
+    per_region = [_region_ranges(approx, r) for r in regions]
+    matches: set[Match] = set()
+    ts_of: dict[int, int] = {}
+    scanned = 0
+
+    def run(region: Region, table: pa.Table) -> list[Match]:
+        if keep_types is not None and table.num_rows:
+            table = table.filter(pc.is_in(table.column("type"), pa.array(sorted(keep_types), pa.string())))
+        found = evaluate(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi))
+        if found:
+            seq = table.column("seq").to_numpy(zero_copy_only=False)
+            ts = table.column("ts").cast(pa.int64()).to_numpy(zero_copy_only=False)
+            wanted = np.unique(np.asarray([s for m in found for s in (m.start_seq, m.end_seq)], dtype=_I64))
+            at = np.searchsorted(seq, wanted)
+            ts_of.update(zip(wanted.tolist(), ts[at].tolist(), strict=True))
+        return found
+
+    if stop_at_first:
+        for region, ranges in zip(regions, per_region, strict=True):
+            table, decoded = source.read_ranges(ranges, cols)
+            scanned += decoded
+            found = run(region, table)
+            if found:
+                matches.update(found)
+                break
+    else:
+        everything = [r for ranges in per_region for r in ranges]
+        merged = _merge_ranges(everything)
+        table, scanned = source.read_ranges(merged, cols)
+        seq = table.column("seq").to_numpy(zero_copy_only=False).astype(_I64)
+        for region, ranges in zip(regions, per_region, strict=True):
+            if not ranges:
+                continue
+            a, b = np.searchsorted(seq, [ranges[0][0], ranges[-1][1] + 1])
+            piece = table.slice(int(a), int(b - a))
+            if len(ranges) > 1:
+                piece_seq = seq[a:b]
+                lows = np.asarray([r[0] for r in ranges], dtype=_I64)
+                highs = np.asarray([r[1] for r in ranges], dtype=_I64)
+                k = np.searchsorted(lows, piece_seq, "right") - 1
+                keep = (k >= 0) & (piece_seq <= highs[np.maximum(k, 0)])
+                if not keep.all():
+                    piece = piece.filter(pa.array(keep))
+            matches.update(run(region, piece))
+    return Verification(sorted(matches), scanned, len(regions), ts_of)
+
+
+def _merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(a, b) for a, b in out]
+
+
+# ---------------------------------------------------------------------------------------------- answers
+
+
+def approximate_body(approx: Approximation, *, events_total: int) -> dict[str, Any]:
+    """The §3 body of an approximate answer: ``exists``, ``intervals`` with their ``level``, the expected
+    false-positive rate, and ``explain`` when nothing can match."""
+    units = approx.units
+    intervals = []
+    for iv in approx.intervals():
+        end_unit = int(units.index_of_seq(np.asarray([iv["end_seq"]]))[0])
+        start_unit = int(units.index_of_seq(np.asarray([iv["start_seq"]]))[0])
+        intervals.append({"start_seq": iv["start_seq"], "end_seq": iv["end_seq"],
+                          "start_ts": iso_ts(int(units.lo_ts[start_unit])),
+                          "end_ts": iso_ts(int(units.hi_ts[end_unit])), "level": iv["level"]})
+    body: dict[str, Any] = {"strategy": approx.query.strategy.value, "exists": approx.exists,
+                            "intervals": intervals,
+                            "expected_false_positive_rate": approx.expected_false_positive_rate,
+                            "truncated": False}
+    if approx.explain is not None:
+        body["explain"] = approx.explain
+    return body
+
+
+def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "verified",
+                   limit: int | None = None, granularity: int = 0) -> dict[str, Any]:
+    """The CONTRACT §3 answer (without ``dataset`` and ``index_version``) of ``query`` in ``mode``.
+
+    ``approximate``: from the tree alone.  ``verified``: approximate, then :func:`verify` on the candidates.
+    ``exact``: the exact engine over the whole stream (``tree`` unused; may be None).
+    """
+    if mode not in MODES:
+        from exact.errors import QuerySemanticError
+
+        raise QuerySemanticError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}", where="mode")
+    started = time.perf_counter()
+    stats: dict[str, Any] = {"approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0, "nodes_probed": 0,
+                             "candidate_intervals": 0, "events_scanned": 0,
+                             "events_total": source.events_total}
+    if mode == "exact":
+        table = source.read_all(needed_columns(query))
+        matches = evaluate(query, table, type_counts=source.type_counts())
+        stats["events_scanned"] = table.num_rows
+        seq = table.column("seq").to_numpy(zero_copy_only=False)
+        ts = table.column("ts").cast(pa.int64()).to_numpy(zero_copy_only=False)
+
+        def lookup(s: int) -> int:
+            return int(ts[np.searchsorted(seq, s)])
+
+        body = answer(query, matches, lookup, limit=limit)
+        stats["verify_ms"] = _ms(started)
+        stats["total_ms"] = stats["verify_ms"]
+        return {"mode": mode, **body, "stats": stats}
+
+    approx = approximate(query, TreeIndex(tree, granularity))
+    stats["approximate_ms"] = _ms(started)
+    stats["nodes_probed"] = approx.nodes_probed
+    stats["candidate_intervals"] = len(approx.intervals())
+    if mode == "approximate":
+        body = approximate_body(approx, events_total=source.events_total)
+        stats["total_ms"] = _ms(started)
+        return {"mode": mode, **body, "stats": stats}
+
+    verifying = time.perf_counter()
+    result = verify(approx, source)
+    stats["verify_ms"] = _ms(verifying)
+    stats["events_scanned"] = result.events_scanned
+    body = answer(query, result.matches, result.ts_of.__getitem__, limit=limit)
+    if not result.matches and approx.explain is not None:
+        body["explain"] = approx.explain
+    stats["total_ms"] = _ms(started)
+    return {"mode": mode, **body, "stats": stats}
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000.0, 3)
