@@ -468,8 +468,8 @@ def _partition_attributes(positives: tuple[VarPlan, ...], relations: list[Condit
     related (a condition on an alternative binds only when it is chosen, which suffices for the match).
     """
     names = [v.name for v in positives]
-    if len(names) < 2:
-        return ()
+    if len({v.group for v in positives}) < 2:
+        return ()  # one position: nothing ties two bound events together
     pairs: dict[str, set[frozenset[str]]] = {}
     for c in relations:
         if (c.op == "=" and isinstance(c.left, Field) and isinstance(c.right, Field)

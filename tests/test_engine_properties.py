@@ -119,7 +119,7 @@ def _check(query: Query, rows: list[dict]) -> None:
             assert got == expected, (two_phase, prefilter, query)
 
 
-SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
