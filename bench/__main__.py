@@ -33,9 +33,11 @@ def available() -> list[str]:
 
 
 def run_benchmark(name: str, quick: bool, results: Path = RESULTS) -> dict[str, Any]:
-    if name not in available():
+    # Import only the named module: one broken or slow-to-import sibling must not stop the others.
+    path = Path(__file__).resolve().parent / f"{name}.py"
+    module = importlib.import_module(f"bench.{name}") if path.is_file() and not name.startswith("_") else None
+    if module is None or not hasattr(module, "run"):
         raise SystemExit(f"bench: no benchmark {name!r}; available: {', '.join(available()) or 'none'}")
-    module = importlib.import_module(f"bench.{name}")
     started = time.perf_counter()
     figures = module.run(quick=quick)
     record = {"benchmark": name, "quick": quick, "ran_at": datetime.now(UTC).isoformat(timespec="seconds"),
