@@ -156,7 +156,8 @@ class _Evaluation:
             buffers = self._match_windows(_WINDOW_FUNCS[strategy])
         buffers = self._one_alternative(buffers)
         buffers = self._negation(buffers)
-        return sorted({self._to_match(b) for b in buffers})
+        # the key is the dataclass order (fields as a tuple), without its slow generated __lt__
+        return sorted({self._to_match(b) for b in buffers}, key=_match_key)
 
     def _first_events(self) -> np.ndarray:
         """Positions whose event can start a match (Alg. 2: the start state must fire on W[1])."""
@@ -367,6 +368,10 @@ class _Evaluation:
                          if b[v.index])
         all_seqs = [s for _, ss in bindings for s in ss]
         return Match(min(all_seqs), max(all_seqs), bindings)
+
+
+def _match_key(m: Match) -> tuple:
+    return (m.start_seq, m.end_seq, m.bindings)
 
 
 def _bits(mask: int) -> list[int]:

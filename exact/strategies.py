@@ -127,6 +127,18 @@ def next_match_window(run: Runner, view: View, s: int, end: int) -> list[Buffer]
     evmask = run.evmask
     relmask = run.relmask
     i = s
+    while len(insts) == 1:
+        # one instance (mutually exclusive variables, Lemma 4.1): no merging of next positions
+        q, b = insts[0]
+        mask = relmask(q)
+        nxt = view.after(mask, i)
+        if nxt > end:
+            return [b] if aut.is_final(q) else []
+        if evmask[nxt] & mask:
+            fired = run.fire(q, b, nxt)
+            if fired:
+                insts = [(t, nb) for t, nb, _, _ in fired]
+        i = nxt
     while insts:
         nxt = NEVER
         for q, _ in insts:
