@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -202,8 +203,10 @@ class Snapshot:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Snapshot:
         return cls(version=d["version"], events=d["events"], first_ts=d["first_ts"], last_ts=d["last_ts"],
-                   parts=tuple(PartInfo.from_json(p) for p in d["parts"]), type_counts=d["type_counts"],
-                   attrs=d["attrs"], extra=d.get("extra", {}),
+                   parts=tuple(PartInfo.from_json(p) for p in d["parts"]),
+                   # read-only views: a snapshot is shared (cached) and must not change under its readers
+                   type_counts=MappingProxyType(d["type_counts"]), attrs=MappingProxyType(d["attrs"]),
+                   extra=MappingProxyType(d.get("extra", {})),
                    row_group_size=d.get("row_group_size", DEFAULT_ROW_GROUP_SIZE))
 
 
@@ -224,6 +227,8 @@ class EventStore:
         self._lock = threading.RLock()
         self._lock_depth = 0
         self._lock_file: Any = None
+        # The last manifest read, keyed by its file identity: os.replace gives every commit a new inode.
+        self._cached: tuple[tuple[int, int, int], Snapshot] | None = None
 
     # -- opening
 
@@ -264,9 +269,13 @@ class EventStore:
     # -- reading the manifest
 
     def snapshot(self) -> Snapshot:
-        """The current committed state."""
+        """The current committed state (re-read only when the manifest file was replaced)."""
         path = self.root / MANIFEST
         try:
+            st = os.stat(path)
+            key = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if self._cached is not None and self._cached[0] == key:
+                return self._cached[1]
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise NotFound("no event store here", where=str(self.root)) from None
@@ -275,7 +284,9 @@ class EventStore:
         if data.get("format") != FORMAT:
             raise SeqsketchError(f"not a seqsketch event store manifest (format {data.get('format')!r})",
                                  where=str(path))
-        return Snapshot.from_json(data)
+        snap = Snapshot.from_json(data)
+        self._cached = (key, snap)
+        return snap
 
     def size_bytes(self, snapshot: Snapshot | None = None) -> int:
         """Bytes on disk of the snapshot's parts and the manifest."""
