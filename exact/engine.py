@@ -21,6 +21,29 @@ CONTRACT §3 answer.
 Windows: ``WITHIN d`` — last ts − first ts ≤ d; ``WITHIN n EVENTS`` — last seq − first seq < n; none —
 the window reaches the end of the stream (a match must still start at the window's first event; the lazy
 reading of :class:`~exact.strategies.View` makes a run stop as soon as none of its instances can change).
+
+Semantics decided here, where the sources leave a choice (tested in tests/test_engine_*.py):
+
+* Stream order is seq; events with equal ts are ordered by seq, and consecutive SEQ positions need a
+  strictly larger seq.  ``ts`` must not decrease along seq (InputError otherwise).
+* A condition with a null or missing operand is false (also ``!=``); values of different kinds (number,
+  string, boolean) are never equal.  A condition on one variable holds for each of its events (∀); between
+  two variables for every pair (∀, Cadonna Def. 3.2); ``prev`` for consecutive pairs.
+* ``skip_till_next_match`` is the SES automaton (Alg. 2, corrected): an instance takes every transition
+  that fires and skips only events that fire none; it keeps reading in the accepting state, so a trailing
+  Kleene variable extends maximally within the window, and nothing else changes there.  SASE+'s
+  ignore-proceed nondeterminism is *not* part of it: on ``a1 b1 c1 c2`` the pattern ``SEQ(A, B+, C)``
+  gives one match, not two.  Its results depend on the equality closure of the conditions (digest A8).
+* OR alternatives are branches of one position; a match is reported once per set of bound events, under
+  the first alternative (pattern order) with which it is a match.
+* Contiguity is over the events passed (after BETWEEN): the caller passes every event of the range it
+  asks about.  ``partition_contiguity`` uses ``PARTITION BY`` (without it: the whole stream); events whose
+  partition attribute is null belong to no partition.  ``two_phase`` does not apply to contiguity.
+* NOT: the positive pattern's matches under the strategy are computed first; a negated variable forbids
+  events of its type satisfying its conditions (∀ over Kleene bindings of the positives they name) and,
+  with PARTITION BY, in the match's partition, strictly between the neighbouring positive elements (by
+  seq); a trailing NOT covers the events after the last positive one up to first ts + d (inclusive), resp.
+  first seq + n − 1.
 """
 
 from __future__ import annotations

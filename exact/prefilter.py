@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from exact.ast import BUILTIN_FIELDS, Between, Condition, Field, Literal
 from exact.errors import InputError
-from exact.normalize import FLIPPED, VarPlan, value_kind
+from exact.normalize import FLIPPED, Plan, VarPlan, value_kind
 
 _PC_OPS = {"=": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal", ">": "greater",
            ">=": "greater_equal"}
@@ -216,3 +216,11 @@ def property_mask(frame: EventFrame, var: VarPlan) -> np.ndarray:
 
 def needs_builtin(attr: str) -> bool:
     return attr in BUILTIN_FIELDS
+
+
+def variable_masks(plan: Plan, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame
+                   ) -> dict[str, np.ndarray]:
+    """Per variable (positive and negated) of ``plan``: which events of ``events`` satisfy its type and
+    properties — the filter of Thm. 5.1, vectorised; a superset of the events it can bind."""
+    frame = events if isinstance(events, EventFrame) else EventFrame.build(events)
+    return {v.name: property_mask(frame, v) for v in plan.positives + plan.negatives}
