@@ -144,11 +144,26 @@ def cast_attr(arr: pa.Array | pa.ChunkedArray, typ: pa.DataType) -> pa.Array:
 # ------------------------------------------------------------------------------------------- timestamps
 
 
+#: The instants an event may carry: those ISO-8601 text (and ``datetime``) can write in UTC, years 1-9999.
+#: An offset can push a valid-looking local time past either end (``9999-12-31T23:00-05:00``); such a value
+#: would be stored and then fail every later conversion to text, so it is refused at the door.
+MIN_MICROS = (datetime(1, 1, 1, tzinfo=UTC) - EPOCH) // _US
+MAX_MICROS = (datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC) - EPOCH) // _US
+
+
+def checked_micros(us: int) -> int:
+    """``us`` if it lies in [:data:`MIN_MICROS`, :data:`MAX_MICROS`], else ``ValueError``."""
+    if not MIN_MICROS <= us <= MAX_MICROS:
+        raise ValueError("timestamp out of range: it must lie in the years 0001-9999 UTC")
+    return us
+
+
 def micros_of(dt: datetime) -> int:
-    """UTC microseconds since the epoch of an aware datetime (a naive one is taken as UTC)."""
+    """UTC microseconds since the epoch of an aware datetime (a naive one is taken as UTC); ``ValueError``
+    when the instant lies outside the years 1-9999 UTC."""
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return (dt - EPOCH) // _US
+    return checked_micros((dt - EPOCH) // _US)
 
 
 def iso_of_micros(us: int) -> str:
@@ -166,11 +181,11 @@ def parse_timestamp(value: Any) -> int:
     if isinstance(value, bool) or value is None:
         raise ValueError(f"not a timestamp: {value!r}")
     if isinstance(value, int):
-        return value * 1_000_000
+        return checked_micros(value * 1_000_000)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"not a timestamp: {value!r}")
-        return round(value * 1_000_000)
+        return checked_micros(round(value * 1_000_000))
     if isinstance(value, datetime):
         return micros_of(value)
     if isinstance(value, date):
@@ -180,19 +195,22 @@ def parse_timestamp(value: Any) -> int:
         if _NUMBER.match(text):
             return _epoch_text_micros(text)
         try:
-            return micros_of(datetime.fromisoformat(text))
+            parsed = datetime.fromisoformat(text)
         except ValueError:
             raise ValueError(f"not an ISO-8601 timestamp or epoch seconds: {value!r}") from None
+        return micros_of(parsed)
     raise ValueError(f"not a timestamp: {value!r}")
 
 
 def _epoch_text_micros(text: str) -> int:
-    if re.fullmatch(r"[+-]?\d+", text):
-        return int(text) * 1_000_000
     # Decimal arithmetic keeps microsecond fractions exact where float would round them.
     from decimal import Decimal
 
-    return int((Decimal(text) * 1_000_000).to_integral_value())
+    seconds = Decimal(text)
+    # Refuse huge magnitudes before making an integer of them: '1e999999999' would take all memory.
+    if seconds.adjusted() > 18:
+        raise ValueError(f"timestamp out of range: {text[:40]!r} seconds since the epoch")
+    return checked_micros(int((seconds * 1_000_000).to_integral_value()))
 
 
 def iso_date_text(value: datetime | date | str) -> str:

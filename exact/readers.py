@@ -42,6 +42,7 @@ import io
 import json
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -57,6 +58,8 @@ import pyarrow.parquet as pq
 from exact.errors import InputError
 from exact.events import (
     ATTRS,
+    MAX_MICROS,
+    MIN_MICROS,
     SEQ,
     TS_TYPE,
     attr_array,
@@ -162,8 +165,16 @@ def _read_chunks(stream: IO[bytes], where: str) -> Iterator[bytes]:
     try:
         while chunk := stream.read(_CHUNK):
             yield chunk
-    except (OSError, EOFError, gzip.BadGzipFile) as err:
-        raise InputError(f"cannot read: {err}", where=where) from None
+    except _READ_ERRORS as err:
+        raise _unreadable(err, where) from None
+
+
+#: What reading a damaged input stream raises (a truncated or corrupt gzip member, an I/O error).
+_READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def _unreadable(err: BaseException, where: str, line: int | None = None) -> InputError:
+    return InputError(f"cannot read: {err}", where=where, line=line)
 
 
 def _empty(where: str) -> InputError:
@@ -342,6 +353,8 @@ def read_csv(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
             raise InputError(f"not UTF-8 text: {err.reason}", where=where) from None
         except csv.Error as err:
             raise InputError(f"malformed CSV: {err}", where=where, line=reader.line_num) from None
+        except _READ_ERRORS as err:
+            raise _unreadable(err, where, reader.line_num + 1) from None
     if not batches:
         raise _empty(where)
     columns = {name: pa.chunked_array([b[2][name] for b in batches], pa.string()) for _, name in attr_idx}
@@ -429,7 +442,7 @@ def read_jsonl(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
     batch = _Columns()
     count = 0
     with _open_binary(path) as raw:
-        for line_no, line in enumerate(io.TextIOWrapper(raw, encoding="utf-8-sig"), start=1):
+        for line_no, line in _numbered_lines(raw, where):
             if not line.strip():
                 continue
             record = _json_record(line, where, line_no)
@@ -444,11 +457,28 @@ def read_jsonl(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
         raise _empty(where)
 
 
+def _numbered_lines(raw: IO[bytes], where: str) -> Iterator[tuple[int, str]]:
+    """The stream's lines as UTF-8 text (a leading BOM dropped), numbered from 1; a line that is not UTF-8
+    or a stream that cannot be read is an :class:`InputError` naming the line."""
+    line_no = 0
+    try:
+        for line_no, data in enumerate(raw, start=1):
+            try:
+                yield line_no, data.decode("utf-8-sig" if line_no == 1 else "utf-8")
+            except UnicodeDecodeError as err:
+                raise InputError(f"not UTF-8 text (byte {err.start + 1} of the line): {err.reason}",
+                                 where=where, line=line_no) from None
+    except _READ_ERRORS as err:
+        raise _unreadable(err, where, line_no + 1) from None
+
+
 def _json_record(line: str, where: str, line_no: int) -> dict[str, Any]:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as err:
         raise InputError(f"malformed JSON: {err.msg}", where=where, line=line_no, column=err.colno) from None
+    except RecursionError:
+        raise InputError("malformed JSON: nested too deeply", where=where, line=line_no) from None
     if not isinstance(record, dict):
         raise InputError(f"expected a JSON object, got {type(record).__name__}", where=where, line=line_no)
     return record
@@ -491,7 +521,7 @@ def read_parquet(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
     where = str(path)
     try:
         pf = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as err:
+    except (pa.ArrowException, OSError, ValueError) as err:
         raise InputError(f"not a readable Parquet file: {err}", where=where) from None
     names = pf.schema_arrow.names
     for role, field in (("type", options.type_field), ("time", options.time_field)):
@@ -500,7 +530,15 @@ def read_parquet(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
     if pf.metadata.num_rows == 0:
         raise _empty(where)
     first = 1
-    for batch in pf.iter_batches(batch_size=options.batch_rows):
+    batches = pf.iter_batches(batch_size=options.batch_rows)
+    while True:
+        try:
+            batch = next(batches, None)
+        except (pa.ArrowException, OSError, ValueError) as err:  # a damaged page or footer-listed chunk
+            raise InputError(f"not a readable Parquet file: {err}",
+                             where=f"{where}: records from {first}") from None
+        if batch is None:
+            break
         yield _parquet_table(pa.Table.from_batches([batch]), options, where, first)
         first += batch.num_rows
 
@@ -532,10 +570,26 @@ def _parquet_table(table: pa.Table, options: ReadOptions, where: str, first_reco
 
 
 def _parquet_ts(col: pa.Array, field: str, where: str, first_record: int) -> pa.Array:
+    """The time column as UTC microseconds, every value checked to lie in the years 1-9999 UTC."""
+    ts = _parquet_micros(col, field, where, first_record)
+    values = ts.view(pa.int64()) if pa.types.is_timestamp(ts.type) else ts
+    bad = pc.or_(pc.less(values, MIN_MICROS), pc.greater(values, MAX_MICROS))
+    if pc.any(bad).as_py():
+        i = pc.index(bad, True).as_py()
+        raise InputError(f"field {field!r}: timestamp out of range: it must lie in the years 0001-9999 UTC",
+                         where=f"{where}: record {first_record + i}")
+    return ts
+
+
+def _parquet_micros(col: pa.Array, field: str, where: str, first_record: int) -> pa.Array:
     if col.null_count:
         i = pc.index(pc.is_null(col), True).as_py()
         raise InputError(f"field {field!r}: missing time", where=f"{where}: record {first_record + i}")
     t = col.type
+    if pa.types.is_timestamp(t) and t.unit in ("s", "ms"):
+        # Coarser units are scaled up by the cast, which must not overflow (the check below catches it).
+        factor = {"s": 1_000_000, "ms": 1_000}[t.unit]
+        return _scaled(col.view(pa.int64()), factor, field, where, first_record)
     if pa.types.is_timestamp(t):
         # A naive timestamp is read as UTC: reinterpret its wall-clock value, no shift.
         # Nanosecond inputs are truncated to the store's microseconds (safe=False: no error for the loss).
@@ -543,12 +597,30 @@ def _parquet_ts(col: pa.Array, field: str, where: str, first_record: int) -> pa.
     if pa.types.is_date(t):
         return col.cast(pa.date32()).cast(pa.timestamp("us")).view(pa.int64()).cast(TS_TYPE)
     if pa.types.is_integer(t):
-        return pc.multiply_checked(col.cast(pa.int64()), 1_000_000).cast(TS_TYPE)
+        return _scaled(col, 1_000_000, field, where, first_record)
     if pa.types.is_floating(t):
-        return pc.round(pc.multiply(col.cast(pa.float64()), 1e6)).cast(pa.int64()).cast(TS_TYPE)
+        micros = pc.multiply(col.cast(pa.float64()), 1e6)
+        bad = pc.invert(pc.and_(pc.is_finite(micros), pc.less_equal(pc.abs(micros), float(2**62))))
+        if pc.any(bad).as_py():
+            i = pc.index(bad, True).as_py()
+            raise InputError(f"field {field!r}: not a timestamp: {col[i].as_py()!r}",
+                             where=f"{where}: record {first_record + i}")
+        return pc.round(micros).cast(pa.int64()).cast(TS_TYPE)
     values = col.cast(pa.string()).to_pylist()
     return pa.array([_ts_or_error(v, field, where, record=first_record + i) for i, v in enumerate(values)],
                     pa.int64()).cast(TS_TYPE)
+
+
+def _scaled(col: pa.Array, factor: int, field: str, where: str, first_record: int) -> pa.Array:
+    """Integer times × ``factor`` as microseconds; a value whose product overflows names its record."""
+    limit = (2**63 - 1) // factor
+    bad = pc.greater(col, pa.scalar(limit, col.type)) if col.type == pa.uint64() else \
+        pc.or_(pc.greater(col.cast(pa.int64()), limit), pc.less(col.cast(pa.int64()), -limit))
+    if pc.any(bad).as_py():
+        i = pc.index(bad, True).as_py()
+        raise InputError(f"field {field!r}: timestamp out of range: {col[i].as_py()!r}",
+                         where=f"{where}: record {first_record + i}")
+    return pc.multiply_checked(col.cast(pa.int64()), factor).cast(TS_TYPE)
 
 
 def _arrow_attr(col: pa.Array) -> pa.Array:
@@ -593,7 +665,8 @@ def read_text(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
         with stream:
             batch: list[str] = []
             try:
-                for line in io.TextIOWrapper(stream, encoding="utf-8"):
+                # utf-8-sig: a byte-order mark opening a file is not part of its first word.
+                for line in io.TextIOWrapper(stream, encoding="utf-8-sig"):
                     batch.extend(word_of(tok) for tok in line.split())
                     if len(batch) >= options.batch_rows:
                         yield _text_table(batch, position)
@@ -602,6 +675,8 @@ def read_text(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
             except UnicodeDecodeError as err:
                 raise InputError(f"not UTF-8 text (byte {err.start} of a block): {err.reason}",
                                  where=where) from None
+            except _READ_ERRORS as err:
+                raise _unreadable(err, where) from None
             if batch:
                 yield _text_table(batch, position)
                 position += len(batch)
