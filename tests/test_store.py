@@ -266,3 +266,14 @@ def test_staged_dataset_is_published_only_on_success(tmp_path: Path) -> None:
     assert dataset_names(tmp_path) == ["d1"]
     with pytest.raises(Conflict, match="exists already"), staged_dataset("d1", tmp_path):
         pass
+
+
+def test_cached_snapshot_follows_commits_of_other_writers(tmp_path: Path) -> None:
+    reader = EventStore.create(tmp_path / "s", records_to_table([{"ts": 1, "type": "A"}]))
+    writer = EventStore.open(tmp_path / "s")
+    first = reader.snapshot()
+    assert reader.snapshot() is first  # unchanged manifest: no re-read
+    writer.append(records_to_table([{"ts": 2, "type": "B"}], first_seq=None))
+    assert reader.snapshot().events == 2 and reader.snapshot().type_counts == {"A": 1, "B": 1}
+    with pytest.raises(TypeError):
+        first.type_counts["A"] = 5  # type: ignore[index]
