@@ -211,9 +211,10 @@ class _WindowTask:
     plan: WritePlan
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows == 0:
+        received = [batch for batch in batches if batch.num_rows]
+        if not received:  # a range partition that drew no window
             return
+        table = pa.Table.from_batches(received)
         window = table.column("window").combine_chunks().to_numpy(zero_copy_only=False)
         bounds = np.flatnonzero(np.diff(window)) + 1
         starts = np.concatenate(([0], bounds))

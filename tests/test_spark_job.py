@@ -1,0 +1,281 @@
+"""The Spark build job against the local build, on a real local SparkSession (one per test run).
+
+Equal means: the same event-store contents (every column, type and value, in seq order, and the manifest's
+counts, attribute types and time range) and the same ``index_digest`` — on the real running example, on
+bpic2012, and on a generated stream of several CSV, JSON Lines and text inputs with many timestamp ties,
+attribute types that differ between files, and windows small enough that many tasks write parts and leaves.
+A failing job leaves the previous version live and queryable and no files behind; a Spark append equals a
+local append.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from exact.errors import Conflict, InputError, SeqsketchError
+from exact.events import iso_of_micros
+from exact.ingest import IngestOptions, ingest, read_inputs
+from exact.store import EventStore, dataset_dir, store_dir
+from sketch.dataset import Dataset
+from sketch.spark_job import (
+    append_dataset_spark,
+    build_dataset_spark,
+    number_events,
+    order_events,
+    partition_sizes,
+)
+from sketch.spark_read import plan_inputs, stage_inputs
+
+pytestmark = pytest.mark.spark
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def local_build(home: Path, name: str, inputs: list[Path], **options) -> Dataset:
+    from api.commands import build_dataset
+
+    build_dataset(home, name, [str(p) for p in inputs], **options)
+    return Dataset.open(home, name)
+
+
+def store_table(home: Path, name: str) -> pa.Table:
+    return EventStore.open(store_dir(dataset_dir(name, home))).read_table()
+
+
+def manifest_facts(home: Path, name: str) -> dict:
+    snap = EventStore.open(store_dir(dataset_dir(name, home))).snapshot()
+    return {"events": snap.events, "first_ts": snap.first_ts, "last_ts": snap.last_ts,
+            "types": dict(snap.type_counts), "attrs": dict(snap.attrs)}
+
+
+def digest(home: Path, name: str) -> str:
+    return Dataset.open(home, name).snapshot().tree.digest()
+
+
+def assert_same_dataset(spark, home: Path, local: str, other: str) -> None:
+    """Same stored events (schema and values, in seq order), same manifest facts, same index digest."""
+    from pyspark.testing import assertDataFrameEqual
+
+    a, b = store_table(home, local), store_table(home, other)
+    assert b.schema == a.schema
+    assert b.equals(a)
+    assertDataFrameEqual(spark.createDataFrame(b), spark.createDataFrame(a), checkRowOrder=True)
+    assert manifest_facts(home, other) == manifest_facts(home, local)
+    assert digest(home, other) == digest(home, local)
+
+
+def write_generated_inputs(folder: Path, seed: int = 7, seconds: int = 1_600_000_000) -> list[Path]:
+    """Three CSV and two JSON Lines files with heavy ts ties (40 distinct seconds from ``seconds``),
+    attribute types that differ between files (int / double / text / bool / empty, nested JSON), plus two
+    text inputs whose positions continue one another."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    for f in range(3):
+        path = folder / f"part{f}.csv"
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["ts", "type", "case", "amount", "flag", "note"])
+            for _ in range(int(rng.integers(250, 400))):
+                ts = seconds + int(rng.integers(0, 40))  # 40 distinct seconds: many ties within and across
+                amount = {0: str(int(rng.integers(0, 100))), 1: f"{rng.random() * 100:.3f}",
+                          2: rng.choice(["low", "12", "high"])}[f]
+                w.writerow([ts, f"T{int(rng.zipf(1.6)) % 12}", int(rng.integers(0, 30)), amount,
+                            rng.choice(["true", "false", "TRUE"]), rng.choice(["", "x, y", "z"])])
+        paths.append(path)
+    for f in range(2):
+        path = folder / f"part{f}.jsonl"
+        with open(path, "w", encoding="utf-8") as fh:
+            for i in range(int(rng.integers(250, 400))):
+                record = {"ts": iso_of_micros((seconds + int(rng.integers(0, 40))) * 1_000_000 + i % 3),
+                          "type": f"T{int(rng.zipf(1.6)) % 12}", "case": int(rng.integers(0, 30))}
+                if i % 3 == 0:
+                    record["amount"] = float(rng.random())
+                if i % 5 == 0:
+                    record["attrs"] = {"nested": {"b": [1, 2], "a": None}, "flag": bool(i % 2)}
+                if f == 1 and i % 7 == 0:
+                    record["case"] = "c-" + str(i)  # case widens to text across files
+                fh.write(json.dumps(record) + "\n")
+        paths.append(path)
+    for f in range(2):
+        path = folder / f"words{f}.txt"
+        words = [f"w{int(x) % 9}" for x in rng.zipf(1.4, 150)]
+        lines = [" ".join(words[i:i + 10]) for i in range(0, len(words), 10)]
+        path.write_text("\n".join(lines), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+# ------------------------------------------------------------------------------------- DataFrame steps
+
+
+def test_order_and_number_over_several_partitions_equal_local_ingest(spark, tmp_path: Path) -> None:
+    """The pure steps: the global (ts, input order) sort spreads over partitions and seq continues across
+    them from the per-partition counts — equal to the local stable sort."""
+    from pyspark.testing import assertDataFrameEqual
+
+    from sketch.spark_read import collect_staged, staged_events, unified_attrs
+
+    inputs = write_generated_inputs(tmp_path)[:5]
+    options = IngestOptions()
+    files = plan_inputs(inputs, options)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    chunks = collect_staged([r.asDict() for r in stage_inputs(spark, files, options, staging).collect()])
+    attrs = unified_attrs(chunks)
+    ordered = order_events(staged_events(spark, files, chunks, attrs, tasks=3)).cache()
+    sizes = partition_sizes(ordered)
+    assert sum(1 for s in sizes if s) >= 2, sizes  # the test means something only over several partitions
+    offsets = np.concatenate(([100], 100 + np.cumsum(sizes)[:-1])).tolist()
+    numbered = number_events(ordered, offsets, attrs).toArrow()
+    expected = ingest(inputs, options, first_seq=100)
+    assert numbered.column("seq").to_pylist() == expected.column("seq").to_pylist()
+    assert numbered.column("ts").to_pylist() == expected.column("ts").cast(pa.int64()).to_pylist()
+    got = spark.createDataFrame(numbered.select(["seq", "type", "attrs"]))
+    want = spark.createDataFrame(expected.select(["seq", "type", "attrs"]))
+    assertDataFrameEqual(got, want, checkRowOrder=True)
+
+
+# -------------------------------------------------------------------------------- builds: local == Spark
+
+
+def test_running_example_equals_local_build(spark, shared_data: Path, home: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Through the CLI, as a user runs it (the fixture's session is the one the command finds)."""
+    from api.cli import main
+
+    source = str(shared_data / "running-example.xes")
+    assert main(["build", "spark", source, "--engine", "spark", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    local_build(home, "local", [Path(source)])
+    assert_same_dataset(spark, home, "local", "spark")
+    assert summary["events"] == 42 and summary["index"]["index_digest"] == digest(home, "local")
+    assert summary["timings"]["ingest"] >= 0 and summary["timings"]["index"] >= 0
+
+
+def test_generated_multi_file_stream_equals_local_build(spark, tmp_path: Path, home: Path) -> None:
+    inputs = write_generated_inputs(tmp_path)
+    local_build(home, "local", inputs, leaf_size=8)
+    reports: list[tuple[float, str]] = []
+    summary = build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=8, leaves_per_task=40,
+                                  progress=lambda f, m: reports.append((f, m)))
+    assert_same_dataset(spark, home, "local", "spark")
+    parts = EventStore.open(store_dir(dataset_dir("spark", home))).snapshot().parts
+    assert len(parts) == -(-summary["events"] // 320)  # one part per window of 40 leaves, written by its task
+    fractions = [f for f, _ in reports]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert any(f"{summary['events']:,} events" in m for _, m in reports)
+    attrs = manifest_facts(home, "spark")["attrs"]
+    assert attrs["amount"] == "string" and attrs["case"] == "string" and attrs["nested"] == "string"
+
+
+@pytest.mark.slow
+def test_bpic2012_equals_local_build(spark, shared_data: Path, home: Path) -> None:
+    source = shared_data / "bpic2012.xes.gz"
+    local_build(home, "local", [source])
+    build_dataset_spark(home, "spark", [source], spark=spark)
+    assert_same_dataset(spark, home, "local", "spark")
+
+
+# ------------------------------------------------------------------------------------------- failures
+
+
+def test_malformed_input_among_good_ones_names_it_and_keeps_the_live_version(
+        spark, shared_data: Path, tmp_path: Path, home: Path) -> None:
+    good = write_generated_inputs(tmp_path)[:2]
+    local_build(home, "d", good)
+    before = live_state(home, "d")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("ts,type\n1600000000,A\nnot a time,B\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        build_dataset_spark(home, "d", [*good, bad, shared_data / "running-example.xes"], spark=spark,
+                            replace_existing=True)
+    assert "bad.csv" in str(caught.value) and "line 3" in str(caught.value) and "'ts'" in str(caught.value)
+    assert_untouched(home, "d", before)
+    assert sorted(p.name for p in (home / "datasets").iterdir()) == ["d"]  # no staging left behind
+
+    with pytest.raises(InputError, match="bad.csv"):
+        append_dataset_spark(home, "d", [bad], spark=spark)
+    assert_untouched(home, "d", before)
+
+
+def test_injected_failure_after_parts_were_written_leaves_nothing(spark, tmp_path: Path, home: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    inputs = write_generated_inputs(tmp_path)
+    local_build(home, "d", inputs[:3])
+    before = live_state(home, "d")
+
+    def broken(*args, **kwargs):
+        raise SeqsketchError("injected failure while merging")
+
+    monkeypatch.setattr("sketch.spark_job.merge_leaves", broken)
+    later = tmp_path / "later.csv"
+    later.write_text("ts,type\n1700000000,A\n1700000001,B\n", encoding="utf-8")
+    with pytest.raises(SeqsketchError, match="injected"):
+        append_dataset_spark(home, "d", [later], spark=spark)
+    assert_untouched(home, "d", before)
+
+
+def test_append_going_back_in_time_is_refused_before_writing(spark, tmp_path: Path, home: Path) -> None:
+    inputs = write_generated_inputs(tmp_path)
+    local_build(home, "d", inputs[:2])
+    before = live_state(home, "d")
+    old = tmp_path / "old.csv"
+    old.write_text("ts,type\n1500000000,A\n", encoding="utf-8")
+    with pytest.raises(Conflict, match="back in time"):
+        append_dataset_spark(home, "d", [old], spark=spark)
+    assert_untouched(home, "d", before)
+
+
+def live_state(home: Path, name: str) -> tuple[pa.Table, str, dict]:
+    """What a reader sees: the stored events, the index digest, and an exact query's answer."""
+    return store_table(home, name), digest(home, name), query_answer(home, name)
+
+
+def query_answer(home: Path, name: str) -> dict:
+    from api.service import run_query
+
+    out = run_query(home, name, "PATTERN SEQ(ANY a, ANY b) WITHIN 2 EVENTS", mode="exact")
+    return {"count": out["count"], "matches": out["matches"]}
+
+
+def assert_untouched(home: Path, name: str, before: tuple[pa.Table, str, dict]) -> None:
+    root = store_dir(dataset_dir(name, home))
+    snap = EventStore.open(root).snapshot()
+    assert store_table(home, name).equals(before[0]) and digest(home, name) == before[1]
+    assert query_answer(home, name) == before[2] and before[2]["count"] > 0  # live and queryable
+    assert Dataset.open(home, name).snapshot().tree.n_events == snap.events
+    assert sorted(p.name for p in (root / "parts").iterdir()) == sorted(p.file for p in snap.parts)
+    live = snap.extra["index"]["file"]
+    assert [p.name for p in (dataset_dir(name, home) / "index").iterdir()] == [Path(live).name]
+    assert not [p for p in dataset_dir(name, home).iterdir() if p.name.startswith(".spark")]
+
+
+# ------------------------------------------------------------------------------------------- appends
+
+
+def test_spark_append_equals_local_append(spark, tmp_path: Path, home: Path) -> None:
+    csvs = write_generated_inputs(tmp_path / "first")[:3]
+    jsonls = write_generated_inputs(tmp_path / "later", seed=8, seconds=1_600_003_600)[3:5]  # an hour on
+    for name in ("local", "spark"):
+        local_build(home, name, csvs, leaf_size=8)  # 1,000-odd events: the last leaf is partial
+    Dataset.open(home, "local").append(read_inputs([str(p) for p in jsonls]))
+    summary = append_dataset_spark(home, "spark", jsonls, spark=spark, leaves_per_task=5)
+    assert_same_dataset(spark, home, "local", "spark")
+    assert summary["events"] == store_table(home, "local").num_rows
+
+
+def test_missing_input_fails_before_spark_runs(home: Path, tmp_path: Path) -> None:
+    started = time.perf_counter()
+    with pytest.raises(InputError, match="no such file"):
+        build_dataset_spark(home, "d", [tmp_path / "absent.csv"], spark=object())
+    assert time.perf_counter() - started < 5
+    assert not (home / "datasets" / "d").exists()
