@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.list or not args.name:
         print("\n".join(available()))
         return 0
+    if args.name == "all":  # every benchmark, the seed protocols, then docs/BENCHMARKS.md (bench/suite.py)
+        from bench.suite import main_all
+
+        return main_all(args.quick, argv if argv is not None else sys.argv[1:])
     record = run_benchmark(args.name, args.quick)
     print(json.dumps(record, indent=2))
     print(f"bench: wrote {RESULTS / (args.name + '.json')}", file=sys.stderr)

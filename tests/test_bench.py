@@ -1,0 +1,113 @@
+"""Smoke test of ``python -m bench all``: the seed protocols at a tiny scale on real data, then the report.
+
+Timing figures are never asserted (speed is measured in bench/, not in tests); what is checked is that every
+protocol runs to completion with its guarantee checks, writes its JSON record, and that the generated report
+has every section, its plots, the seeds' figures and the header saying it is generated.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import seeds
+from bench.protocols import PROTOCOLS, TINY, _inside, duplicate_types, max_window
+from bench.report import SECTIONS, fmt, generate
+from bench.suite import run_all
+from bench.timing import RecallError
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> tuple[Path, Path, list[str]]:
+    root = tmp_path_factory.mktemp("bench")
+    report, errors = run_all(TINY, results=root / "results", docs=root / "docs", data=shared_data,
+                             registered=False, command="python -m bench all --quick (tiny test scale)")
+    return root, report, errors
+
+
+def test_every_protocol_runs_and_records_figures(tiny_run: tuple[Path, Path, list[str]]) -> None:
+    root, _, errors = tiny_run
+    assert errors == []
+    for name in PROTOCOLS:
+        record = json.loads((root / "results" / f"{name}.json").read_text())
+        assert record["benchmark"] == name and record["scale"]["name"] == "tiny"
+        assert "error" not in record and record["results"]
+        assert record["machine"]["cores"] and record["machine"]["python"]
+
+
+def test_report_has_every_section_in_order(tiny_run: tuple[Path, Path, list[str]]) -> None:
+    _, report, _ = tiny_run
+    text = report.read_text()
+    assert "Do not edit by hand" in text
+    assert "`python -m bench all --quick (tiny test scale)`" in text
+    positions = [text.index(f"## {title}\n") for title in SECTIONS]
+    assert positions == sorted(positions)
+    for note in ("Not run:", "Failed:", "No figures"):
+        assert note not in text
+
+
+def test_report_puts_the_seeds_figures_beside_ours(tiny_run: tuple[Path, Path, list[str]]) -> None:
+    _, report, _ = tiny_run
+    text = report.read_text()
+    # Baltus Table 5.2, length 2: Approach 1 0.0705 s and Mavroudopoulos 0.07654 s, shown in ms.
+    assert fmt(0.0705 * 1000) in text and fmt(0.07654 * 1000) in text
+    for _, events, distinct in seeds.BALTUS_T53.rows:
+        assert fmt(events) in text and fmt(distinct) in text
+    for row in seeds.CADONNA_T41.rows:
+        assert fmt(row[2]) in text
+    for hw in (seeds.BALTUS_HW, seeds.CADONNA_HW):
+        assert hw.cpu in text
+
+
+def test_report_images_exist_and_are_png(tiny_run: tuple[Path, Path, list[str]]) -> None:
+    root, report, _ = tiny_run
+    links = re.findall(r"!\[[^\]]*\]\((bench/[^)]+\.png)\)", report.read_text())
+    assert len(links) == 5
+    for link in links:
+        assert (root / "docs" / link).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_failed_or_missing_benchmarks_keep_their_section(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "seeds_accuracy.json").write_text(json.dumps(
+        {"benchmark": "seeds_accuracy", "error": "RecallError: 3 exact matches missed", "results": None}))
+    report = generate(results, tmp_path / "docs", command="x", host={}, generated_at="then", errors=["boom"])
+    text = report.read_text()
+    assert all(f"## {title}\n" in text for title in SECTIONS)
+    assert "**Failed:** `RecallError: 3 exact matches missed`" in text
+    assert text.count("_Not run: no `bench/results/") == 4
+    assert "This run had failures" in text
+
+
+def test_inside_counts_matches_outside_every_interval() -> None:
+    intervals = [{"start_seq": 0, "end_seq": 9}, {"start_seq": 20, "end_seq": 29}]
+    matches = [{"start_seq": s, "end_seq": e} for s, e in ((0, 9), (5, 12), (15, 16), (20, 21), (28, 30))]
+    brute = sum(not any(iv["start_seq"] <= m["start_seq"] and m["end_seq"] <= iv["end_seq"]
+                        for iv in intervals) for m in matches)
+    assert _inside(matches, intervals) == brute == 3
+    assert _inside(matches, []) == 5
+
+
+def test_recall_error_is_an_assertion() -> None:
+    assert issubclass(RecallError, AssertionError)
+
+
+def test_duplicated_types_follow_cadonna_and_grow_the_window(shared_data: Path) -> None:
+    from bench.corpora import Corpora
+
+    stream = Corpora(shared_data, bpic_limit=3_000).bpic()
+    kinds = frozenset({"A_SUBMITTED", "A_PARTLYSUBMITTED"})
+    derived = duplicate_types(stream, kinds, 2)
+    assert derived.num_rows == stream.num_rows
+    assert derived.column("seq").to_pylist() == list(range(stream.num_rows))
+    types, original = derived.column("type").to_pylist(), stream.column("type").to_pylist()
+    expected: list[str] = []
+    for t in original:  # the definition: each event of the kinds three times in place, then trim
+        expected += [t] * (3 if t in kinds else 1)
+    assert types == expected[:stream.num_rows]
+    day = 86_400 * 1_000_000
+    assert max_window(derived, day) >= max_window(stream, day)
