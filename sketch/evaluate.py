@@ -127,8 +127,10 @@ class TypeIndex(Protocol):
         """Per unit: may an event of one of ``types`` occur in it (within ``between``)?"""
         ...
 
-    def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None) -> list[np.ndarray]:
-        """:meth:`occurrence` of each of ``type_sets``."""
+    def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None, *,
+                    required: int | None = None) -> list[np.ndarray]:
+        """:meth:`occurrence` of each of ``type_sets``; once one of the first ``required`` sets (default
+        all) occurs nowhere, the others' answers may be left incomplete."""
         ...
 
     def probes(self) -> int: ...
@@ -151,6 +153,8 @@ class TreeIndex:
         self._probes = 0
         self._top_fp: np.ndarray | None = None
         self._rows = len(self._level)
+        #: whether the last :meth:`occurrences` walk stopped early (the non-empty answers are then partial)
+        self.cut_short = False
         self._memo: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def probes(self) -> int:
@@ -185,14 +189,17 @@ class TreeIndex:
     def occurrence(self, types: frozenset[str], between: Between | None) -> np.ndarray:
         return self.occurrences([types], between)[0]
 
-    def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None) -> list[np.ndarray]:
+    def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None, *,
+                    required: int | None = None) -> list[np.ndarray]:
         """:meth:`occurrence` of several type sets in one level-by-level walk.
 
         All sets descend together: each level probes the union of the nodes some set is still alive in
         with every key once, and a set stays alive in a child only if the parent may hold one of its types.
-        The walk stops early once some set has died everywhere (the query cannot match).
+        The walk stops early once one of the first ``required`` sets (default: all) has died everywhere —
+        the query cannot match, and the other sets' answers are then incomplete.
         """
         P = len(type_sets)
+        need = P if required is None else required
         out = [np.zeros(len(self.units), dtype=bool) for _ in range(P)]
         keys = sorted(set().union(*type_sets)) if P else []
         if not keys:
@@ -204,6 +211,7 @@ class TreeIndex:
                 member[column[key], p] = 1
         frontier = self._within(self._top, between)
         alive = np.ones((len(frontier), P), dtype=bool)
+        self.cut_short = False
         alive[:, [p for p, types in enumerate(type_sets) if not types]] = False
         lo_seq = self.tree.intervals()["lo_seq"]
         while frontier.size:
@@ -218,9 +226,11 @@ class TreeIndex:
                 at = np.searchsorted(self.units.lo_seq, lo_seq[frontier[done]])
                 for p in range(P):
                     out[p][at[alive[done, p]]] = True
-            dead = np.flatnonzero(~alive.any(axis=0))
+            dead = np.flatnonzero(~alive[:, :need].any(axis=0))
             if any(not out[p].any() for p in dead.tolist()):
-                break  # a set occurs nowhere (dead below every node, found in no unit): nothing can match
+                # a set occurs nowhere (dead below every node, found in no unit): nothing can match
+                self.cut_short = True
+                break
             kids = self._children[frontier[deep]]
             kid_alive = np.repeat(alive[deep], kids.shape[1], axis=0)
             kids = kids.ravel()
@@ -266,7 +276,8 @@ class PerfectIndex:
     def probes(self) -> int:
         return 0
 
-    def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None) -> list[np.ndarray]:
+    def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None, *,
+                    required: int | None = None) -> list[np.ndarray]:
         return [self.occurrence(types, between) for types in type_sets]
 
     def occurrence(self, types: frozenset[str], between: Between | None) -> np.ndarray:
@@ -478,19 +489,22 @@ def approximate(query: Query, index: TypeIndex) -> Approximation:
     keys = sum(len(p.types) for p in typed)  # type: ignore[arg-type]
     neg_types = _negated_types(plan)
     found = index.occurrences([p.types for p in typed] + ([neg_types] if neg_types else []),  # type: ignore[misc]
-                              between)
+                              between, required=len(typed))
     found_of = {id(p): h & in_between for p, h in zip(typed, found, strict=False)}
     neg_hits = found[-1] & in_between if neg_types else None
+    if getattr(index, "cut_short", False):
+        # The walk stopped at a position found nowhere; the others' answers are partial, so name only a
+        # position that is empty below every top-level node (probed on its own).
+        for p in typed:
+            if not (index.occurrence(p.types, between) & in_between).any():  # type: ignore[arg-type]
+                return result(empty, empty, empty, no_relevant, _absent_text(p, between), keys)
     hits: list[list[np.ndarray]] = []
     for element in positions:
         row = []
         for p in element:
             h = in_between.copy() if p.types is None else found_of[id(p)]
             if not h.any():
-                where = " between the BETWEEN bounds" if between is not None else " in the history"
-                why = (f"{p.label} never occurs{where}" if p.types else
-                       f"the conditions on {p.label} admit no event type")
-                return result(empty, empty, empty, no_relevant, why, keys)
+                return result(empty, empty, empty, no_relevant, _absent_text(p, between), keys)
             row.append(h)
         hits.append(row)
 
@@ -537,6 +551,14 @@ def approximate(query: Query, index: TypeIndex) -> Approximation:
         read_ends = np.maximum(read_ends, window_end)
     relevant = _relevant_units(query, plan, in_between, any_hit, neg_hits, contiguous)
     return result(starts, ends, read_ends, relevant, None, keys)
+
+
+def _absent_text(p: _Position, between: Between | None) -> str:
+    if not p.types:
+        return f"the conditions on {p.label} admit no event type"
+    if between is not None:
+        return f"{p.label} never occurs between {iso_ts(between.start)} and {iso_ts(between.end)}"
+    return f"{p.label} never occurs in the history"
 
 
 def _position_count(plan: Plan) -> int:

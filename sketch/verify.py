@@ -62,7 +62,7 @@ class TableSource:
 
     def __init__(self, table: pa.Table) -> None:
         self.table = table
-        self.seq = table.column("seq").to_numpy(zero_copy_only=False).astype(_I64)
+        self.seq = int_column(table, "seq")
         self.events_total = table.num_rows
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str]) -> tuple[pa.Table, int]:
@@ -104,7 +104,7 @@ class StoreSource:
             return self.store.read_table(0, -1, cols, snapshot=self.snapshot), 0
         table = pa.concat_tables(tables)
         decoded = table.num_rows
-        seq = table.column("seq").to_numpy(zero_copy_only=False).astype(_I64)
+        seq = int_column(table, "seq")
         lows = np.asarray([r[0] for r in ranges], dtype=_I64)
         highs = np.asarray([r[1] for r in ranges], dtype=_I64)
         k = np.searchsorted(lows, seq, "right") - 1
@@ -119,6 +119,20 @@ class StoreSource:
 
     def type_counts(self) -> dict[str, int] | None:
         return dict(self.snapshot.type_counts)
+
+
+def int_column(table: pa.Table, name: str) -> np.ndarray:
+    """A seq or ts column as int64 (ts in UTC microseconds).  Empty tables are answered directly: pyarrow
+    converts a chunked array without chunks through pandas, a second-long import on a query's path."""
+    if table.num_rows == 0:
+        return np.zeros(0, dtype=_I64)
+    column = table.column(name).combine_chunks()
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
+    if column.null_count == 0:
+        data = np.frombuffer(column.buffers()[1], dtype=_I64, count=len(column) + column.offset)
+        return data[column.offset:]
+    return column.to_numpy(zero_copy_only=False).astype(_I64, copy=False)
 
 
 def needed_columns(query: Query) -> list[str]:
@@ -185,8 +199,8 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
             table = table.filter(pc.is_in(table.column("type"), pa.array(sorted(keep_types), pa.string())))
         found = evaluate(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi))
         if found:
-            seq = table.column("seq").to_numpy(zero_copy_only=False)
-            ts = table.column("ts").cast(pa.int64()).to_numpy(zero_copy_only=False)
+            seq = int_column(table, "seq")
+            ts = int_column(table, "ts")
             wanted = np.unique(np.asarray([s for m in found for s in (m.start_seq, m.end_seq)], dtype=_I64))
             at = np.searchsorted(seq, wanted)
             ts_of.update(zip(wanted.tolist(), ts[at].tolist(), strict=True))
@@ -204,7 +218,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         everything = [r for ranges in per_region for r in ranges]
         merged = _merge_ranges(everything)
         table, scanned = source.read_ranges(merged, cols)
-        seq = table.column("seq").to_numpy(zero_copy_only=False).astype(_I64)
+        seq = int_column(table, "seq")
         for region, ranges in zip(regions, per_region, strict=True):
             if not ranges:
                 continue
@@ -274,8 +288,8 @@ def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "veri
         table = source.read_all(needed_columns(query))
         matches = evaluate(query, table, type_counts=source.type_counts())
         stats["events_scanned"] = table.num_rows
-        seq = table.column("seq").to_numpy(zero_copy_only=False)
-        ts = table.column("ts").cast(pa.int64()).to_numpy(zero_copy_only=False)
+        seq = int_column(table, "seq")
+        ts = int_column(table, "ts")
 
         def lookup(s: int) -> int:
             return int(ts[np.searchsorted(seq, s)])
