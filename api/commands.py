@@ -395,8 +395,21 @@ def _query(args: argparse.Namespace) -> int:
 
 def _query_text(result: dict[str, Any]) -> str:
     stats = result.get("stats", {})
+    if result.get("mode") == "approximate":  # no matches, no count: candidate intervals with their level
+        head = (f"{len(result.get('intervals', [])):,} candidate interval(s), exists: "
+                f"{str(result['exists']).lower()}, expected false-positive rate "
+                f"{result.get('expected_false_positive_rate', 0):.2g}  [approximate, "
+                f"{result.get('strategy', '')}, {stats.get('total_ms', 0):.1f} ms, "
+                f"{stats.get('nodes_probed', 0):,} nodes probed]")
+        rows = [(str(i["start_seq"]), str(i["end_seq"]), i["start_ts"], i["end_ts"], str(i.get("level", 0)))
+                for i in result.get("intervals", [])]
+        body = f"\n{_table(('START', 'END', 'START_TS', 'END_TS', 'LEVEL'), rows)}" if rows else ""
+        why = f"\n{result['explain']}" if result.get("explain") else ""
+        return f"{head}{body}{why}"
     head = (f"{result['count']:,} match(es), exists: {str(result['exists']).lower()}  "
             f"[{result['mode']}, {result.get('strategy', '')}, {stats.get('total_ms', 0):.1f} ms]")
+    if result.get("explain"):
+        head += f"\n{result['explain']}"
     if result.get("matches"):
         rows = [(str(m["start_seq"]), str(m["end_seq"]), m["start_ts"],
                  " ".join(f"{k}={','.join(map(str, v))}" for k, v in m["bindings"].items()))
