@@ -1,0 +1,113 @@
+"""The approximate and verified modes end to end: a stored dataset (the real running example, 42 events,
+built with tiny leaves so that matches cross and share leaves), ``api.service.run_query`` and the
+``seqsketch query`` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from api.service import run_query
+from exact.errors import NotFound, QuerySemanticError
+from exact.ingest import ingest
+from sketch.build import BuildOptions
+from sketch.dataset import Dataset
+
+QUERIES = [
+    "PATTERN SEQ('register request' r, 'pay compensation' p) WITHIN 30 days",
+    "PATTERN SEQ('register request' r, {'check ticket' c, 'examine casually' e}, decide d) PARTITION BY case",
+    "PATTERN SEQ('register request' r, NOT('reject request' x), 'pay compensation' p) PARTITION BY case",
+    "PATTERN SEQ('register request' r, 'examine thoroughly'+ t) WITHIN 10 EVENTS "
+    "STRATEGY robust_skip_till_next_match",
+    "PATTERN SEQ(decide d, OR('pay compensation' p, 'reject request' j)) WHERE d.case = p.case "
+    "STRATEGY skip_till_any_match",
+    "PATTERN SEQ('check ticket' c, 'examine casually' e) STRATEGY strict_contiguity",
+    "PATTERN SEQ('register request' r, ANY+ a) PARTITION BY case WITHIN 3 EVENTS "
+    "STRATEGY partition_contiguity RETURN intervals",
+    "PATTERN SEQ(decide d, NOT('pay compensation' p)) WITHIN 2 days RETURN count",
+]
+
+
+@pytest.fixture
+def running(home: Path, shared_data: Path) -> Path:
+    stream = ingest([shared_data / "running-example.xes"])
+    Dataset.build(home, "run", stream, BuildOptions(leaf_size=4))
+    return home
+
+
+@pytest.mark.parametrize("text", QUERIES)
+def test_verified_answer_equals_exact_answer(running: Path, text: str) -> None:
+    exact = run_query(running, "run", text, mode="exact")
+    verified = run_query(running, "run", text, mode="verified")
+    for key in ("exists", "count", "matches", "intervals", "truncated", "strategy"):
+        assert verified.get(key) == exact.get(key), key
+    assert verified["mode"] == "verified" and verified["index_version"] == 1
+    stats = verified["stats"]
+    assert set(stats) == {"approximate_ms", "verify_ms", "total_ms", "nodes_probed", "candidate_intervals",
+                          "events_scanned", "events_total"}
+    assert stats["events_total"] == 42 and stats["events_scanned"] <= 42
+
+
+@pytest.mark.parametrize("text", QUERIES)
+@pytest.mark.parametrize("granularity", [None, 1, 2, 9])
+def test_approximate_answer_covers_every_match(running: Path, text: str, granularity: int | None) -> None:
+    exact = run_query(running, "run", text.replace(" RETURN intervals", "").replace(" RETURN count", ""),
+                      mode="exact")
+    approx = run_query(running, "run", text, mode="approximate", granularity=granularity)
+    assert approx["mode"] == "approximate" and "matches" not in approx and "count" not in approx
+    assert approx["exists"] is bool(approx["intervals"])
+    assert 0.0 <= approx["expected_false_positive_rate"] < 1.0
+    for iv in approx["intervals"]:
+        assert iv["level"] <= (granularity or 0)
+    for m in exact["matches"]:
+        assert any(iv["start_seq"] <= m["start_seq"] and m["end_seq"] <= iv["end_seq"]
+                   for iv in approx["intervals"])
+    if not exact["exists"]:
+        assert approx["exists"] in (True, False)  # false positives are allowed; false negatives are not
+    assert approx["stats"]["candidate_intervals"] == len(approx["intervals"])
+
+
+def test_no_answer_is_explained(running: Path) -> None:
+    missing = run_query(running, "run", "PATTERN SEQ('register request', 'launch rocket') WITHIN 1 day",
+                        mode="approximate")
+    assert missing["exists"] is False and missing["intervals"] == []
+    assert missing["explain"] == "launch rocket never occurs in the history"
+    order = run_query(running, "run", "PATTERN SEQ('pay compensation', 'register request') WITHIN 1 h")
+    assert order["exists"] is False and order["count"] == 0
+    assert order["explain"].startswith("register request never occurs after pay compensation within 1 h")
+
+
+def test_bad_requests_are_refused_clearly(running: Path) -> None:
+    with pytest.raises(NotFound, match="'nope'"):
+        run_query(running, "nope", "PATTERN A", mode="verified")
+    with pytest.raises(QuerySemanticError, match="granularity"):
+        run_query(running, "run", "PATTERN A", mode="approximate", granularity=-1)
+    with pytest.raises(QuerySemanticError, match="mode"):
+        run_query(running, "run", "PATTERN A", mode="fuzzy")
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SEQSKETCH_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "api.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[1])
+
+
+def test_cli_query_modes(running: Path) -> None:
+    text = QUERIES[0]
+    approx = _cli(running, "query", "run", text, "--mode", "approximate", "--json")
+    assert approx.returncode == 0, approx.stderr
+    body = json.loads(approx.stdout)
+    assert body["mode"] == "approximate" and body["intervals"] and "level" in body["intervals"][0]
+    verified = _cli(running, "query", "run", text, "--limit", "2", "--json")
+    assert verified.returncode == 0, verified.stderr
+    body = json.loads(verified.stdout)
+    assert body["mode"] == "verified" and len(body["matches"]) == 2 and body["truncated"] is True
+    table = _cli(running, "query", "run", text, "--mode", "approximate")
+    assert table.returncode == 0 and "LEVEL" in table.stdout and "candidate interval" in table.stdout
+    missing = _cli(running, "query", "run", "PATTERN SEQ('launch rocket', decide)")
+    assert missing.returncode == 0 and "launch rocket never occurs" in missing.stdout
