@@ -150,6 +150,7 @@ class _Evaluation:
         self.runner = Runner(automaton_for(self.query), self.evmask, columns)
         self.columns = columns
         self.end = self._window_ends()
+        self._key_cache: np.ndarray | None = None
 
     # -- windows ------------------------------------------------------------------------------------
 
@@ -197,7 +198,7 @@ class _Evaluation:
         if self.plan.partition_attrs:
             # after the first event only events of its partition can fire (the closure relates every
             # pair of variables on X), so each window reads its own partition
-            keys = self._partition_codes(self.plan.partition_attrs, self.idx)
+            keys = self._keys()
             parts = PartitionViews(self.evmask_np, np.arange(len(self.idx)), keys, self.prefilter)
             for s in firsts.tolist():
                 key = int(keys[s])
@@ -221,42 +222,64 @@ class _Evaluation:
             return total
         return float(sum(self.var_counts[i] for i in members))
 
+    def _keys(self) -> np.ndarray:
+        """Partition code per filtered event (0 for all without partitioning attributes; -1: none)."""
+        if self._key_cache is None:
+            self._key_cache = (self._partition_codes(self.plan.partition_attrs, self.idx)
+                               if self.plan.partition_attrs else np.zeros(len(self.idx), dtype=np.int64))
+        return self._key_cache
+
     def _necessary(self, firsts: np.ndarray) -> np.ndarray:
         """Vectorised necessary conditions for a match starting at each of ``firsts``.
 
         Rarest group first (Kolchinsky & Schuster: the rarest variable decides fastest whether a window
-        can match): every group needs an event within the window.  Then the ordered chain of Thm. 5.2
-        (5.4): the events of ``B_{i+1}`` follow the earliest possible completion of ``Bi``, and the
-        earliest possible last event must lie within the window.
+        can match): every group needs an event within the window, in the first event's partition.  Then
+        the ordered chain of Thm. 5.2 (5.4): the events of ``B_{i+1}`` follow the earliest possible
+        completion of ``Bi``, and the earliest possible last event must lie within the window.  Positions
+        are searched as ``key * B + position``, so one sorted array per group serves every partition.
         """
         aut = self.runner.automaton
+        keys = self._keys()
+        firsts = firsts[keys[firsts] >= 0]
+        base = len(self.idx) + 1
+        never = np.iinfo(np.int64).max
         groups = [(gm, tuple(_bits(gm))) for gs in aut.element_groups for gm in gs]
-        positions = {gm: np.flatnonzero(self.evmask_np & gm) for gm, _ in groups}
+        encoded = {}
+        for gm, _ in groups:
+            pos = np.flatnonzero((self.evmask_np & gm) != 0)
+            pos = pos[keys[pos] >= 0]
+            encoded[gm] = np.sort(keys[pos] * base + pos)
         end = self.end
+
+        def next_in_partition(gm: int, starts: np.ndarray, after: np.ndarray, strictly: bool) -> np.ndarray:
+            """Per start: the first position of group ``gm`` at (or after) ``after`` in its partition."""
+            enc = encoded[gm]
+            out = np.full(len(starts), never, dtype=np.int64)
+            alive = np.flatnonzero(after != never)
+            if not len(alive) or not len(enc):
+                return out
+            part = keys[starts[alive]]
+            k = np.searchsorted(enc, part * base + after[alive], "right" if strictly else "left")
+            inside = k < len(enc)
+            hit = enc[k[inside]]
+            same = hit // base == part[inside]
+            out[alive[inside][same]] = hit[same] % base
+            return out
+
         for gm, _members in sorted(groups, key=lambda g: self._group_rarity(g[1])):
             if not len(firsts):
                 return firsts
-            pos = positions[gm]
-            k = np.searchsorted(pos, firsts, "left")
-            ok = k < len(pos)
-            ok[ok] = pos[k[ok]] <= end[firsts[ok]]
-            firsts = firsts[ok]
+            nxt = next_in_partition(gm, firsts, firsts, strictly=False)
+            firsts = firsts[nxt <= end[firsts]]
         if not len(firsts):
             return firsts
-        big = np.iinfo(np.int64).max
         bound = firsts.copy()
         for i, gs in enumerate(aut.element_groups):
             done = np.zeros(len(firsts), dtype=np.int64)
             for gm in gs:
-                pos = positions[gm]
-                k = np.searchsorted(pos, bound, "left" if i == 0 else "right")
-                nxt = np.full(len(firsts), big, dtype=np.int64)
-                ok = k < len(pos)
-                nxt[ok] = pos[k[ok]]
-                done = np.maximum(done, nxt)
+                done = np.maximum(done, next_in_partition(gm, firsts, bound, strictly=i > 0))
             bound = done
-        reachable = bound <= end[firsts]
-        return firsts[reachable]
+        return firsts[bound <= end[firsts]]
 
     def _partition_codes(self, attrs: tuple[str, ...], positions: np.ndarray | None) -> np.ndarray:
         """An int64 code per event for the tuple of ``attrs`` values (-1 when one of them is null)."""
