@@ -60,7 +60,6 @@ from sketch.spark_read import (
     collect_staged,
     error_from_json,
     error_to_json,
-    events_ddl,
     plan_inputs,
     stage_inputs,
     staged_events,
@@ -130,45 +129,30 @@ def order_events(events: Any) -> Any:
 
 
 def partition_sizes(ordered: Any) -> list[int]:
-    """Rows of every partition of ``ordered``, by partition id (one small job; nothing else is collected)."""
-    rows = ordered.mapInArrow(_count_rows, "part INT, rows BIGINT").collect()
+    """Rows of every partition of ``ordered``, by partition id (one small aggregation; nothing else moves)."""
+    from pyspark.sql import functions as F
+
+    rows = ordered.groupBy(F.spark_partition_id().alias("part")).count().collect()
     sizes = [0] * ordered.rdd.getNumPartitions()
     for row in rows:
-        sizes[row["part"]] += row["rows"]
+        sizes[row["part"]] = row["count"]
     return sizes
 
 
-def _count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    from pyspark import TaskContext
+def number_events(ordered: Any, offsets: Sequence[int]) -> Any:
+    """``seq`` for every event of ``ordered`` (which must be cached, so its partitions stay as counted):
+    partition ``p`` numbers its rows from ``offsets[p]``.
 
-    rows = sum(batch.num_rows for batch in batches)
-    yield pa.RecordBatch.from_pydict({"part": [TaskContext.get().partitionId()], "rows": [rows]},
-                                     schema=pa.schema([("part", pa.int32()), ("rows", pa.int64())]))
+    A projection in the JVM: ``monotonically_increasing_id()`` is ``p · 2^33`` plus the row's index within
+    its partition, so ``seq = offsets[p] + id − p · 2^33`` — no row leaves its partition.
+    """
+    from pyspark.sql import functions as F
 
-
-def number_events(ordered: Any, offsets: Sequence[int], attrs: Mapping[str, pa.DataType]) -> Any:
-    """``seq`` for every event of ``ordered``: partition ``p`` numbers its rows from ``offsets[p]``."""
-    return ordered.mapInArrow(_Numbering(tuple(offsets)), events_ddl(attrs, with_order=False))
-
-
-@dataclass(frozen=True)
-class _Numbering:
-    offsets: tuple[int, ...]
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        seq = self.offsets[TaskContext.get().partitionId()]
-        for batch in batches:
-            n = batch.num_rows
-            columns = [pa.array(np.arange(seq, seq + n, dtype=np.int64))]
-            names = [SEQ]
-            for name in batch.schema.names:
-                if name not in ("file", "pos"):
-                    columns.append(batch.column(name))
-                    names.append(name)
-            seq += n
-            yield pa.RecordBatch.from_arrays(columns, names=names)
+    part = F.spark_partition_id().cast("long")
+    offset = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), F.spark_partition_id() + 1)
+    seq = (offset + F.monotonically_increasing_id() - F.shiftleft(part, 33)).alias(SEQ)
+    rest = [c for c in ordered.columns if c not in ("file", "pos")]
+    return ordered.select(seq, *rest)
 
 
 def leaf_type_pairs(numbered: Any, leaf_size: int, base: int = 0) -> Any:
@@ -373,8 +357,7 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
             cached.append(ordered)
             sizes = partition_sizes(ordered)
             offsets = np.concatenate(([first_seq], first_seq + np.cumsum(sizes)[:-1])).tolist()
-            numbered = number_events(ordered, offsets, attrs).persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(numbered)
+            numbered = number_events(ordered, offsets)
             timings.lap("order")
 
             config = tree.config if tree is not None else None

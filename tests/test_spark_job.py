@@ -135,7 +135,7 @@ def test_order_and_number_over_several_partitions_equal_local_ingest(spark, tmp_
     sizes = partition_sizes(ordered)
     assert sum(1 for s in sizes if s) >= 2, sizes  # the test means something only over several partitions
     offsets = np.concatenate(([100], 100 + np.cumsum(sizes)[:-1])).tolist()
-    numbered = number_events(ordered, offsets, attrs).toArrow()
+    numbered = number_events(ordered, offsets).toArrow()
     expected = ingest(inputs, options, first_seq=100)
     assert numbered.column("seq").to_pylist() == expected.column("seq").to_pylist()
     assert numbered.column("ts").to_pylist() == expected.column("ts").cast(pa.int64()).to_pylist()
