@@ -112,8 +112,11 @@ def spark_session(master: str | None = None) -> Any:
 
     # PySpark picks the workers' interpreter from the environment when the context starts.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    config = session_config(master)
+    if not (master or os.environ.get("SPARK_MASTER")) and "PYSPARK_GATEWAY_PORT" in os.environ:
+        del config["spark.master"]  # under spark-submit, its --master decides
     builder = SparkSession.builder
-    for key, value in session_config(master).items():
+    for key, value in config.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -560,3 +563,57 @@ def _build_summary(home: Path, name: str, result: JobResult, started: float, jvm
     return {**info, "seconds": round(time.perf_counter() - started, 3),
             "timings": {"ingest": round(time.perf_counter() - started - index, 3), "index": round(index, 3),
                         "spark_start": round(jvm, 3), **t}}
+
+
+# ------------------------------------------------------------------------------------------------ main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``spark-submit sketch/spark_job.py build|append DATASET INPUT… [options]``: the job as a Spark
+    application (the cluster from ``--master``/``SPARK_MASTER``); prints the summary as JSON."""
+    import argparse
+
+    from exact.store import seqsketch_home
+
+    parser = argparse.ArgumentParser(prog="spark_job.py", description="seqsketch's offline build on Spark")
+    parser.add_argument("action", choices=("build", "append"))
+    parser.add_argument("dataset")
+    parser.add_argument("inputs", nargs="+")
+    parser.add_argument("--format", default="auto")
+    parser.add_argument("--type-field", default="type")
+    parser.add_argument("--time-field", default="ts")
+    parser.add_argument("--leaf-size", type=int, default=None)
+    parser.add_argument("--fpq", type=float, default=None)
+    parser.add_argument("--memory", type=int, default=None, help="index budget in bytes")
+    parser.add_argument("--replace", action="store_true")
+    parser.add_argument("--home", type=Path, default=None, help="data root (default $SEQSKETCH_HOME)")
+    args = parser.parse_args(argv)
+    home = args.home or seqsketch_home()
+
+    def report(fraction: float, message: str) -> None:
+        print(f"seqsketch: [{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
+
+    spark = None
+    try:
+        spark = spark_session()
+        if args.action == "build":
+            summary = build_dataset_spark(home, args.dataset, args.inputs, fmt=args.format,
+                                          type_field=args.type_field, time_field=args.time_field,
+                                          leaf_size=args.leaf_size, fpq=args.fpq, memory=args.memory,
+                                          replace_existing=args.replace, progress=report, spark=spark)
+        else:
+            summary = append_dataset_spark(home, args.dataset, args.inputs, fmt=args.format,
+                                           type_field=args.type_field, time_field=args.time_field,
+                                           progress=report, spark=spark)
+    except SeqsketchError as err:
+        print(f"seqsketch: error: {err}", file=sys.stderr)
+        return 1
+    finally:
+        if spark is not None:
+            spark.stop()
+    print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

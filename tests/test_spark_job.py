@@ -13,10 +13,12 @@ from __future__ import annotations
 import csv
 import json
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from exact.errors import Conflict, InputError, SeqsketchError
@@ -74,8 +76,8 @@ def assert_same_dataset(spark, home: Path, local: str, other: str) -> None:
 
 def write_generated_inputs(folder: Path, seed: int = 7, seconds: int = 1_600_000_000) -> list[Path]:
     """Three CSV and two JSON Lines files with heavy ts ties (40 distinct seconds from ``seconds``),
-    attribute types that differ between files (int / double / text / bool / empty, nested JSON), plus two
-    text inputs whose positions continue one another."""
+    attribute types that differ between files (int / double / text / bool / empty, nested JSON), two text
+    inputs and a zip corpus whose positions continue one another, and a Parquet file."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
@@ -111,6 +113,18 @@ def write_generated_inputs(folder: Path, seed: int = 7, seconds: int = 1_600_000
         lines = [" ".join(words[i:i + 10]) for i in range(0, len(words), 10)]
         path.write_text("\n".join(lines), encoding="utf-8")
         paths.append(path)
+    corpus = folder / "corpus.zip"  # members in name order, the README skipped, word/tag tokens
+    with zipfile.ZipFile(corpus, "w") as archive:
+        archive.writestr("b/second.txt", "the/at cat/nn sat/vbd")
+        archive.writestr("a/first.txt", "a/at dog/nn\nran/vbd")
+        archive.writestr("README", "not words")
+    paths.append(corpus)
+    table = pa.table({"ts": pa.array((seconds + rng.integers(0, 40, 120)) * 1_000_000, pa.timestamp("us")),
+                      "type": pa.array([f"T{x % 12}" for x in rng.integers(0, 50, 120)]),
+                      "case": pa.array(rng.integers(0, 30, 120), pa.int32()),
+                      "amount": pa.array(rng.random(120))})
+    pq.write_table(table, folder / "extra.parquet")  # a naive timestamp column is read as UTC
+    paths.append(folder / "extra.parquet")
     return paths
 
 
