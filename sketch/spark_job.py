@@ -505,13 +505,16 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
                         progress: Progress = _no_progress, spark: Any = None,
                         leaves_per_task: int | None = None) -> dict[str, Any]:
     """``seqsketch build --engine spark``: a new dataset (store + index) published at once, or nothing."""
-    from exact.store import check_dataset_name, staged_dataset, store_dir
+    from exact.store import check_dataset_name, dataset_dir, staged_dataset, store_dir
     from sketch.dataset import write_index
 
     check_dataset_name(name)
     started = time.perf_counter()
     ingest = IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field)
-    plan_inputs(inputs, ingest)  # a missing input fails before a JVM starts
+    plan_inputs(inputs, ingest)  # a missing input fails before a JVM starts, and so does an existing dataset
+    if dataset_dir(name, home).exists() and not replace_existing:
+        raise Conflict(f"dataset {name!r} exists already (use --replace to rebuild it)",
+                       where=str(dataset_dir(name, home)))
     spark = spark or spark_session()
     jvm = time.perf_counter() - started
     with staged_dataset(name, home, replace=replace_existing) as stage:

@@ -293,3 +293,12 @@ def test_missing_input_fails_before_spark_runs(home: Path, tmp_path: Path) -> No
         build_dataset_spark(home, "d", [tmp_path / "absent.csv"], spark=object())
     assert time.perf_counter() - started < 5
     assert not (home / "datasets" / "d").exists()
+
+
+def test_existing_dataset_is_refused_before_spark_runs(home: Path, shared_data: Path) -> None:
+    source = shared_data / "running-example.xes"
+    local_build(home, "d", [source])
+    before = store_table(home, "d")
+    with pytest.raises(Conflict, match="exists already"):
+        build_dataset_spark(home, "d", [source], spark=object())  # no session is needed to refuse
+    assert store_table(home, "d").equals(before)
