@@ -61,7 +61,12 @@ def git_commit(repo: Path) -> str | None:
 def describe(repo: Path | None = None) -> dict[str, Any]:
     """Everything the report prints about where it ran."""
     mem = memory_bytes()
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
     return {
+        "load_average": load,
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "memory_gb": round(mem / 2**30, 1) if mem else None,

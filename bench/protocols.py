@@ -7,7 +7,7 @@ runs them all and :mod:`bench.report` puts them beside the seeds' published figu
   skip-till-next on BPI 2012; approximate, verified and exact latency side by side.
 * :func:`baltus_words` — Baltus §5.2 (Tables 5.3–5.6): word streams (Brown and a larger replay of it); build
   time at the thesis' settings; the four operator forms under strict contiguity and skip-till-next.
-* :func:`build_scaling` — build throughput and index size against N, local and on Spark.
+* :func:`build_scaling` — build throughput and index size against N (Spark: :mod:`bench.spark`).
 * :func:`accuracy` — false positives against the configured fpq; recall, which must be 1.0.
 * :func:`exact_engine` — the exact engine: strategies, two-phase and prefilter on/off (Cadonna §5.4), and
   runtime against the maximal match-window size (Cadonna §4.7.4, Table 4.1).
@@ -19,6 +19,7 @@ figures are complete (the runner writes them, then fails).
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -67,19 +68,18 @@ class Scale:
     brown_limit: int | None = None
     seq_lengths: tuple[int, ...] = (2, 3, 4, 5, 6, 7, 8)
     seq_queries: int = 100            # per length: approximate answers (Baltus: 100)
-    seq_checked: int = 20             # per length: of those, also verified and exact
+    seq_checked: int = 10             # per length: of those, also verified and exact
     bpic_replay_events: int = 1_311_000   # a BPI-2017-sized replay of BPI 2012 (Table 5.2: 1.2M)
-    replay_checked: int = 3
+    replay_checked: int = 2
     word_replay: int = 5              # copies of the word stream for the larger dataset
     word_queries: int = 100           # per operator form and strategy (Baltus: 100)
-    word_checked: int = 10
-    word_replay_checked: int = 3
+    word_checked: int = 5
+    word_replay_queries: int = 30     # on the larger replay (each approximate answer reads a bigger tree)
+    word_replay_checked: int = 2
     build_repeat: int = 3             # Table 5.4 builds per dataset (Baltus: 100)
     build_sizes: tuple[int, ...] = (100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_244_000)
-    spark_sizes: tuple[int, ...] = (262_200, 5_244_000)
-    spark: bool = True
     fpqs: tuple[float, ...] = (1e-2, 1e-3, 1e-4)
-    accuracy_queries: int = 60
+    accuracy_queries: int = 40
     engine_prefix: int = 60_000       # events for the on/off grid (baselines are slow by design)
     engine_patterns: int = 3          # random patterns per k for P_seq / P_set (Cadonna: 10)
     engine_ks: tuple[int, ...] = (2, 3, 4)
@@ -94,14 +94,14 @@ class Scale:
 
 FULL = Scale("full")
 QUICK = Scale("quick", seq_queries=10, seq_checked=2, bpic_replay_events=524_400, replay_checked=1,
-              brown_limit=300_000, word_replay=2, word_queries=6, word_checked=2, word_replay_checked=1,
-              build_repeat=1, build_sizes=(100_000, 262_200, 524_400), spark_sizes=(100_000,),
+              brown_limit=300_000, word_replay=2, word_queries=6, word_checked=2, word_replay_queries=4,
+              word_replay_checked=1, build_repeat=1, build_sizes=(100_000, 262_200, 524_400),
               accuracy_queries=8, engine_prefix=15_000, engine_patterns=1, engine_ks=(2, 3),
               window_prefix=8_000, window_copies=(0, 2), window_cap_s=10.0)
 TINY = Scale("tiny", bpic_limit=12_000, brown_limit=20_000, seq_lengths=(2, 3, 5), seq_queries=3,
              seq_checked=1, bpic_replay_events=30_000, replay_checked=1, word_replay=2, word_queries=2,
-             word_checked=1, word_replay_checked=1, build_repeat=1, build_sizes=(5_000, 20_000),
-             spark_sizes=(5_000,), spark=False, accuracy_queries=3, engine_prefix=3_000, engine_patterns=1,
+             word_checked=1, word_replay_queries=2, word_replay_checked=1, build_repeat=1,
+             build_sizes=(5_000, 20_000), accuracy_queries=3, engine_prefix=3_000, engine_patterns=1,
              engine_ks=(2,), window_prefix=2_000, window_copies=(0, 1), window_cap_s=5.0)
 SCALES = {s.name: s for s in (FULL, QUICK, TINY)}
 
@@ -283,14 +283,14 @@ def operator_query(form: str, a: str, b: str, c: str, strategy: Strategy) -> Que
     return Query(pattern=pattern, strategy=strategy)
 
 
-def _word_dataset(bench: Bench, scale: Scale, rng: np.random.Generator, checked: int,
+def _word_dataset(bench: Bench, rng: np.random.Generator, asked: int, checked: int,
                   builds: list[float]) -> dict[str, Any]:
     cells: dict[str, Any] = {}
     all_rows: list[dict[str, Any]] = []
     for strategy in (Strategy.STRICT_CONTIGUITY, Strategy.SKIP_TILL_NEXT_MATCH):
         for form in OPERATOR_FORMS:
             rows = []
-            for i in range(scale.word_queries):
+            for i in range(asked):
                 a, b, c = sample_types(bench.stream, 3, rng, by_frequency=True)
                 row = run_modes(bench, operator_query(form, a, b, c, strategy),
                                 MODES if i < checked else ("approximate",))
@@ -313,19 +313,20 @@ def _timed_builds(stream: pa.Table, repeat: int) -> list[float]:
 def baltus_words(scale: Scale, corpora: Corpora, workdir: Path) -> dict[str, Any]:
     """Baltus Tables 5.3–5.6 protocol on word streams: the tree at the thesis' settings (C = 100,
     fpq = 1e-4, s = 3, M = 2 GB), build time (mean of ``build_repeat`` builds), then per operator form and
-    strategy ``word_queries`` random queries with A, B, C drawn from the stream's events (no window; all
-    matching intervals), the first ``word_checked`` also verified and exact."""
+    strategy ``word_queries`` random queries (``word_replay_queries`` on the replay) with A, B, C drawn from
+    the stream's events (no window; all matches), the first few also verified and exact."""
     rng = np.random.default_rng(scale.seed + 1)
     brown = corpora.brown()
     datasets: dict[str, Any] = {}
-    for name, stream, checked in (("brown", brown, scale.word_checked),
-                                  (f"brown_x{scale.word_replay}", replay_words(brown, scale.word_replay),
-                                   scale.word_replay_checked)):
+    for name, stream, asked, checked in (
+            ("brown", brown, scale.word_queries, scale.word_checked),
+            (f"brown_x{scale.word_replay}", replay_words(brown, scale.word_replay), scale.word_replay_queries,
+             scale.word_replay_checked)):
         builds = _timed_builds(stream, scale.build_repeat)
         bench = prepare(name, stream, workdir, THESIS_WORD_OPTIONS)
         run_modes(bench, operator_query(OPERATOR_FORMS[0], *sample_types(stream, 3, rng, by_frequency=True),
                                         Strategy.SKIP_TILL_NEXT_MATCH), MODES)  # warm-up, not reported
-        datasets[name] = _word_dataset(bench, scale, rng, checked, builds)
+        datasets[name] = _word_dataset(bench, rng, asked, checked, builds)
         shutil.rmtree(workdir / name, ignore_errors=True)
     out = {"protocol": "baltus_words", "options": asdict(THESIS_WORD_OPTIONS), "datasets": datasets,
            "forms": list(OPERATOR_FORMS)}
@@ -337,74 +338,10 @@ def baltus_words(scale: Scale, corpora: Corpora, workdir: Path) -> dict[str, Any
 # ------------------------------------------------------------------------------------ build scaling
 
 
-def _flat_input(stream: pa.Table, path: Path) -> Path:
-    """``stream`` as a Parquet input file with ``ts``, ``type`` and the attributes as top-level columns."""
-    import pyarrow.parquet as pq
-
-    columns = {"ts": stream.column("ts"), "type": stream.column("type")}
-    if "attrs" in stream.column_names:
-        attrs = stream.column("attrs").combine_chunks()
-        for i in range(attrs.type.num_fields):
-            columns[attrs.type.field(i).name] = attrs.field(i)
-    pq.write_table(pa.table(columns), path)
-    return path
-
-
-def _local_end_to_end(path: Path, home: Path, name: str) -> dict[str, Any]:
-    """What ``seqsketch build --engine local`` does: ingest the file, then store + tree published together."""
-    from exact.ingest import IngestOptions, ingest
-    from sketch.dataset import Dataset
-
-    table, t_ingest = timed(lambda: ingest([path], IngestOptions(fmt="parquet", type_field="type",
-                                                                  time_field="ts")))
-    _, t_build = timed(lambda: Dataset.build(home, name, table))
-    return {"seconds": round(t_ingest + t_build, 3), "ingest_s": round(t_ingest, 3),
-            "store_and_index_s": round(t_build, 3)}
-
-
-def _spark_runs(scale: Scale, corpora: Corpora, workdir: Path) -> dict[str, Any]:
-    from sketch.spark_job import build_dataset_spark, spark_session
-
-    (spark, jvm_s) = timed(spark_session)
-    rows = []
-    try:
-        for n in scale.spark_sizes:
-            stream = corpora.bpic_events(n)
-            path = _flat_input(stream, workdir / f"spark_input_{n}.parquet")
-            home = workdir / f"home_{n}"
-            local = _local_end_to_end(path, home, "local")
-            summary, seconds = timed(lambda p=path, h=home: build_dataset_spark(
-                h, "spark", [p], fmt="parquet", type_field="type", time_field="ts", spark=spark))
-            same = _digest(home, "local") == summary.get("index", {}).get("index_digest")
-            rows.append({"events": stream.num_rows, "local_s": local["seconds"], "local": local,
-                         "spark_s": round(seconds, 3), "spark_timings": summary.get("timings", {}),
-                         "local_events_per_s": round(stream.num_rows / local["seconds"]),
-                         "spark_events_per_s": round(stream.num_rows / seconds),
-                         "spark_over_local": ratio(seconds, local["seconds"], 2), "same_index_digest": same})
-            shutil.rmtree(home, ignore_errors=True)
-            path.unlink(missing_ok=True)
-    finally:
-        spark.stop()
-    return {"jvm_start_s": round(jvm_s, 3), "master": spark_master(), "runs": rows}
-
-
-def spark_master() -> str:
-    import os
-
-    from sketch.spark_job import DEFAULT_MASTER
-
-    return os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
-
-
-def _digest(home: Path, name: str) -> str | None:
-    from api.commands import dataset_info
-
-    return dataset_info(home, name).get("index", {}).get("index_digest")
-
-
 def build_scaling(scale: Scale, corpora: Corpora, workdir: Path) -> dict[str, Any]:
     """Build throughput and index size against N (BPI 2012 prefixes, then replays with shifted time and
-    case ids), with the project's default options; then local vs Spark end to end (file → dataset)."""
+    case ids), with the project's default options and the in-process builder (:func:`bench.tree.measure`).
+    Spark against local, end to end, is :mod:`bench.spark`'s (the report reads its record)."""
     from bench.tree import measure
 
     rows = []
@@ -414,15 +351,8 @@ def build_scaling(scale: Scale, corpora: Corpora, workdir: Path) -> dict[str, An
         rows.append({k: m[k] for k in ("events", "build_seconds", "build_events_per_s", "index_bytes",
                                         "index_bytes_per_event", "store_bytes", "index_share_of_store",
                                         "levels", "nodes", "m", "k", "expected_fpq")})
-    out: dict[str, Any] = {"protocol": "build_scaling", "options": asdict(BuildOptions()), "local": rows}
-    if scale.spark:
-        try:
-            out["spark"] = _spark_runs(scale, corpora, workdir)
-        except Exception as err:  # a missing JVM is a finding of this machine, not of the index
-            out["spark"] = {"error": f"{type(err).__name__}: {err}"}
-    else:
-        out["spark"] = {"skipped": f"Spark runs are off at scale {scale.name!r}"}
-    return out
+    return {"protocol": "build_scaling", "options": asdict(BuildOptions()), "local": rows,
+            "spark": "local vs Spark end to end comes from the spark benchmark (bench/spark.py)"}
 
 
 # ------------------------------------------------------------------------------------------- accuracy
@@ -512,12 +442,18 @@ def _engine_patterns() -> dict[str, Query]:
     }
 
 
-def _throughput(query: Query, table: pa.Table, **kw: Any) -> dict[str, Any]:
+def _throughput(query: Query, table: pa.Table, **switches: Any) -> dict[str, Any]:
+    """One ``evaluate`` call timed by :func:`bench.exact.measure` (events/s from CPU seconds, so other load
+    on the machine does not count; wall seconds beside), with the stream's type counts (rarest first)."""
+    from bench.exact import measure
+
     counts = dict(zip(*np.unique(table.column("type").to_numpy(zero_copy_only=False), return_counts=True),
                       strict=True))
-    matches, seconds = timed(lambda: evaluate(query, table, type_counts=counts, **kw))
-    rate = round(table.num_rows / seconds) if seconds else None
-    return {"seconds": round(seconds, 4), "events_per_s": rate, "matches": len(matches)}
+    row = measure("protocol", query, table, {str(k): int(v) for k, v in counts.items()}, repeat=1,
+                  two_phase=switches.get("two_phase", True), prefilter=switches.get("prefilter", True))
+    rate = row.events_per_s
+    return {"seconds": round(row.cpu_s, 4), "wall_s": round(row.wall_s, 4),
+            "events_per_s": round(rate) if math.isfinite(rate) else None, "matches": row.matches}
 
 
 def _combinatorial(query: Query) -> bool:

@@ -127,6 +127,8 @@ def section_machine(host: dict[str, Any]) -> str:
         ("cores", host.get("cores"), *("" for _ in hws)),
         ("memory", f"{host.get('memory_gb')} GB", *(h.memory for h in hws)),
         ("system", host.get("system"), *(h.system for h in hws)),
+        ("load average (1, 5, 15 min) when the report was written", host.get("load_average"),
+         *("" for _ in hws)),
         ("software", software, *(h.software for h in hws)),
     ]
     text = table(("", "this machine (ours)", *(h.label for h in hws)), rows)
@@ -322,10 +324,34 @@ def _plot_words(r: dict[str, Any], plots: Plots) -> str:
     return plots.save(fig, "baltus_words_operators", "operator forms, ours and Baltus Tables 5.5/5.6")
 
 
-def section_scaling(record: dict[str, Any] | None, plots: Plots) -> str:
+def spark_comparison(spark: dict[str, Any] | None) -> str:
+    """Local vs Spark, end to end, from :mod:`bench.spark`'s record."""
+    note = _missing(spark, "spark")
+    if note:
+        return f"**Local vs Spark, end to end** (`python -m bench spark`): {note}"
+    r = spark["results"]
+    rows = []
+    for name in ("bpic2012", "replay"):
+        x = r.get(name)
+        if x:
+            stages = ", ".join(f"{k} {fmt(v)}" for k, v in (x.get("spark_stages") or {}).items())
+            rows.append((name, x["events"], x["inputs"], x["local_seconds"], x["local_events_per_s"],
+                         x["spark_seconds"], x["spark_events_per_s"], x["spark_over_local_time"],
+                         x["same_digest"], stages))
+    text = (f"**Local vs Spark, end to end** (`python -m bench spark`: input files → a published dataset; "
+            f"master `{r.get('master')}`, parallelism {r.get('parallelism')}, session start "
+            f"{fmt(r.get('session_start_seconds'))} s, not included below):\n\n")
+    text += table(("input", "events", "files", "local s", "local events/s", "Spark s", "Spark events/s",
+                   "Spark / local", "same index_digest", "Spark stages (s)"), rows)
+    if r.get("notes"):
+        text += f"\n\n{r['notes']}"
+    return text
+
+
+def section_scaling(record: dict[str, Any] | None, spark: dict[str, Any] | None, plots: Plots) -> str:
     note = _missing(record, "seeds_build_scaling")
     if note:
-        return note
+        return note + "\n\n" + spark_comparison(spark)
     r = record["results"]
     o = r["options"]
     parts = [
@@ -342,29 +368,18 @@ def section_scaling(record: dict[str, Any] | None, plots: Plots) -> str:
               [(name, events, secs, round(events / secs)) for (name, events, _), (_, secs)
                in zip(seeds.BALTUS_T53.rows, seeds.BALTUS_T54.rows, strict=True)]),
     ]
-    spark = r.get("spark") or {}
-    if spark.get("runs"):
-        parts.append(f"**Local vs Spark, end to end** (a Parquet file → a published dataset: ingest, order, "
-                     f"seq, event store, tree), Spark master `{spark['master']}`, session start "
-                     f"{fmt(spark['jvm_start_s'])} s (not included below):")
-        parts.append(table(("events", "local s", "local events/s", "Spark s", "Spark events/s",
-                            "Spark / local", "same index_digest", "Spark phases (s)"),
-                           [(x["events"], x["local_s"], x["local_events_per_s"], x["spark_s"],
-                             x["spark_events_per_s"], x["spark_over_local"], x["same_index_digest"],
-                             ", ".join(f"{k} {fmt(v)}" for k, v in (x.get("spark_timings") or {}).items()
-                                       if isinstance(v, (int, float))))
-                            for x in spark["runs"]]))
-    else:
-        parts.append(f"Spark: {spark.get('error') or spark.get('skipped') or 'not run'}.")
-    parts.append(_plot_scaling(r, plots))
+    parts.append(spark_comparison(spark))
+    parts.append(_plot_scaling(r, spark, plots))
     return "\n\n".join(parts)
 
 
-def _plot_scaling(r: dict[str, Any], plots: Plots) -> str:
+def _plot_scaling(r: dict[str, Any], spark: dict[str, Any] | None, plots: Plots) -> str:
+    spark_results = (spark or {}).get("results") or {}
+    spark_rows = [spark_results[k] for k in ("bpic2012", "replay") if isinstance(spark_results.get(k), dict)]
     fig, ax = plots.figure(8, 4)
     xs = [x["events"] for x in r["local"]]
     ax.plot(xs, [x["build_events_per_s"] for x in r["local"]], "o-", label="ours, local build (events/s)")
-    for x in (r.get("spark") or {}).get("runs") or []:
+    for x in spark_rows:
         ax.plot([x["events"]], [x["spark_events_per_s"]], "s", color="C1", label="ours, Spark end to end")
         ax.plot([x["events"]], [x["local_events_per_s"]], "D", color="C2", label="ours, local end to end")
     ax.plot([e for _, e, _ in seeds.BALTUS_T53.rows],
@@ -441,7 +456,8 @@ def section_engine(record: dict[str, Any] | None, plots: Plots) -> str:
     strategies = list(next(iter(r["strategies"].values())))
     parts = [
         f"**Throughput per strategy** on BPI 2012 ({r['events']:,} events, in memory, one process; "
-        "two-phase and prefilter on, rarest-first type counts given), events/s (matches):",
+        "two-phase and prefilter on, rarest-first type counts given), events/s from the CPU seconds of one "
+        "`evaluate` call (`bench.exact.measure`, so other load on the machine does not count), and matches:",
         table(("pattern", *strategies),
               [(label, *(_rate(cells[s]) for s in strategies)) for label, cells in r["strategies"].items()]),
         "Seeds (no absolute events/s survive for the SES experiments; these are the only ones printed): "
@@ -479,7 +495,7 @@ def section_engine(record: dict[str, Any] | None, plots: Plots) -> str:
                     | {row[0] for row in t41.rows})
     header = ["copies", "Onco |Ŵ| (T4.1)", "NYSE |Ŵ| (T4.1)"]
     for name in win["patterns"]:
-        header += [f"{name} |Ŵ|", f"{name} s"]
+        header += [f"{name} |Ŵ|", f"{name} CPU s"]
     seed_rows = {row[0]: row for row in t41.rows}
     rows = []
     for c in copies:
@@ -507,7 +523,7 @@ def _plot_window(win: dict[str, Any], plots: Plots) -> str:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("maximal match-window size |Ŵ| (events)")
-    ax.set_ylabel("runtime (s)")
+    ax.set_ylabel("runtime (CPU s)")
     ax.legend(fontsize=7)
     return plots.save(fig, "window_growth", "exact-engine runtime against |Ŵ| (Cadonna Table 4.1 protocol)")
 
@@ -560,7 +576,7 @@ def generate(results: Path, docs: Path, *, command: str, host: dict[str, Any], g
         section_guarantees(records),
         section_bpi(records.get("seeds_baltus_bpi"), plots),
         section_words(records.get("seeds_baltus_words"), plots),
-        section_scaling(records.get("seeds_build_scaling"), plots),
+        section_scaling(records.get("seeds_build_scaling"), records.get("spark"), plots),
         section_accuracy(records.get("seeds_accuracy"), plots),
         section_engine(records.get("seeds_exact_engine"), plots),
         section_others(records),

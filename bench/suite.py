@@ -2,7 +2,8 @@
 
 Runs every registered benchmark module (``bench/NAME.py`` with ``run(quick)``, see :mod:`bench.__main__`)
 and every seed protocol (:data:`bench.protocols.PROTOCOLS`), writes each one's JSON record to
-``bench/results/``, and generates ``docs/BENCHMARKS.md`` with its plots under ``docs/bench/``
+``bench/results/`` (``bench/results/quick/`` with ``--quick``), and generates ``docs/BENCHMARKS.md`` with
+its plots under ``docs/bench/``
 (:mod:`bench.report`).  A failing benchmark is recorded in its JSON and in the report, and makes the command
 exit non-zero; a broken guarantee (:class:`bench.timing.RecallError`) does too, after its figures are
 written, so the evidence is kept.
@@ -116,7 +117,8 @@ def main_all(quick: bool, argv: Sequence[str] | None = None) -> int:
     """The ``all`` sub-command of ``python -m bench``."""
     scale = SCALES["quick" if quick else "full"]
     command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
-    report, errors = run_all(scale, command=command)
+    # A quick run's records go beside, never over, the full run's.
+    report, errors = run_all(scale, command=command, results=RESULTS / "quick" if quick else RESULTS)
     print(f"bench: wrote {report}", file=sys.stderr)
     for line in errors:
         print(f"bench: FAILED {line}", file=sys.stderr)

@@ -45,7 +45,9 @@ def test_report_has_every_section_in_order(tiny_run: tuple[Path, Path, list[str]
     assert "`python -m bench all --quick (tiny test scale)`" in text
     positions = [text.index(f"## {title}\n") for title in SECTIONS]
     assert positions == sorted(positions)
-    for note in ("Not run:", "Failed:", "No figures"):
+    # Only the registry's Spark comparison is absent: the smoke test runs the seed protocols alone.
+    assert text.count("Not run:") == 1 and "(`python -m bench spark`): _Not run: no" in text
+    for note in ("Failed:", "No figures"):
         assert note not in text
 
 
@@ -79,7 +81,7 @@ def test_failed_or_missing_benchmarks_keep_their_section(tmp_path: Path) -> None
     text = report.read_text()
     assert all(f"## {title}\n" in text for title in SECTIONS)
     assert "**Failed:** `RecallError: 3 exact matches missed`" in text
-    assert text.count("_Not run: no `bench/results/") == 4
+    assert text.count("_Not run: no `bench/results/") == 5  # four protocols and the Spark comparison
     assert "This run had failures" in text
 
 
