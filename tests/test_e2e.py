@@ -258,3 +258,18 @@ def test_seqsketch_serve_process(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_spark_build_over_http_gives_the_local_index(tmp_path: Path, shared_data: Path) -> None:
+    """A build job on the Spark engine publishes the same tree (index_digest) as the in-process builder."""
+    with serve(tmp_path / "home", shared_data) as (url, _):
+        client = Client(url)
+        client.wait(client.build("local", ["running-example.xes"], engine="local")["job_id"], timeout=120)
+        job = client.wait(client.build("spark", ["running-example.xes"], engine="spark")["job_id"],
+                          timeout=600)
+        assert job["options"]["engine"] == "spark" and job["progress"] == 1.0
+        local, spark = client.info("local"), client.info("spark")
+        assert spark["events"] == local["events"]
+        assert spark["index"]["index_digest"] == local["index"]["index_digest"]
