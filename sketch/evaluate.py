@@ -64,6 +64,10 @@ from exact.engine import iso_ts
 from exact.normalize import Plan, normalize
 
 _I64 = np.int64
+#: Descent shortcut: once a level of at least this many probed nodes keeps this share of them, the walk
+#: probes the units below the survivors directly (a dense type would survive every level in between).
+_JUMP_MIN_NODES = 16
+_JUMP_ALIVE = 0.75
 
 
 # ---------------------------------------------------------------------------------------------- units
@@ -153,8 +157,10 @@ class TreeIndex:
         self._probes = 0
         self._top_fp: np.ndarray | None = None
         self._rows = len(self._level)
-        #: whether the last :meth:`occurrences` walk stopped early (the non-empty answers are then partial)
+        #: whether the last :meth:`occurrences` walk stopped early (the non-empty answers are then partial),
+        #: and the sets it found to occur nowhere
         self.cut_short = False
+        self.absent: list[int] = []
         self._memo: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def probes(self) -> int:
@@ -212,10 +218,12 @@ class TreeIndex:
         frontier = self._within(self._top, between)
         alive = np.ones((len(frontier), P), dtype=bool)
         self.cut_short = False
+        self.absent = []
         alive[:, [p for p, types in enumerate(type_sets) if not types]] = False
         lo_seq = self.tree.intervals()["lo_seq"]
         while frontier.size:
-            self._probes += int(frontier.size)
+            probed = int(frontier.size)
+            self._probes += probed
             hit = self._probe(frontier, keys).astype(np.int32) @ member > 0
             alive &= hit
             rows = alive.any(axis=1)
@@ -227,19 +235,37 @@ class TreeIndex:
                 for p in range(P):
                     out[p][at[alive[done, p]]] = True
             dead = np.flatnonzero(~alive[:, :need].any(axis=0))
-            if any(not out[p].any() for p in dead.tolist()):
+            absent = [p for p in dead.tolist() if not out[p].any()]
+            if absent:
                 # a set occurs nowhere (dead below every node, found in no unit): nothing can match
                 self.cut_short = True
+                self.absent = absent
                 break
-            kids = self._children[frontier[deep]]
-            kid_alive = np.repeat(alive[deep], kids.shape[1], axis=0)
-            kids = kids.ravel()
-            ok = kids >= 0
-            frontier, alive = kids[ok], kid_alive[ok]
+            if probed >= _JUMP_MIN_NODES and len(frontier) >= _JUMP_ALIVE * probed:
+                # Little pruned at this level: the levels between here and the units would cost more probes
+                # than they save, so probe the units under the surviving nodes directly.
+                frontier, alive = self._units_below(frontier[deep], alive[deep])
+            else:
+                kids = self._children[frontier[deep]]
+                kid_alive = np.repeat(alive[deep], kids.shape[1], axis=0)
+                kids = kids.ravel()
+                ok = kids >= 0
+                frontier, alive = kids[ok], kid_alive[ok]
             if between is not None and frontier.size:
                 keep = (self._hi_ts[frontier] >= between.start) & (self._lo_ts[frontier] <= between.end)
                 frontier, alive = frontier[keep], alive[keep]
         return out
+
+    def _units_below(self, nodes: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The units inside each of ``nodes`` (a contiguous run of units each), with the node's row of
+        ``alive`` repeated for each."""
+        cols = self.tree.intervals()
+        first = np.searchsorted(self.units.lo_seq, cols["lo_seq"][nodes], "left")
+        last = np.searchsorted(self.units.lo_seq, cols["hi_seq"][nodes], "right")
+        sizes = last - first
+        offsets = np.repeat(first - np.concatenate(([0], np.cumsum(sizes)[:-1])), sizes)
+        index = np.arange(int(sizes.sum()), dtype=_I64) + offsets
+        return self.units.nodes[index], np.repeat(alive, sizes, axis=0)
 
     def top_level_false_positive_rate(self, keys: int, between: Between | None) -> float:
         """Eq. 4.3 with the query's own probes of the top level: ``1 − Π (1 − ρ_i^k)`` over every
@@ -493,11 +519,9 @@ def approximate(query: Query, index: TypeIndex) -> Approximation:
     found_of = {id(p): h & in_between for p, h in zip(typed, found, strict=False)}
     neg_hits = found[-1] & in_between if neg_types else None
     if getattr(index, "cut_short", False):
-        # The walk stopped at a position found nowhere; the others' answers are partial, so name only a
-        # position that is empty below every top-level node (probed on its own).
-        for p in typed:
-            if not (index.occurrence(p.types, between) & in_between).any():  # type: ignore[arg-type]
-                return result(empty, empty, empty, no_relevant, _absent_text(p, between), keys)
+        # The walk stopped at a position found nowhere; the others' answers are partial: name that one.
+        absent = typed[index.absent[0]]  # type: ignore[attr-defined]
+        return result(empty, empty, empty, no_relevant, _absent_text(absent, between), keys)
     hits: list[list[np.ndarray]] = []
     for element in positions:
         row = []

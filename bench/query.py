@@ -1,0 +1,172 @@
+"""Query latency by answer mode, side by side: approximate, verified and exact on the same queries.
+
+``python -m bench query [--quick]``.  Datasets: BPI Challenge 2012 (262,200 events) and a replay of it with
+shifted time and case ids (≥ 5,000,000 events; 1,000,000 with ``--quick``), each stored as a real dataset
+(Parquet event store + Bloom tree, local builder, default sizing: C = 256, fpq = 1e-3).
+
+Queries (Baltus 2021, §5.1/§5.2): random ``SEQ`` of each length 2–8 with types drawn from the log and a
+``WITHIN``; the same as ``RETURN exists``; "rare" ones that start with one of the log's rarest types (their
+candidates cover a sliver of the stream); and the four operator forms of Tables 5.5/5.6 under strict
+contiguity and skip-till-next-match.
+
+Per query: approximate latency cold (a fresh :class:`~sketch.evaluate.TreeIndex`, as a new process sees it)
+and warm (one index object serving every query, as a long-running service holds it), verified and exact
+latency with their ratios, events scanned / total, and whether verified equals exact.  Accuracy: the
+approximate answers against a perfect (false-positive-free) leaf index over the same units — a candidate
+interval the perfect index does not produce, or ``exists: true`` where it says false, is a false positive.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from exact.language import parse
+from sketch.build import BuildOptions
+from sketch.dataset import Dataset
+from sketch.evaluate import PerfectIndex, TreeIndex, approximate
+from sketch.verify import StoreSource, answer_indexed
+
+REPLAY_EVENTS = 5_000_000
+FORMS = ("SEQ({a}, {b}, {c})", "SEQ({a}, OR({b}, {c}))", "SEQ({a}, AND({b}, {c}))", "SEQ({a}, NOT({b}), {c})")
+
+
+def _quoted(t: str) -> str:
+    return "'" + t.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def queries(types: list[str], counts: dict[str, int], rng: random.Random, per_length: int,
+            forms: int) -> list[tuple[str, str]]:
+    """(kind, text) pairs of the protocol (see the module docstring)."""
+    out = []
+    rare = sorted(types, key=lambda t: counts[t])[:5]
+    for length in range(2, 9):
+        for _ in range(per_length):
+            window = rng.choice(("1 h", "1 day"))
+            seq = ", ".join(_quoted(rng.choice(types)) for _ in range(length))
+            out.append(("seq", f"PATTERN SEQ({seq}) WITHIN {window}"))
+            out.append(("exists", f"PATTERN SEQ({seq}) WITHIN {window} RETURN exists"))
+            tail = ", ".join(_quoted(rng.choice(types)) for _ in range(length - 1))
+            out.append(("rare", f"PATTERN SEQ({_quoted(rng.choice(rare))}, {tail}) WITHIN {window}"))
+    for form in FORMS:
+        for strategy in ("strict_contiguity", "skip_till_next_match"):
+            for _ in range(forms):
+                a, b, c = (_quoted(rng.choice(types)) for _ in range(3))
+                out.append(("form", f"PATTERN {form.format(a=a, b=b, c=c)} WITHIN 1 h STRATEGY {strategy}"))
+    return out
+
+
+def _timed(fn: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    value = fn()
+    return value, (time.perf_counter() - t0) * 1000.0
+
+
+def measure(name: str, stream: pa.Table, per_length: int, forms: int, seed: int) -> dict[str, Any]:
+    """Build ``stream`` as a dataset and run the query protocol on it in all three modes."""
+    with tempfile.TemporaryDirectory(prefix="seqsketch-bench-query-") as tmp:
+        home = Path(tmp)
+        (dataset, build_ms) = _timed(lambda: Dataset.build(home, name, stream, BuildOptions()))
+        snap = dataset.snapshot()
+        tree = snap.tree
+        source = StoreSource(dataset.store, snap.store)
+        counts = dict(snap.store.type_counts)
+        types = sorted(counts)
+        warm = TreeIndex(tree)
+        perfect = PerfectIndex(warm.units, stream.column("seq").to_numpy(), stream.column("type").to_pylist())
+        rows = []
+        for kind, text in queries(types, counts, random.Random(seed), per_length, forms):
+            q = parse(text)
+            approx_body, approx_cold = _timed(lambda q=q: answer_indexed(q, tree, source, mode="approximate"))
+            approx, approx_warm = _timed(lambda q=q: approximate(q, warm))
+            verified, verified_ms = _timed(lambda q=q: answer_indexed(q, tree, source, mode="verified"))
+            exact, exact_ms = _timed(lambda q=q: answer_indexed(q, tree, source, mode="exact"))
+            truth = approximate(q, perfect)
+            true_ivs = {(iv["start_seq"], iv["end_seq"]) for iv in truth.intervals()}
+            ivs = [(iv["start_seq"], iv["end_seq"]) for iv in approx.intervals()]
+            rows.append({
+                "kind": kind, "query": text,
+                "approximate_ms_cold": round(approx_cold, 3), "approximate_ms_warm": round(approx_warm, 3),
+                "verified_ms": round(verified_ms, 3), "exact_ms": round(exact_ms, 3),
+                "exact_over_verified": round(exact_ms / verified_ms, 2),
+                "candidate_intervals": len(ivs), "coverage": approx.coverage() / stream.num_rows,
+                "events_scanned": verified["stats"]["events_scanned"], "events_total": stream.num_rows,
+                "nodes_probed": approx_body["stats"]["nodes_probed"],
+                "count": exact["count"], "verified_equals_exact": all(
+                    verified.get(k) == exact.get(k) for k in ("exists", "count", "matches", "intervals")),
+                "false_intervals": sum(iv not in true_ivs for iv in ivs),
+                "false_exists": bool(approx.exists and not truth.exists),
+                "expected_false_positive_rate": approx.expected_false_positive_rate,
+            })
+        return {"dataset": name, "events": stream.num_rows, "build_ms": round(build_ms, 1),
+                "index": {k: tree.info()[k] for k in ("leaf_size", "m", "k", "levels", "nodes", "top_nodes",
+                                                      "bytes", "fpq", "expected_fpq")},
+                "summary": summarise(rows), "queries": rows}
+
+
+def _p(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)), 3) if values else float("nan")
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Percentiles side by side, the speed-up of verification, and the measured false-positive rate."""
+    def col(key: str, where=lambda r: True) -> list[float]:
+        return [r[key] for r in rows if where(r)]
+
+    exists = [r for r in rows if r["kind"] == "exists"]
+    few = [r for r in rows if r["candidate_intervals"] <= 100]
+    thin = [r for r in rows if r["coverage"] < 0.01]
+    ivs = sum(r["candidate_intervals"] for r in rows)
+    said_yes = sum(r["candidate_intervals"] > 0 for r in rows)
+    return {
+        "queries": len(rows),
+        "verified_equals_exact": all(r["verified_equals_exact"] for r in rows),
+        "p50_ms": {"approximate_cold": _p(col("approximate_ms_cold"), 50),
+                   "approximate_warm": _p(col("approximate_ms_warm"), 50),
+                   "verified": _p(col("verified_ms"), 50), "exact": _p(col("exact_ms"), 50)},
+        "p90_ms": {"approximate_cold": _p(col("approximate_ms_cold"), 90),
+                   "approximate_warm": _p(col("approximate_ms_warm"), 90),
+                   "verified": _p(col("verified_ms"), 90), "exact": _p(col("exact_ms"), 90)},
+        "approximate_p50_ms_exists": {"cold": _p([r["approximate_ms_cold"] for r in exists], 50),
+                                      "warm": _p([r["approximate_ms_warm"] for r in exists], 50)},
+        "approximate_p50_ms_le_100_intervals": {"cold": _p([r["approximate_ms_cold"] for r in few], 50),
+                                                "warm": _p([r["approximate_ms_warm"] for r in few], 50),
+                                                "queries": len(few)},
+        "exact_over_verified_median": round(statistics.median(col("exact_over_verified")), 2),
+        "exact_over_verified_coverage_lt_1pct": {
+            "queries": len(thin),
+            "median": round(statistics.median([r["exact_over_verified"] for r in thin]), 1) if thin else None,
+            "min": round(min(r["exact_over_verified"] for r in thin), 1) if thin else None},
+        "scanned_over_total_median": round(statistics.median(
+            [r["events_scanned"] / r["events_total"] for r in rows]), 5),
+        "false_positive_rate": {"intervals": (sum(r["false_intervals"] for r in rows) / ivs) if ivs else 0.0,
+                                "candidate_intervals": ivs,
+                                "exists": sum(r["false_exists"] for r in rows) / max(said_yes, 1),
+                                "expected_mean": statistics.fmean(col("expected_false_positive_rate"))},
+    }
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    from bench.corpora import Corpora
+
+    corpora = Corpora()
+    bpic = corpora.bpic()
+    out = {"bpic2012": measure("bpic2012", bpic, per_length=1 if quick else 3, forms=1 if quick else 2,
+                               seed=2012)}
+    replay_events = 1_000_000 if quick else REPLAY_EVENTS
+    replay = corpora.bpic_events(replay_events)
+    out[f"bpic2012_replay_{replay.num_rows}"] = measure("replay", replay, per_length=1, forms=1, seed=5)
+    return out
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(quick=True)["bpic2012"]["summary"], indent=2))

@@ -1,0 +1,116 @@
+"""Units, the top-down occurrence walk, and the candidate chains on streams large enough for deep trees."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exact.ast import Between, EventSet, Query, Single, Strategy, Var, WithinEvents
+from exact.engine import evaluate
+from sketch.evaluate import PerfectIndex, TreeIndex, approximate, units_at
+from sketch.tree import BloomTree, TreeConfig
+from sketch.verify import TableSource, verify
+
+
+def skewed_stream(n: int, vocabulary: int, seed: int) -> tuple[list[str], list[int]]:
+    """Zipf-like types (a few frequent, many rare) and non-decreasing timestamps with ties."""
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, vocabulary + 1)
+    types = [f"t{int(i)}" for i in rng.choice(vocabulary, size=n, p=weights / weights.sum())]
+    ts = np.cumsum(rng.integers(0, 3, size=n)).tolist()
+    return types, ts
+
+
+def tree_of(types: list[str], ts: list[int], leaf_size: int, m: int = 256, k: int = 3) -> BloomTree:
+    tree = BloomTree(TreeConfig(leaf_size=leaf_size, m=m, k=k, min_bits=8))
+    tree.update(types, ts)
+    return tree
+
+
+@given(n=st.integers(1, 3000), leaf=st.integers(1, 9), granularity=st.integers(0, 6))
+@settings(max_examples=60, deadline=None)
+def test_units_cut_the_stream_in_order(n: int, leaf: int, granularity: int) -> None:
+    types, ts = skewed_stream(n, 30, seed=n)
+    tree = tree_of(types, ts, leaf)
+    units = units_at(tree, granularity)
+    assert units.lo_seq[0] == 0 and units.hi_seq[-1] == n - 1
+    assert np.array_equal(units.lo_seq[1:], units.hi_seq[:-1] + 1)
+    assert (units.level <= granularity).all()
+    levels = tree.intervals()["level"]
+    # a unit below the granularity is a whole top-level node (nothing above it to stop at)
+    tops = set(tree.top_nodes())
+    assert all(node in tops for node, lev in zip(units.nodes, units.level, strict=True) if lev < granularity)
+    assert all(levels[node] == lev for node, lev in zip(units.nodes, units.level, strict=True))
+
+
+@given(seed=st.integers(0, 10_000), leaf=st.integers(1, 6), granularity=st.integers(0, 3),
+       tiny=st.booleans(), picks=st.lists(st.integers(0, 39), min_size=1, max_size=4))
+@settings(max_examples=60, deadline=None)
+def test_occurrence_walk_misses_nothing_and_adds_only_filter_answers(seed: int, leaf: int, granularity: int,
+                                                                     tiny: bool, picks: list[int]) -> None:
+    """Deep trees (thousands of events, small leaves) exercise the descent and its shortcut to the units:
+    every unit truly holding a key is found, and every unit found says "maybe" for a key itself."""
+    types, ts = skewed_stream(2500, 40, seed)
+    tree = tree_of(types, ts, leaf, m=64 if tiny else 512, k=1 if tiny else 4)
+    index = TreeIndex(tree, granularity)
+    keys = frozenset(f"t{p}" for p in picks)
+    found = index.occurrence(keys, None)
+    truth = PerfectIndex(index.units, np.arange(len(types)), types).occurrence(keys, None)
+    assert (found >= truth).all()
+    maybe = tree.probe(index.units.nodes, sorted(keys)).any(axis=1)
+    assert (found <= maybe).all()
+    assert index.probes() <= 2 * tree.rows
+
+
+def test_top_level_absence_answers_at_once() -> None:
+    types, ts = skewed_stream(4000, 30, seed=3)
+    tree = tree_of(types, ts, 8, m=4096, k=8)
+    index = TreeIndex(tree)
+    q = Query((Single(Var("a", "t1")), Single(Var("z", "never-seen"))))
+    approx = approximate(q, index)
+    assert not approx.exists
+    assert approx.explain == "never-seen never occurs in the history"
+    assert approx.nodes_probed <= 2 * len(tree.top_nodes())
+
+
+def test_matches_sharing_one_leaf_are_kept() -> None:
+    """The thesis' relaxed policies lose matches inside one leaf; here a whole match in one leaf is found."""
+    types = ["x", "a", "b", "c", "x", "x", "x", "x"]
+    tree = tree_of(types, list(range(8)), leaf_size=8)
+    table = pa.table({"seq": list(range(8)), "ts": list(range(8)), "type": types})
+    q = Query((Single(Var("a", "a")), EventSet((Var("b", "b"), Var("c", "c")))))
+    approx = approximate(q, TreeIndex(tree))
+    assert approx.exists and approx.candidate_spans() == [(0, 7)]
+    assert [m.start_seq for m in verify(approx, TableSource(table)).matches] == [1]
+
+
+@pytest.mark.parametrize("strategy", [Strategy.STRICT_CONTIGUITY, Strategy.SKIP_TILL_NEXT_MATCH])
+def test_contiguity_reach_is_tighter(strategy: Strategy) -> None:
+    """Strict contiguity: a match spans only leaves holding pattern types, one event per position."""
+    types = ["a", "b"] + ["x"] * 30 + ["b"] * 4
+    tree = tree_of(types, list(range(len(types))), leaf_size=2)
+    table = pa.table({"seq": list(range(len(types))), "ts": list(range(len(types))), "type": types})
+    q = Query((Single(Var("a", "a")), Single(Var("b", "b"))), strategy=strategy)
+    approx = approximate(q, TreeIndex(tree))
+    ((start, end),) = approx.candidate_spans()
+    assert start == 0
+    assert end == (1 if strategy == Strategy.STRICT_CONTIGUITY else len(types) - 1)
+    assert verify(approx, TableSource(table)).matches == evaluate(q, table)
+
+
+def test_windows_and_between_bound_the_reach() -> None:
+    types = ["a"] + ["x"] * 9 + ["b"] * 10 + ["a"] + ["b"] * 3
+    n = len(types)
+    tree = tree_of(types, list(range(n)), leaf_size=2)
+    table = pa.table({"seq": list(range(n)), "ts": list(range(n)), "type": types})
+    q = Query((Single(Var("a", "a")), Single(Var("b", "b"))), within=WithinEvents(12))
+    approx = approximate(q, TreeIndex(tree))
+    assert approx.candidate_spans() == [(0, 12), (20, 23)]
+    assert verify(approx, TableSource(table)).matches == evaluate(q, table)
+    late = Query(q.pattern, within=WithinEvents(12), between=Between(15, 30))
+    approx = approximate(late, TreeIndex(tree))
+    assert [s for s, _ in approx.candidate_spans()] == [20]
+    assert verify(approx, TableSource(table)).matches == evaluate(late, table)
