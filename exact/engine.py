@@ -71,6 +71,7 @@ from exact.strategies import (
     next_match_window,
     robust_next_match_window,
 )
+from exact.twophase import candidate_windows
 from exact.twophase import two_phase as run_two_phase
 
 #: Positive variables are bits of a 63-bit mask.
@@ -307,6 +308,17 @@ class _Evaluation:
             within = ("time", w.micros)
         elif isinstance(w, WithinEvents):
             within = ("events", w.count)
+        if self.prefilter:
+            # phase 1 vectorised (the filter is the prefilter's job); phase 2 per candidate window
+            keys = self._keys()
+            firsts = candidate_windows(self.runner.automaton, self.evmask_np, keys, self.end,
+                                       self._start_ok_mask())
+            parts = PartitionViews(self.evmask_np, np.arange(len(self.idx)), keys, True)
+            out: list[Buffer] = []
+            end = self.end
+            for s in firsts.tolist():
+                out.extend(window_fn(self.runner, parts.view(int(keys[s])), s, int(end[s])))
+            return out
         keys = (self._partition_codes(self.plan.partition_attrs, self.idx)
                 if self.plan.partition_attrs else None)
         start_ok = self._start_ok_mask().tolist()

@@ -136,3 +136,42 @@ def two_phase(run: Runner, window_fn: WindowFn, *, evmask_np: np.ndarray, seq: n
             dequeue(w)
     return results
 
+
+
+def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray, end: np.ndarray,
+                      start_ok: np.ndarray) -> np.ndarray:
+    """Phase 1 of Algorithm 3 for all windows at once: the first events of the candidate match windows.
+
+    The same filtered, partitioned windows and conditions (5.1)–(5.4) as :func:`two_phase`, evaluated
+    with sorted arrays instead of a loop: window ``W(s)`` holds the filtered events of ``s``'s partition
+    from ``s`` to ``end[s]``; positions are searched as ``key * B + position`` (one sorted array per
+    group for all partitions), so ``|W|``, the first and the last event of each group in ``W`` are
+    binary searches.  ``keys[p] < 0`` puts ``p`` in no partition.
+    """
+    base = len(evmask) + 1
+    member = (evmask != 0) & (keys >= 0)
+    everyone = np.sort(keys[member] * base + np.flatnonzero(member))
+    starts = np.flatnonzero(member & ((evmask & aut.first_element_mask) != 0) & start_ok)  # (5.2)
+    lo = keys[starts] * base + starts
+    hi = keys[starts] * base + end[starts]
+    groups = [g for gs in aut.element_groups for g in gs]
+    size = np.searchsorted(everyone, hi, "right") - np.searchsorted(everyone, lo, "left")
+    ok = size >= len(groups)  # (5.1)
+    first: dict[int, np.ndarray] = {}
+    last: dict[int, np.ndarray] = {}
+    for g in groups:
+        pos = np.flatnonzero(member & ((evmask & g) != 0))
+        enc = np.sort(keys[pos] * base + pos)
+        if not len(enc):
+            return starts[:0]
+        i = np.searchsorted(enc, lo, "left")
+        j = np.searchsorted(enc, hi, "right") - 1
+        f = enc[np.minimum(i, len(enc) - 1)]
+        la = enc[np.maximum(j, 0)]
+        ok &= (i < len(enc)) & (f <= hi)  # (5.3)
+        first[g], last[g] = f, la
+    for left, right in zip(aut.element_groups, aut.element_groups[1:], strict=False):  # (5.4)
+        for g in left:
+            for h in right:
+                ok &= first[g] < last[h]
+    return starts[ok]
