@@ -307,6 +307,7 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: st
 
     import numpy as np
 
+    from exact.ast import BUILTIN_FIELDS, Field
     from exact.engine import answer, evaluate
     from exact.language import load
     from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
@@ -325,7 +326,10 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: st
         raise NotFound(f"dataset {name!r} does not exist", where=name)
     store = EventStore.open(root)
     snap = store.snapshot()
-    table = store.read_table(snapshot=snap)
+    # attributes are read only when a condition or the partition names one
+    attrs_used = bool(parsed.partition_by) or any(
+        o.attr not in BUILTIN_FIELDS for c in parsed.where for o in (c.left, c.right) if isinstance(o, Field))
+    table = store.read_table(snapshot=snap, columns=None if attrs_used else ["seq", "ts", "type"])
     verify_started = time.perf_counter()
     matches = evaluate(parsed, table, type_counts=snap.type_counts)
     verify_ms = (time.perf_counter() - verify_started) * 1000
