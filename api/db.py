@@ -11,6 +11,7 @@ Its schema belongs to the Alembic migrations in ``migrations/``.  Two rules keep
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,10 +63,12 @@ def is_sqlite(url: str) -> bool:
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    # Foreign keys are off by default in SQLite; WAL lets the CLI read while the server writes.
+    # Foreign keys are off by default in SQLite; WAL lets the CLI read while the server writes, and with WAL
+    # synchronous=NORMAL stays consistent after a crash while sparing an fsync per logged query.
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
 
 
@@ -104,15 +107,18 @@ def alembic_config(engine: Engine) -> Config:
     return cfg
 
 
+@functools.cache
 def head_revision() -> str:
+    """The newest migration (read once per process: the scripts ship with the code)."""
     heads = ScriptDirectory(str(MIGRATIONS_DIR)).get_heads()
     if len(heads) != 1:  # a merge is missing: a packaging bug, not a user mistake
         raise RuntimeError(f"migrations have {len(heads)} heads ({', '.join(heads)}); expected one")
     return heads[0]
 
 
-def known_revisions() -> set[str]:
-    return {rev.revision for rev in ScriptDirectory(str(MIGRATIONS_DIR)).walk_revisions()}
+@functools.cache
+def known_revisions() -> frozenset[str]:
+    return frozenset({rev.revision for rev in ScriptDirectory(str(MIGRATIONS_DIR)).walk_revisions()})
 
 
 def current_revision(engine: Engine) -> str | None:
