@@ -365,7 +365,8 @@ class Catalog:
             return None if job is None else job.to_dict()
 
     def fail_unfinished_jobs(self, reason: str) -> list[str]:
-        """Mark every queued or running job failed (their worker is gone, e.g. after a restart)."""
+        """Mark every queued or running job failed (their worker is gone, e.g. after a restart), and the
+        datasets whose first build they were."""
         with self.session() as s:
             jobs = list(s.scalars(select(BuildJob).where(
                 BuildJob.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))))
@@ -373,6 +374,8 @@ class Catalog:
                 job.state = JobState.FAILED.value
                 job.error = {"code": "interrupted", "message": reason}
                 job.finished = utcnow()
+            for row in s.scalars(select(Dataset).where(Dataset.state == DatasetState.BUILDING.value)):
+                row.state = DatasetState.FAILED.value
             return [job.id for job in jobs]
 
     # query log --------------------------------------------------------------------------------------------

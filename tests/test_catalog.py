@@ -69,6 +69,7 @@ def test_publish_build_numbers_versions_from_the_info(catalog: Catalog) -> None:
 
 def test_job_lifecycle_and_recovery(catalog: Catalog) -> None:
     job = catalog.create_job("bpi", ["a.xes"], {"engine": "local"})
+    catalog.upsert_dataset("bpi", state=DatasetState.BUILDING)
     assert job["state"] == "queued" and job["progress"] == 0.0 and job["error"] is None
     assert catalog.active_job("bpi")["id"] == job["id"] and catalog.active_job("other") is None
     catalog.update_job(job["id"], state=JobState.RUNNING, started=utcnow(), progress=0.5)
@@ -77,6 +78,7 @@ def test_job_lifecycle_and_recovery(catalog: Catalog) -> None:
     failed = catalog.get_job(job["id"])
     assert failed["state"] == "failed" and failed["error"] == {"code": "interrupted", "message": "restart"}
     assert catalog.active_job("bpi") is None
+    assert catalog.get_dataset("bpi")["state"] == "failed"  # its first build will never finish
     with pytest.raises(NotFound):
         catalog.update_job("missing", state=JobState.FAILED)
 
