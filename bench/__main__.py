@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", nargs="?", help="benchmark module under bench/")
     parser.add_argument("--quick", action="store_true", help="a smaller, faster run (for a smoke check)")
     parser.add_argument("--list", action="store_true", help="list the benchmarks")
+    parser.add_argument("--reuse-registered", action="store_true",
+                        help="with all: run only the seed protocols, reporting the other benchmarks' records")
     args = parser.parse_args(argv)
     if args.list or not args.name:
         print("\n".join(available()))
@@ -65,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.name == "all":  # every benchmark, the seed protocols, then docs/BENCHMARKS.md (bench/suite.py)
         from bench.suite import main_all
 
-        return main_all(args.quick, argv if argv is not None else sys.argv[1:])
+        return main_all(args.quick, argv if argv is not None else sys.argv[1:],
+                        reuse_registered=args.reuse_registered)
     record = run_benchmark(args.name, args.quick)
     print(json.dumps(record, indent=2))
     print(f"bench: wrote {RESULTS / (args.name + '.json')}", file=sys.stderr)

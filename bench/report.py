@@ -53,7 +53,7 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines = ["| " + " | ".join(fmt(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(fmt(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -417,12 +417,13 @@ def section_accuracy(record: dict[str, Any] | None, plots: Plots) -> str:
         parts.append(f"**{name}** ({d['events']:,} events, `WITHIN {d['window']}`):")
         parts.append(table(("fpq", "m", "k", "index bytes", "sized filter fp", "measured probe fp",
                             "eq. 4.1 from fills", "unit fp rate", "queries with false candidates",
-                            "expected query rate", "exact matches", "missed", "recall"),
+                            "expected query rate", "unit rate ≤ fpq", "exact matches", "missed", "recall"),
                            [(x["fpq"], x["m"], x["k"], x["index_bytes"], x["sized_filter_fp"],
                              x["probe"]["rate"], x["probe"]["eq_4_1_predicted_rate"],
                              x["unit_false_positive_rate"],
                              f"{x['queries_with_false_candidates']} / {x['queries']}",
-                             x["expected_query_rate_mean"], x["exact_matches"], x["exact_matches_missed"],
+                             x["expected_query_rate_mean"], x["unit_false_positive_rate"] <= x["fpq"],
+                             x["exact_matches"], x["exact_matches_missed"],
                              x["recall"]) for x in d["by_fpq"]]))
     parts.append(_plot_accuracy(r, plots))
     return "\n\n".join(parts)
@@ -552,7 +553,8 @@ def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
         rec = records[name]
         note = _missing(rec, name)
         kind = "quick" if rec.get("quick") else "full"
-        head = f"**{name}**" + (f" ({kind} run, {fmt(rec.get('seconds'))} s)" if "seconds" in rec else "")
+        head = f"**{name}**" + (f" ({kind} run at {rec.get('ran_at', '–')}, {fmt(rec.get('seconds'))} s)"
+                                if "seconds" in rec else "")
         if note:
             parts.append(f"{head}: {note}")
             continue

@@ -3,10 +3,9 @@
 Runs every registered benchmark module (``bench/NAME.py`` with ``run(quick)``, see :mod:`bench.__main__`)
 and every seed protocol (:data:`bench.protocols.PROTOCOLS`), writes each one's JSON record to
 ``bench/results/`` (``bench/results/quick/`` with ``--quick``), and generates ``docs/BENCHMARKS.md`` with
-its plots under ``docs/bench/``
-(:mod:`bench.report`).  A failing benchmark is recorded in its JSON and in the report, and makes the command
-exit non-zero; a broken guarantee (:class:`bench.timing.RecallError`) does too, after its figures are
-written, so the evidence is kept.
+its plots under ``docs/bench/`` (:mod:`bench.report`).  A failing benchmark is recorded in its JSON and in
+the report, and makes the command exit non-zero; a broken guarantee (:class:`bench.timing.RecallError`)
+does too, after its figures are written, so the evidence is kept.
 """
 
 from __future__ import annotations
@@ -113,12 +112,18 @@ def run_all(scale: Scale, *, results: Path = RESULTS, docs: Path = DOCS, data: P
     return report, errors
 
 
-def main_all(quick: bool, argv: Sequence[str] | None = None) -> int:
-    """The ``all`` sub-command of ``python -m bench``."""
+def main_all(quick: bool, argv: Sequence[str] | None = None, *, reuse_registered: bool = False) -> int:
+    """The ``all`` sub-command of ``python -m bench``.
+
+    ``reuse_registered``: run only the seed protocols and report the registry's benchmarks from the records
+    their own runs left in the results directory (each shows when it ran) — for a machine too busy to
+    rerun everything in one sitting.
+    """
     scale = SCALES["quick" if quick else "full"]
     command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
     # A quick run's records go beside, never over, the full run's.
-    report, errors = run_all(scale, command=command, results=RESULTS / "quick" if quick else RESULTS)
+    report, errors = run_all(scale, command=command, results=RESULTS / "quick" if quick else RESULTS,
+                             registered=not reuse_registered)
     print(f"bench: wrote {report}", file=sys.stderr)
     for line in errors:
         print(f"bench: FAILED {line}", file=sys.stderr)

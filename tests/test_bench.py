@@ -113,3 +113,22 @@ def test_duplicated_types_follow_cadonna_and_grow_the_window(shared_data: Path) 
     assert types == expected[:stream.num_rows]
     day = 86_400 * 1_000_000
     assert max_window(derived, day) >= max_window(stream, day)
+
+
+def _cells(line: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", line)) - 1
+
+
+def test_report_tables_are_well_formed(tiny_run: tuple[Path, Path, list[str]]) -> None:
+    _, report, _ = tiny_run
+    tables, current = [], []
+    for line in report.read_text().splitlines() + [""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append(current)
+            current = []
+    assert len(tables) >= 10
+    for rows in tables:
+        assert re.fullmatch(r"\|(---\|)+", rows[1])
+        assert {_cells(r) for r in rows} == {_cells(rows[0])}, rows[0]
