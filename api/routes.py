@@ -16,6 +16,7 @@ from importlib import metadata
 from typing import Any
 
 from flask import Blueprint, current_app, g, jsonify, request, url_for
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from api import schemas as sc
 from api.app import ServiceState, service_state
@@ -54,7 +55,7 @@ def operation(rule: str, method: str, op: sc.Operation) -> Callable[[Callable[..
                 g.principal = authorize(state().catalog, request.headers.get("Authorization"),
                                         Scope(op.scope), request.remote_addr, forwarded=forwarded)
             if op.request is not None and op.request_kind == "json":
-                body = sc.parse_json_body(request.get_data(cache=False))
+                body = sc.parse_json_body(request_body())
                 op.request.validate(body)
                 kwargs["body"] = body
             return view(**kwargs)
@@ -64,6 +65,21 @@ def operation(rule: str, method: str, op: sc.Operation) -> Callable[[Callable[..
         return endpoint
 
     return register
+
+
+def request_body() -> bytes:
+    """The whole request body within ``request.max_content_length``, or 413.
+
+    A body without Content-Length (chunked) is cut by Werkzeug at the limit without an error; parsing the cut
+    would report invalid JSON, or accept an NDJSON batch shorter than the one sent.  So a body that reaches
+    the limit is checked for one more byte.
+    """
+    raw = request.get_data(cache=False)
+    limit = request.max_content_length
+    if limit is not None and request.content_length is None and len(raw) >= limit:
+        if request.environ["wsgi.input"].read(1):
+            raise RequestEntityTooLarge()
+    return raw
 
 
 def checked_name(name: str) -> str:
@@ -202,7 +218,7 @@ def delete_dataset(name: str) -> Any:
 def _append_records() -> list[dict[str, Any]]:
     """The request's events, from a JSON array or NDJSON, within the configured append size limit."""
     request.max_content_length = int(current_app.config["MAX_APPEND_BYTES"])
-    raw = request.get_data(cache=False)
+    raw = request_body()
     mimetype = (request.mimetype or "").lower()
     records = sc.parse_ndjson_body(raw) if mimetype in NDJSON_TYPES else sc.parse_json_body(raw)
     return sc.validate_events(records)
