@@ -22,8 +22,25 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="build the bundled real log and answer example queries")
+    p.add_argument("--engine", choices=("spark", "local"), default="spark", help="index build engine")
+    p.add_argument("--rebuild", action="store_true", help="rebuild the demo dataset even if it exists")
+    p.add_argument("--data", default=None, help="path of bpic2012.xes.gz (default: shared/data beside the repo)")
     _common(p)
-    p.set_defaults(handler=lambda args: 0)
+    p.set_defaults(handler=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    import json
+
+    from api.demo import run_demo
+    from exact.store import seqsketch_home
+
+    quiet = bool(args.json)
+    result = run_demo(seqsketch_home(), engine=args.engine, rebuild=args.rebuild, data=args.data,
+                      say=(lambda _text: None) if quiet else print)
+    if quiet:
+        print(json.dumps(result, indent=2, default=str))
+    return 0
 
 
 # --- the service: serve, db, token ------------------------------------------------------------------------
