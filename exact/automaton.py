@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exact.ast import Condition, Field, Query
-from exact.normalize import COMPARATORS, FLIPPED, Plan, normalize
+from exact.normalize import COMPARATORS, FLIPPED, Plan, literal_signature, normalize
 
 #: A match buffer β: per positive variable (by index) the tuple of bound event positions, in stream order.
 Buffer = tuple[tuple[int, ...], ...]
@@ -161,9 +161,13 @@ class Automaton:
         return m
 
 
-@functools.lru_cache(maxsize=128)
 def automaton_for(query: Query) -> Automaton:
-    """The automaton of ``query``, built once per (frozen, hashable) query."""
+    """The automaton of ``query``, built once per (frozen, hashable) query and literal kinds."""
+    return _automaton(query, literal_signature(query))
+
+
+@functools.lru_cache(maxsize=128)
+def _automaton(query: Query, _signature: tuple[str, ...]) -> Automaton:
     return Automaton(normalize(query))
 
 

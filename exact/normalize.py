@@ -342,9 +342,21 @@ def _derive_types(var: Var, props: Iterable[Condition]) -> frozenset[str] | None
 # --------------------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=256)
+def literal_signature(query: Query) -> tuple[str, ...]:
+    """The kinds of the query's literals.  Queries compare equal when their literals do, and Python has
+    ``True == 1 == 1.0``; caches key on the query *and* this signature so ``x = true`` and ``x = 1`` (which
+    differ: a boolean is never equal to a number) never share an entry."""
+    return tuple(type(o.value).__name__ for c in query.where for o in (c.left, c.right)
+                 if isinstance(o, Literal))
+
+
 def normalize(query: Query) -> Plan:
     """Normalise ``query`` (see the module docstring); raises QuerySemanticError for invalid queries."""
+    return _normalize(query, literal_signature(query))
+
+
+@functools.lru_cache(maxsize=256)
+def _normalize(query: Query, _signature: tuple[str, ...]) -> Plan:
     _validate(query)
     positives_raw: list[tuple[Var, int, bool]] = []  # var, element index, is-alternative
     negatives_raw: list[tuple[Var, int]] = []
@@ -405,12 +417,13 @@ def normalize(query: Query) -> Plan:
                 conds.append(Condition(Field(v.name, attr), "=", Field(w.name, attr)))
     conds.extend(_closure(query, conds, core, alt_names))
 
-    seen: set[Condition] = set()
+    seen: set[tuple[Condition, str]] = set()
     unique: list[Condition] = []
     for c in conds:
         cc = canonical(c)
-        if cc not in seen:
-            seen.add(cc)
+        key = (cc, repr(cc))  # repr keeps True and 1 apart
+        if key not in seen:
+            seen.add(key)
             unique.append(cc)
 
     props: dict[str, list[Condition]] = {v.name: [] for v in query.variables()}

@@ -89,6 +89,18 @@ def test_comparison_semantics() -> None:
     assert compare("a", "!=", 1) and not compare("a", "<", 1) and not compare(True, "=", 1)
 
 
+def test_literal_kinds_are_part_of_the_cache_key() -> None:
+    """``true == 1`` in Python, so equal-comparing queries must not share a cached plan."""
+    rows = [{"ts": 0, "type": "A", "b": True, "i": 1, "s": "x"}, {"ts": 1, "type": "A", "b": False, "i": 2}]
+    table = stream_table(rows)
+    for text, starts in (("a.b = true", [0]), ("a.b = 1", []), ("a.i = 1", [0]), ("a.i = true", []),
+                         ("a.s != 1", [0]), ("a.i < 1.5", [0])):
+        q = parse(f"PATTERN A a WHERE {text}")
+        got = evaluate(q, table)
+        assert [m.start_seq for m in got] == starts, text
+        assert got == reference_matches(q, table)
+
+
 def test_conditions_on_missing_attributes_are_false() -> None:
     rows = [{"ts": 0, "type": "A", "x": 1}, {"ts": 1, "type": "A"}, {"ts": 2, "type": "B"}]
     q = parse("PATTERN SEQ(A a, B b) WHERE a.x != 5 STRATEGY skip_till_any_match")
