@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.list or not args.name:
         print("\n".join(available()))
         return 0
+    if args.name == "report":  # docs/BENCHMARKS.md again from the records in bench/results (bench/report.py)
+        from bench.suite import main_report
+
+        return main_report(args.quick, argv if argv is not None else sys.argv[1:])
     if args.name == "all":  # every benchmark, the seed protocols, then docs/BENCHMARKS.md (bench/suite.py)
         from bench.suite import main_all
 

@@ -128,3 +128,15 @@ def main_all(quick: bool, argv: Sequence[str] | None = None, *, reuse_registered
     for line in errors:
         print(f"bench: FAILED {line}", file=sys.stderr)
     return 1 if errors else 0
+
+
+def main_report(quick: bool, argv: Sequence[str] | None = None) -> int:
+    """``python -m bench report [--quick]``: regenerate the report from the records already written."""
+    from bench.report import generate
+
+    command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    report = generate(RESULTS / "quick" if quick else RESULTS, DOCS, command=command,
+                      host=machine.describe(REPO),
+                      generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
+    print(f"bench: wrote {report}", file=sys.stderr)
+    return 0
