@@ -5,6 +5,8 @@
 Workloads (each under the options that apply: two-phase on/off, prefilter on/off):
 
 * ``seq3``      a selective three-type SEQ, once per strategy;
+* ``contig``    the first three steps of each case under partition contiguity (strict contiguity on the
+                first two steps, which follow each other in the stream);
 * ``case+``     ``PARTITION BY case`` with a Kleene variable;
 * ``chemo``     a Chemo-like event-set pattern ``SEQ({c, p+, d}, b)`` per case (Cadonna's P1 shape).
 
@@ -36,6 +38,9 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bpic2012.xes.g
 SEQ3 = "PATTERN SEQ(A_ACCEPTED a, O_SENT_BACK b, A_ACTIVATED c) WITHIN 1 hour"
 CASE_KLEENE = ("PATTERN SEQ(A_SUBMITTED a, 'W_Completeren aanvraag'+ w, A_ACCEPTED b) PARTITION BY case "
                "WITHIN 30 days")
+CONTIG_PART = ("PATTERN SEQ(A_SUBMITTED a, A_PARTLYSUBMITTED b, A_PREACCEPTED c) PARTITION BY case "
+               "WITHIN 1 day STRATEGY partition_contiguity")
+CONTIG_STRICT = "PATTERN SEQ(A_SUBMITTED a, A_PARTLYSUBMITTED b) WITHIN 1 day STRATEGY strict_contiguity"
 CHEMO = ("PATTERN SEQ({O_CREATED c, O_SENT+ p, A_ACCEPTED d}, O_SENT_BACK b) PARTITION BY case "
          "WITHIN 30 days")
 
@@ -93,6 +98,9 @@ def run(repeat: int = 3, prefix: int = 20_000, quick: bool = False) -> list[Row]
             else [(True, True), (False, True)]
         for tp, pf in options:
             rows.append(measure("seq3", q, table, counts, two_phase=tp, prefilter=pf, repeat=repeat))
+    for text in (CONTIG_STRICT, CONTIG_PART):
+        rows.append(measure("contig", parse(text), table, counts, two_phase=True, prefilter=True,
+                            repeat=repeat))
     for name, text in (("case+", CASE_KLEENE), ("chemo", CHEMO)):
         q = parse(text)
         strategies = [Strategy.SKIP_TILL_NEXT_MATCH] if quick else [
