@@ -81,12 +81,26 @@ def queries(draw: st.DrawFn, strategy: Strategy | None = None) -> Query:
     negated = [v for e in elements if isinstance(e, Absent) for v in e.vars]
     conds = []
     for _ in range(draw(st.integers(0, 3))):
-        kind = draw(st.sampled_from(("prop", "rel", "rel", "prev", "neg")))
+        kind = draw(st.sampled_from(("prop", "rel", "rel", "prev", "neg", "builtin", "self")))
         v = draw(st.sampled_from(positives))
         attr = draw(st.sampled_from(("x", "y")))
         op = draw(st.sampled_from(OPS))
         if kind == "prop":
-            conds.append(Condition(Field(v.name, attr), op, Literal(draw(st.integers(0, 3)))))
+            # mostly numbers; sometimes another kind (never equal to a number) or a boolean
+            lit = draw(st.one_of(st.integers(0, 3), st.integers(0, 3), st.sampled_from(("1", True))))
+            conds.append(Condition(Field(v.name, attr), op, Literal(lit)))
+        elif kind == "builtin":
+            field = draw(st.sampled_from(("type", "ts", "seq")))
+            if field == "type":
+                conds.append(Condition(Field(v.name, "type"), draw(st.sampled_from(("=", "!="))),
+                                       Literal(draw(st.sampled_from(TYPES)))))
+            elif len(positives) > 1 and draw(st.booleans()):
+                w = draw(st.sampled_from([p for p in positives if p != v]))
+                conds.append(Condition(Field(v.name, field), op, Field(w.name, field)))
+            else:
+                conds.append(Condition(Field(v.name, field), op, Literal(draw(st.integers(0, 8)))))
+        elif kind == "self":
+            conds.append(Condition(Field(v.name, "x"), op, Field(v.name, "y")))
         elif kind == "rel" and len(positives) > 1:
             w = draw(st.sampled_from([p for p in positives if p != v]))
             conds.append(Condition(Field(v.name, attr), op, Field(w.name, draw(st.sampled_from(("x", "y"))))))
