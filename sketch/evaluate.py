@@ -375,19 +375,23 @@ class Approximation:
                 out.append({"start_seq": lo, "end_seq": end, "level": int(level[s])})
         return out
 
-    def regions(self) -> list[Region]:
-        """Start units grouped where their read ranges overlap, each with the units verification reads.
+    def regions(self, merge_gap: int = 0) -> list[Region]:
+        """Start units grouped where their read ranges overlap or lie less than ``merge_gap`` events apart,
+        each with the units verification reads.
 
         Merging is sound: a unit inside a region that is not a start can start no exact match (no false
-        negatives), so widening ``starts`` over it reports nothing extra.
+        negatives), so widening ``starts`` over it reports nothing extra.  It trades reading the gap for one
+        engine call less (each call has a fixed cost; reads go by whole row groups anyway).
         """
         units = self.units
         groups: list[list[int]] = []
+        reach = -1
         for i, s in enumerate(self.starts.tolist()):
-            if groups and int(units.lo_seq[s]) <= int(self.read_ends[groups[-1][-1]]):
+            if groups and int(units.lo_seq[s]) <= reach + merge_gap:
                 groups[-1].append(i)
             else:
                 groups.append([i])
+            reach = max(reach, int(self.read_ends[i])) if len(groups[-1]) > 1 else int(self.read_ends[i])
         out = []
         for g in groups:
             first, last = int(self.starts[g[0]]), int(self.starts[g[-1]])

@@ -180,17 +180,27 @@ def _region_ranges(approx: Approximation, region: Region) -> list[tuple[int, int
     return out
 
 
-def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = False) -> Verification:
-    """Exact matches of ``approx.query`` on its candidate regions (see the module docstring)."""
+#: Candidate regions closer than this many events are verified together (see Approximation.regions).
+MERGE_GAP = 8192
+
+
+def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = False,
+           merge_gap: int = MERGE_GAP) -> Verification:
+    """Exact matches of ``approx.query`` on its candidate regions (see the module docstring).
+
+    ``stop_at_first`` stops after the first region with a match (the matches are then a prefix).
+    """
     query = approx.query
     plan = normalize(query)
-    regions = approx.regions()
+    regions = approx.regions(merge_gap)
     cols = needed_columns(query)
     contiguous = query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)
     keep_types = None if contiguous else _relevant_types(plan)
     counts = source.type_counts()
     per_region = [_region_ranges(approx, r) for r in regions]
-    matches: set[Match] = set()
+    # Regions have disjoint start ranges in stream order and the engine returns each one's matches sorted,
+    # so their concatenation is sorted and free of duplicates.
+    matches: list[Match] = []
     ts_of: dict[int, int] = {}
     scanned = 0
 
@@ -212,7 +222,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
             scanned += decoded
             found = run(region, table)
             if found:
-                matches.update(found)
+                matches.extend(found)
                 break
     else:
         everything = [r for ranges in per_region for r in ranges]
@@ -232,8 +242,8 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
                 keep = (k >= 0) & (piece_seq <= highs[np.maximum(k, 0)])
                 if not keep.all():
                     piece = piece.filter(pa.array(keep))
-            matches.update(run(region, piece))
-    return Verification(sorted(matches), scanned, len(regions), ts_of)
+            matches.extend(run(region, piece))
+    return Verification(matches, scanned, len(regions), ts_of)
 
 
 def _merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
