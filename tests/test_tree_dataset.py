@@ -125,3 +125,17 @@ def test_a_refused_budget_leaves_no_dataset(home: Path) -> None:
     with pytest.raises(SeqsketchError, match="--memory"):
         Dataset.build(home, "s", with_seq(stream(3000)), BuildOptions(leaf_size=32, memory_bytes=100))
     assert not dataset_dir("s", home).exists()
+
+
+def test_an_orphan_from_a_crashed_append_is_never_read(home: Path) -> None:
+    """A crash between writing the next index version and committing it leaves an unreferenced file: readers
+    keep using the version the manifest names, and the next append publishes a fresh version number."""
+    whole = stream(900, seed=6)
+    Dataset.build(home, "s", with_seq(whole.slice(0, 500)), OPTIONS)
+    orphan = dataset_dir("s", home) / "index" / "tree-000002.sqt"
+    orphan.write_bytes(b"half-written garbage")
+    dataset = Dataset.open(home, "s")
+    assert dataset.snapshot().index_version == 1 and dataset.snapshot().events == 500
+    snap = dataset.append(whole.slice(500, 400))
+    assert snap.index_version == 3 and snap.events == snap.tree.n_events == 900
+    assert snap.index.file == "index/tree-000003.sqt"
