@@ -192,7 +192,14 @@ def condition_mask(frame: EventFrame, cond: Condition) -> np.ndarray:
     assert isinstance(left, Field)
     if isinstance(right, Literal):
         return _literal_mask(frame.array(left.attr), op, right.value)
-    return _field_field_mask(frame.array(left.attr), op, frame.array(right.attr))
+    arr = frame.array(left.attr)
+    if right.attr == left.attr and not pa.types.is_floating(arr.type) and _column_kind(arr.type):
+        # ``v.x = v.x`` (PARTITION BY's "x is present"): a value equals itself unless it is null (or NaN,
+        # hence not for floating columns)
+        if op in ("=", "<=", ">="):
+            return pc.is_valid(arr).to_numpy(zero_copy_only=False)
+        return np.zeros(len(arr), dtype=bool)
+    return _field_field_mask(arr, op, frame.array(right.attr))
 
 
 def type_mask(frame: EventFrame, types: frozenset[str] | None) -> np.ndarray:
