@@ -418,3 +418,25 @@ def test_within_events_and_between() -> None:
     assert run(q, rows) == {b(a=0, b=2), b(a=4, b=6)}
     q2 = Query(q.pattern, between=Between(10, 40), strategy=ANY)
     assert run(q2, rows) == {b(a=4, b=6)}
+
+
+# ---------------------------------------------------------------------------------- the same, as text
+
+
+@pytest.mark.parametrize(("text", "built"), [
+    ("PATTERN SEQ({C c, P+ p, D d}, B b) WHERE c.PID = p.PID AND prev(p.V) < p.V AND p.PID = d.PID "
+     "AND d.PID = b.PID WITHIN 15 days STRATEGY skip_till_any_match", p1(ANY)),
+    ("PATTERN SEQ({C c, P+ p}, B b) WHERE c.PID = p.PID AND prev(p.V) < p.V AND p.PID = b.PID "
+     "WITHIN 15 days", p1(NEXT, with_d=False)),
+    ("PATTERN SEQ(GOOG s1, GOOG s2, GOOG+ s3, GOOG s4) WHERE s1.P < s2.P AND s2.P < s3.P "
+     "AND prev(s3.P) < s3.P AND s1.V < s4.V AND s2.V < s4.V AND s3.V < s4.V WITHIN 100 ms "
+     "STRATEGY robust_skip_till_next_match", p3(ROBUST)),
+    ("PATTERN SEQ({C c, P+ p}, B b) PARTITION BY PID WITHIN 15 days STRATEGY partition_contiguity",
+     ch1_query(PART)),
+    ("PATTERN SEQ(A a, NOT(B b), C c, D d) WHERE b.x < c.y STRATEGY skip_till_any_match", neg_query()),
+])
+def test_examples_in_the_query_language(text: str, built: Query) -> None:
+    """The examples above, written in the query language, are the same ASTs."""
+    from exact.language import parse
+
+    assert parse(text) == built
