@@ -24,6 +24,8 @@ Each part keeps its own schema; a snapshot's ``attrs`` is the widening of all pa
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -130,10 +132,15 @@ def staged_dataset(name: str, home: Path | None = None, *, replace: bool = False
         if final.exists() and not replace:
             raise Conflict(f"dataset {name!r} was created meanwhile", where=str(final))
         if final.exists():
-            trash = final.parent / f".trash-{name}-{uuid.uuid4().hex[:8]}"
-            os.replace(final, trash)
-            os.replace(stage, final)
-            shutil.rmtree(trash, ignore_errors=True)
+            if _exchange(stage, final):  # one atomic step: the stage now holds the old dataset
+                shutil.rmtree(stage, ignore_errors=True)
+            else:
+                # Two steps where the system cannot swap directories: a crash between them leaves the old
+                # dataset in the hidden .trash- directory beside it (see docs/operations.md).
+                trash = final.parent / f".trash-{name}-{uuid.uuid4().hex[:8]}"
+                os.replace(final, trash)
+                os.replace(stage, final)
+                shutil.rmtree(trash, ignore_errors=True)
         else:
             os.replace(stage, final)
     finally:
@@ -583,6 +590,29 @@ def _part_info(path: Path, table: pa.Table, first_seq: int) -> PartInfo:
                     row_groups=tuple(groups),
                     attrs=tuple((k, type_name(v)) for k, v in attr_types(table.schema).items()),
                     bytes=path.stat().st_size, type_counts=type_counts)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``).
+
+    Replacing a dataset directory by rename-away-then-rename-in would lose the dataset to a crash between the
+    two renames; the exchange has no such gap.  False where the system or file system cannot do it.
+    """
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        _fsync_dir(b.parent)
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
 
 
 def _fsync_file(path: Path) -> None:
