@@ -47,7 +47,7 @@ intervals), the units verification must read, and an ``explain`` text when nothi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -132,9 +132,10 @@ class TypeIndex(Protocol):
         ...
 
     def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None, *,
-                    required: int | None = None) -> list[np.ndarray]:
+                    required: int | None = None, allowed: np.ndarray | None = None) -> list[np.ndarray]:
         """:meth:`occurrence` of each of ``type_sets``; once one of the first ``required`` sets (default
-        all) occurs nowhere, the others' answers may be left incomplete."""
+        all) occurs nowhere, the others' answers may be left incomplete; only ``allowed`` units (default
+        all) are answered."""
         ...
 
     def probes(self) -> int: ...
@@ -196,13 +197,14 @@ class TreeIndex:
         return self.occurrences([types], between)[0]
 
     def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None, *,
-                    required: int | None = None) -> list[np.ndarray]:
+                    required: int | None = None, allowed: np.ndarray | None = None) -> list[np.ndarray]:
         """:meth:`occurrence` of several type sets in one level-by-level walk.
 
         All sets descend together: each level probes the union of the nodes some set is still alive in
         with every key once, and a set stays alive in a child only if the parent may hold one of its types.
         The walk stops early once one of the first ``required`` sets (default: all) has died everywhere —
-        the query cannot match, and the other sets' answers are then incomplete.
+        the query cannot match, and the other sets' answers are then incomplete.  ``allowed`` (per unit)
+        limits the walk to nodes over at least one allowed unit; the answer is then False elsewhere.
         """
         P = len(type_sets)
         need = P if required is None else required
@@ -215,7 +217,8 @@ class TreeIndex:
         for p, types in enumerate(type_sets):
             for key in types:
                 member[column[key], p] = 1
-        frontier = self._within(self._top, between)
+        csum = None if allowed is None else np.concatenate(([0], np.cumsum(allowed, dtype=_I64)))
+        frontier = self._over(self._within(self._top, between), csum)
         alive = np.ones((len(frontier), P), dtype=bool)
         self.cut_short = False
         self.absent = []
@@ -254,7 +257,20 @@ class TreeIndex:
             if between is not None and frontier.size:
                 keep = (self._hi_ts[frontier] >= between.start) & (self._lo_ts[frontier] <= between.end)
                 frontier, alive = frontier[keep], alive[keep]
+            if csum is not None and frontier.size:
+                keep = self._meets(frontier, csum)
+                frontier, alive = frontier[keep], alive[keep]
         return out
+
+    def _meets(self, nodes: np.ndarray, csum: np.ndarray) -> np.ndarray:
+        """Per node: does it cover an allowed unit (``csum``: prefix sums of the allowed mask)?"""
+        cols = self.tree.intervals()
+        first = np.searchsorted(self.units.lo_seq, cols["lo_seq"][nodes], "left")
+        last = np.searchsorted(self.units.lo_seq, cols["hi_seq"][nodes], "right")
+        return csum[last] > csum[first]
+
+    def _over(self, nodes: np.ndarray, csum: np.ndarray | None) -> np.ndarray:
+        return nodes if csum is None or not nodes.size else nodes[self._meets(nodes, csum)]
 
     def _units_below(self, nodes: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The units inside each of ``nodes`` (a contiguous run of units each), with the node's row of
@@ -271,7 +287,8 @@ class TreeIndex:
         """Eq. 4.3 with the query's own probes of the top level: ``1 − Π (1 − ρ_i^k)`` over every
         (top-level node, key) pair probed, ``ρ_i`` the node's measured density (eq. 4.1)."""
         if self._top_fp is None:
-            dens = self.tree.density(self._top) if self._top.size else np.zeros(0)
+            # only the top-level nodes' own bits are counted (the whole tree's would cost a pass over it)
+            dens = np.asarray([self.tree.filter(int(node)).density() for node in self._top], dtype=float)
             self._top_fp = np.minimum(dens ** self.tree.config.k, 1 - 1e-16)
         keep = np.ones(len(self._top), dtype=bool)
         if between is not None:
@@ -303,8 +320,9 @@ class PerfectIndex:
         return 0
 
     def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None, *,
-                    required: int | None = None) -> list[np.ndarray]:
-        return [self.occurrence(types, between) for types in type_sets]
+                    required: int | None = None, allowed: np.ndarray | None = None) -> list[np.ndarray]:
+        found = [self.occurrence(types, between) for types in type_sets]
+        return found if allowed is None else [f & allowed for f in found]
 
     def occurrence(self, types: frozenset[str], between: Between | None) -> np.ndarray:
         out = np.zeros(len(self.units), dtype=bool)
@@ -486,9 +504,12 @@ def _is_contiguous(query: Query) -> bool:
             or (query.strategy == Strategy.PARTITION_CONTIGUITY and not query.partition_by))
 
 
-def approximate(query: Query, index: TypeIndex) -> Approximation:
+def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int] | None = None
+                ) -> Approximation:
     """The candidate intervals of ``query`` on ``index`` (see the module docstring).
 
+    ``type_counts`` (type → events in the stream), when given for a query with a window, lets the walk go
+    rarest position first and probe the others only within a window of it (fewer probes; as complete).
     Raises :class:`~exact.errors.QuerySemanticError` for invalid queries (as the exact engine does).
     """
     plan = normalize(query)
@@ -518,13 +539,31 @@ def approximate(query: Query, index: TypeIndex) -> Approximation:
     typed = [p for element in positions for p in element if p.types is not None]
     keys = sum(len(p.types) for p in typed)  # type: ignore[arg-type]
     neg_types = _negated_types(plan)
-    found = index.occurrences([p.types for p in typed] + ([neg_types] if neg_types else []),  # type: ignore[misc]
-                              between, required=len(typed))
-    found_of = {id(p): h & in_between for p, h in zip(typed, found, strict=False)}
+    found_of: dict[int, np.ndarray] = {}
+    allowed = None
+    rest = typed
+    if query.within is not None and type_counts is not None and typed:
+        # Rarest first (Kolchinsky & Schuster's lazy evaluation, on the tree): walk the rarest position
+        # alone, then the others only near it.  For a start unit s whose chain passes the rarest
+        # position's unit h, every unit from s to s's window bound (chain, reach, a trailing NOT's window)
+        # meets the window around h, so nothing a candidate needs is left unprobed.
+        rare = min(typed, key=lambda p: sum(type_counts.get(t, 0) for t in p.types))  # type: ignore[union-attr]
+        rare_hits = index.occurrences([rare.types], between)[0] & in_between  # type: ignore[list-item]
+        if not rare_hits.any():
+            return result(empty, empty, empty, no_relevant, _absent_text(rare, between), keys)
+        found_of[id(rare)] = rare_hits
+        allowed = _window_neighbourhood(query, units, rare_hits)
+        rest = [p for p in typed if p is not rare]
+    found = index.occurrences([p.types for p in rest] + ([neg_types] if neg_types else []),  # type: ignore[misc]
+                              between, required=len(rest), allowed=allowed)
+    found_of.update({id(p): h & in_between for p, h in zip(rest, found, strict=False)})
     neg_hits = found[-1] & in_between if neg_types else None
     if getattr(index, "cut_short", False):
         # The walk stopped at a position found nowhere; the others' answers are partial: name that one.
-        absent = typed[index.absent[0]]  # type: ignore[attr-defined]
+        absent = rest[index.absent[0]]  # type: ignore[attr-defined]
+        if allowed is not None:
+            return result(empty, empty, empty, no_relevant,
+                          f"{absent.label} never occurs{_window_text(query)} of {rare.label}", keys)
         return result(empty, empty, empty, no_relevant, _absent_text(absent, between), keys)
     hits: list[list[np.ndarray]] = []
     for element in positions:
@@ -532,7 +571,9 @@ def approximate(query: Query, index: TypeIndex) -> Approximation:
         for p in element:
             h = in_between.copy() if p.types is None else found_of[id(p)]
             if not h.any():
-                return result(empty, empty, empty, no_relevant, _absent_text(p, between), keys)
+                why = (f"{p.label} never occurs{_window_text(query)} of {rare.label}" if allowed is not None
+                       else _absent_text(p, between))
+                return result(empty, empty, empty, no_relevant, why, keys)
             row.append(h)
         hits.append(row)
 
@@ -587,6 +628,24 @@ def _absent_text(p: _Position, between: Between | None) -> str:
     if between is not None:
         return f"{p.label} never occurs between {iso_ts(between.start)} and {iso_ts(between.end)}"
     return f"{p.label} never occurs in the history"
+
+
+def _window_neighbourhood(query: Query, units: Units, hits: np.ndarray) -> np.ndarray:
+    """Units meeting the window around some hit unit ``h``: time ``[h.lo_ts − d, h.hi_ts + d]``, or seqs
+    ``[h.lo_seq − (n−1), h.hi_seq + (n−1)]``."""
+    h = np.flatnonzero(hits)
+    w = query.within
+    if isinstance(w, WithinTime):
+        first = np.searchsorted(units.hi_ts, units.lo_ts[h] - w.micros, "left")
+        last = np.searchsorted(units.lo_ts, units.hi_ts[h] + w.micros, "right")
+    else:
+        assert isinstance(w, WithinEvents)
+        first = np.searchsorted(units.hi_seq, units.lo_seq[h] - (w.count - 1), "left")
+        last = np.searchsorted(units.lo_seq, units.hi_seq[h] + (w.count - 1), "right")
+    diff = np.zeros(len(units) + 1, dtype=_I64)
+    np.add.at(diff, first, 1)
+    np.add.at(diff, last, -1)
+    return np.cumsum(diff[:-1]) > 0
 
 
 def _position_count(plan: Plan) -> int:

@@ -309,7 +309,7 @@ def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "veri
         stats["total_ms"] = stats["verify_ms"]
         return {"mode": mode, **body, "stats": stats}
 
-    approx = approximate(query, TreeIndex(tree, granularity))
+    approx = approximate(query, TreeIndex(tree, granularity), type_counts=source.type_counts())
     stats["approximate_ms"] = _ms(started)
     stats["nodes_probed"] = approx.nodes_probed
     stats["candidate_intervals"] = len(approx.intervals())

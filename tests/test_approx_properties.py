@@ -11,6 +11,8 @@ hash) force false positives.  For every construct and strategy:
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -129,13 +131,17 @@ def inside_candidate(approx: Approximation, match: Match) -> bool:
     return unit in spans and match.end_seq <= spans[unit]
 
 
-def check(query: Query, rows: list[dict], leaf_size: int, tiny: bool, granularity: int) -> None:
+def check(query: Query, rows: list[dict], leaf_size: int, tiny: bool, granularity: int,
+          rarest_first: bool = False) -> None:
     table = stream_table(rows) if rows else pa.table({"seq": pa.array([], pa.int64()),
                                                        "ts": pa.array([], pa.int64()),
                                                        "type": pa.array([], pa.string())})
     exact = evaluate(query, table)
     tree = build_tree(rows, leaf_size, tiny)
     approx = approximate(query, TreeIndex(tree, granularity))
+    if rarest_first:  # the rarest-first walk (probing near the rarest position only) is checked instead
+        counts = Counter(r["type"] for r in rows)
+        approx = approximate(query, TreeIndex(tree, granularity), type_counts=counts)
     if not approx.exists:
         assert exact == [], approx.explain
         assert approx.explain
@@ -164,7 +170,8 @@ SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Heal
 def test_verified_equals_exact_and_no_false_negatives(strategy: Strategy, data: st.DataObject) -> None:
     query = data.draw(queries(strategy))
     rows = data.draw(streams())
-    check(query, rows, data.draw(st.integers(2, 4)), data.draw(st.booleans()), data.draw(st.integers(0, 2)))
+    check(query, rows, data.draw(st.integers(2, 4)), data.draw(st.booleans()), data.draw(st.integers(0, 2)),
+          data.draw(st.booleans()))
 
 
 @pytest.mark.slow
@@ -174,4 +181,5 @@ def test_verified_equals_exact_and_no_false_negatives(strategy: Strategy, data: 
 def test_verified_equals_exact_many(strategy: Strategy, data: st.DataObject) -> None:
     query = data.draw(queries(strategy))
     rows = data.draw(streams(max_events=24))
-    check(query, rows, data.draw(st.integers(1, 5)), data.draw(st.booleans()), data.draw(st.integers(0, 3)))
+    check(query, rows, data.draw(st.integers(1, 5)), data.draw(st.booleans()), data.draw(st.integers(0, 3)),
+          data.draw(st.booleans()))
