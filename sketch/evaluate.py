@@ -303,18 +303,28 @@ class PerfectIndex:
     evaluation on it defines the false positives of the tree's answers (see :func:`false_positives`).
     """
 
-    def __init__(self, units: Units, seq: np.ndarray, types: np.ndarray | list[str]) -> None:
+    def __init__(self, units: Units, seq: np.ndarray, types) -> None:
+        """``seq`` and ``types`` of every event (types as a list, numpy or Arrow array of strings)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         self.units = units
+        U = max(len(units), 1)
         unit_of = units.index_of_seq(np.asarray(seq, dtype=_I64))
-        types = np.asarray(types, dtype=object)
-        order = np.argsort(types, kind="stable")
-        self._where: dict[str, np.ndarray] = {}
-        sorted_types, sorted_units = types[order], unit_of[order]
-        bounds = np.flatnonzero(sorted_types[1:] != sorted_types[:-1]) + 1
-        for chunk_t, chunk_u in zip(np.split(sorted_types, bounds), np.split(sorted_units, bounds),
-                                    strict=True):
-            if len(chunk_t):
-                self._where[str(chunk_t[0])] = np.unique(chunk_u)
+        if isinstance(types, pa.ChunkedArray):
+            types = types.combine_chunks()
+        elif not isinstance(types, pa.Array):
+            types = pa.array(list(types), pa.string())
+        encoded = pc.dictionary_encode(types)
+        codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=_I64)
+        pairs = np.unique(codes * U + unit_of)
+        code_of, unit = pairs // U, pairs % U
+        cuts = np.flatnonzero(np.diff(code_of)) + 1
+        vocabulary = encoded.dictionary.to_pylist()
+        self._where: dict[str, np.ndarray] = {
+            vocabulary[int(chunk_codes[0])]: chunk_units
+            for chunk_codes, chunk_units in zip(np.split(code_of, cuts), np.split(unit, cuts), strict=True)
+            if len(chunk_codes)}
 
     def probes(self) -> int:
         return 0
