@@ -83,3 +83,10 @@ class IndexCorrupt(SeqsketchError):
 
     code = "index_corrupt"
     http_status = 500
+
+
+class StoreCorrupt(SeqsketchError):
+    """An event-store part that fails its size or page-checksum check, or cannot be decoded; never used."""
+
+    code = "store_corrupt"
+    http_status = 500

@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from exact.errors import Conflict, InputError, NotFound, SeqsketchError
+from exact.errors import Conflict, InputError, NotFound, SeqsketchError, StoreCorrupt
 from exact.events import (
     ATTRS,
     SEQ,
@@ -335,7 +335,9 @@ class EventStore:
         final = parts_dir / f"part-{first_seq:012d}-{token}.parquet"
         table = finish_table(table).combine_chunks()
         try:
-            pq.write_table(table, tmp, row_group_size=size, compression="zstd", write_statistics=True)
+            # Page checksums (CRC-32) let a read detect damaged data pages instead of decoding them.
+            pq.write_table(table, tmp, row_group_size=size, compression="zstd", write_statistics=True,
+                           write_page_checksum=True)
             _fsync_file(tmp)
             os.replace(tmp, final)
             _fsync_dir(parts_dir)
@@ -505,9 +507,7 @@ class EventStore:
         for part, groups in self.plan(start_seq, end, snap):
             if not groups:
                 continue
-            pf = pq.ParquetFile(self.root / PARTS / part.file)
-            file_cols = [c for c in cols if c != ATTRS or ATTRS in pf.schema_arrow.names]
-            table = pf.read_row_groups(groups, columns=file_cols)
+            table = _read_part(self.root / PARTS / part.file, part, groups, cols)
             first = part.row_groups[groups[0]][0]
             lo = max(start_seq - first, 0)
             hi = min(end - first + 1, table.num_rows)
@@ -525,6 +525,26 @@ class EventStore:
 
 
 # ------------------------------------------------------------------------------------------- helpers
+
+
+def _read_part(path: Path, part: PartInfo, groups: list[int], cols: list[str]) -> pa.Table:
+    """Row groups of one part; a part whose size differs from the manifest's, whose pages fail their
+    checksums or that cannot be decoded is :class:`StoreCorrupt`, never returned."""
+    try:
+        size = path.stat().st_size
+        if part.bytes and size != part.bytes:
+            raise StoreCorrupt(f"damaged event-store part: {size} bytes, the manifest says {part.bytes}",
+                               where=str(path))
+        pf = pq.ParquetFile(path, page_checksum_verification=True)
+        file_cols = [c for c in cols if c != ATTRS or ATTRS in pf.schema_arrow.names]
+        table = pf.read_row_groups(groups, columns=file_cols)
+    except FileNotFoundError:
+        raise StoreCorrupt("event-store part is missing", where=str(path)) from None
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise StoreCorrupt(f"damaged event-store part: {err}", where=str(path)) from None
+    if table.num_rows != sum(part.row_groups[g][1] - part.row_groups[g][0] + 1 for g in groups):
+        raise StoreCorrupt("damaged event-store part: row counts differ from the manifest", where=str(path))
+    return table
 
 
 def _columns(columns: Sequence[str] | None, snap: Snapshot) -> list[str]:
