@@ -42,7 +42,7 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     """
     if values.size == 0:
         return values.copy()
-    ordered = np.sort(values, kind="stable")
+    ordered = np.sort(values)  # not kind="stable": distinct values need no stability, and it is 10x slower
     keep = np.empty(ordered.size, dtype=bool)
     keep[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])

@@ -10,9 +10,11 @@ Layout (all integers little-endian)::
                   leaf_ts   int64[leaves, 2]      first and last event time (UTC µs) of every leaf
                   bits      uint8[…]              every row's stored (folded) bits, in id order, no gaps
                   open_bits uint8[…]              unfolded bits of the nodes that may still merge and of the
-                                                  partial leaf, m/8 bytes each — only for those stored folded
+                                                  partial leaf, m/8 bytes each — for dense ones stored folded
+                  open_positions uint32[…]        the set positions of such nodes kept sparse
     header      JSON: format name and version, config, events, rows, partial, the open nodes
-                ``[[id, level, in_bits], …]``, the tree's ``index_digest``, and per section
+                ``[[id, level, mode, count], …]`` (mode: 0 = its stored bits, 1 = in open_bits,
+                2 = ``count`` entries of open_positions), the tree's ``index_digest``, and per section
                 ``{name, dtype, shape, offset, length, sha256}``
 
 Children, seq intervals and internal nodes' times are not stored: they follow from the levels (a parent is
@@ -50,14 +52,20 @@ FORMAT_NAME = "seqsketch.bloomtree"
 FORMAT_VERSION = 1
 ALIGN = 64
 _PREFIX = struct.Struct("<8sIIQQI")
-_COLUMNS = (("level", "|i1"), ("log2", "|i1"), ("leaf_ts", "<i8"), ("bits", "|u1"), ("open_bits", "|u1"))
+_COLUMNS = (("level", "|i1"), ("log2", "|i1"), ("leaf_ts", "<i8"), ("bits", "|u1"), ("open_bits", "|u1"),
+            ("open_positions", "<u4"))
 
 
 def _pad(n: int) -> int:
     return -n % ALIGN
 
 
-def _open_state(tree: BloomTree) -> tuple[list[list[int]], bytes]:
+#: How an open node's unfolded bits are kept: they are its stored bits (stored unfolded), m/8 bytes in
+#: ``open_bits``, or a list of set positions in ``open_positions`` (a sparse node).
+IN_POOL, DENSE, SPARSE = 0, 1, 2
+
+
+def _open_state(tree: BloomTree) -> tuple[list[list[int]], bytes, np.ndarray]:
     """The merge state: open nodes (and the partial leaf) with their unfolded bits unless stored unfolded."""
     m = tree.config.m
     entries = [(o.id, o.level, o.bits) for o in tree._open]
@@ -65,21 +73,29 @@ def _open_state(tree: BloomTree) -> tuple[list[list[int]], bytes]:
         entries.append((tree.rows - 1, 0, tree._partial_bits))
     listed: list[list[int]] = []
     extra = bytearray()
+    sparse: list[np.ndarray] = []
     log2m = m.bit_length() - 1
     for node, level, bits in entries:
-        in_bits = int(tree._log2.data[node]) == log2m
-        listed.append([node, level, int(in_bits)])
-        if not in_bits:
+        if not isinstance(bits, int):
+            listed.append([node, level, SPARSE, int(bits.size)])
+            sparse.append(bits)
+        elif int(tree._log2.data[node]) == log2m:
+            listed.append([node, level, IN_POOL, 0])
+        else:
+            listed.append([node, level, DENSE, 0])
             extra += bits.to_bytes(m // 8, "little")
-    return listed, bytes(extra)
+    positions = np.concatenate(sparse).astype("<u4") if sparse else np.zeros(0, dtype="<u4")
+    return listed, bytes(extra), positions
 
 
 def _arrays(tree: BloomTree) -> tuple[list[tuple[str, np.ndarray]], list[list[int]]]:
-    listed, extra = _open_state(tree)
+    listed, extra, positions = _open_state(tree)
     arrays = []
     for name, dtype in _COLUMNS:
         if name == "open_bits":
             data = np.frombuffer(extra, dtype=np.uint8)
+        elif name == "open_positions":
+            data = positions
         elif name == "leaf_ts":
             data = tree.leaf_times()
         else:
@@ -235,28 +251,38 @@ def _assemble(config: TreeConfig, header: dict, arrays: dict[str, np.ndarray], w
                                       partial_bits=None)
     except ValueError as exc:
         raise IndexCorrupt(f"inconsistent tree structure: {exc}", where=where) from exc
-    _restore_open(tree, header, arrays["open_bits"], where)
+    _restore_open(tree, header, arrays["open_bits"], arrays["open_positions"], where)
     return tree
 
 
-def _restore_open(tree: BloomTree, header: dict, extra: np.ndarray, where: str) -> None:
+def _restore_open(tree: BloomTree, header: dict, extra: np.ndarray, positions: np.ndarray,
+                  where: str) -> None:
     m = tree.config.m
     row_bytes = m // 8
-    cursor = 0
+    cursor = spot = 0
     opened = []
-    for node, level, in_bits in header["open"]:
+    for node, level, mode, count in header["open"]:
         if not 0 <= node < tree.rows:
             raise IndexCorrupt(f"open node {node} is out of range", where=where)
-        if in_bits:
-            offset = int(tree._offsets.data[node])
-            raw = tree._pool.data[offset:offset + row_bytes].tobytes()
+        if mode == SPARSE:
+            bits = positions[spot:spot + count].astype(np.int64)
+            spot += count
+            if bits.size != count or (count and (int(bits.max()) >= m or (np.diff(bits) <= 0).any())):
+                raise IndexCorrupt("merge state positions are damaged", where=where)
         else:
-            raw = extra[cursor:cursor + row_bytes].tobytes()
-            cursor += row_bytes
-        if len(raw) != row_bytes:
-            raise IndexCorrupt("merge state is truncated", where=where)
-        opened.append(tree.open_node(int(node), int(level), int.from_bytes(raw, "little")))
-    if cursor != extra.size:
+            if mode == IN_POOL:
+                offset = int(tree._offsets.data[node])
+                raw = tree._pool.data[offset:offset + row_bytes].tobytes()
+            elif mode == DENSE:
+                raw = extra[cursor:cursor + row_bytes].tobytes()
+                cursor += row_bytes
+            else:
+                raise IndexCorrupt(f"unknown merge state mode {mode}", where=where)
+            if len(raw) != row_bytes:
+                raise IndexCorrupt("merge state is truncated", where=where)
+            bits = int.from_bytes(raw, "little")
+        opened.append(tree.open_node(int(node), int(level), bits))
+    if cursor != extra.size or spot != positions.size:
         raise IndexCorrupt("merge state has trailing bytes", where=where)
     if header["partial"]:
         if not opened or opened[-1].id != tree.rows - 1:

@@ -183,12 +183,18 @@ def _as_micros(ts: pa.Array | pa.ChunkedArray | np.ndarray | Sequence[int]) -> n
     return np.asarray(ts, dtype=_I64)
 
 
+#: Unfolded filter bits: a Python integer (bit b = bit b of the int), or, for a sparse filter, the sorted
+#: distinct set positions as an int64 array.  Sparse leaves keep the build linear in the data, not in
+#: leaves × m, when m is large (big vocabularies); nodes turn dense once they fill 1/64 of m.
+Bits = int | np.ndarray
+
+
 class _Open(NamedTuple):
     """A node that may still merge (Alg. 2 state): its unfolded bits and its intervals."""
 
     id: int
     level: int
-    bits: int
+    bits: Bits
     lo_seq: int
     hi_seq: int
     lo_ts: int
@@ -207,6 +213,52 @@ class _Pending:
         self.rows: list[tuple[int, int, int, int, int, int]] = []
         self.children: list[tuple[int, ...]] = []
         self.bits: list[bytes] = []
+
+
+def bits_count(bits: Bits) -> int:
+    """Set bits (the density constraint's D)."""
+    return bits.bit_count() if isinstance(bits, int) else int(bits.size)
+
+
+def positions_to_int(positions: np.ndarray, size: int) -> int:
+    """The ``size``-bit filter with the given positions set, as an integer."""
+    positions = np.asarray(positions, dtype=_I64)
+    if size < 64 * positions.size:  # a boolean row costs ~1 ns a bit, ufunc.at ~100 ns a position
+        row = np.zeros(size, dtype=bool)
+        row[positions] = True
+        return int.from_bytes(np.packbits(row, bitorder="little").tobytes(), "little")
+    table = np.zeros(size // 8, dtype=np.uint8)
+    np.bitwise_or.at(table, positions >> 3, np.left_shift(1, positions & 7).astype(np.uint8))
+    return int.from_bytes(table.tobytes(), "little")
+
+
+def bits_to_int(bits: Bits, m: int) -> int:
+    return bits if isinstance(bits, int) else positions_to_int(bits, m)
+
+
+def bits_union(members: Sequence[Bits], m: int) -> Bits:
+    """The union (bitwise OR) of filters; sparse while the result holds at most m/64 positions."""
+    if all(not isinstance(b, int) for b in members):
+        union = sorted_unique(np.concatenate(members))
+        return union if union.size <= m // 64 else positions_to_int(union, m)
+    out = 0
+    for member in members:
+        out |= bits_to_int(member, m)
+    return out
+
+
+def fold_any(bits: Bits, m: int, min_bits: int) -> tuple[int, int]:
+    """:func:`sketch.bloom.fold_bits` for either representation, with the same result.
+
+    A sparse filter with ``P`` positions is at most ``P`` bits full at any size, so every fold down to the
+    first power of two ≥ 2P passes the density test; it is folded there directly, then by the usual rule.
+    """
+    if isinstance(bits, int):
+        return fold_bits(bits, m, min_bits=min_bits)
+    start = max(min_bits, 1 << max(0, int(2 * bits.size - 1).bit_length()))
+    if start >= m:
+        return fold_bits(positions_to_int(bits, m), m, min_bits=min_bits)
+    return fold_bits(positions_to_int(bits & (start - 1), start), start, min_bits=min_bits)
 
 
 def leaf_type_pairs(codes: np.ndarray, vocabulary_size: int, start: int, leaf_size: int) -> np.ndarray:
@@ -264,6 +316,10 @@ class BloomTree:
     ``deserialize`` and ``save`` / ``load`` live in :mod:`sketch.persist`.
     """
 
+    #: Leaf filters built as position sets (True), as m-bit rows (False), or chosen per update by which is
+    #: smaller (None).  The bits are the same either way; this only trades time and memory.
+    sparse_leaves: bool | None = None
+
     def __init__(self, config: TreeConfig) -> None:
         self.config = config
         width = config.fanout
@@ -281,7 +337,7 @@ class BloomTree:
         self._open: list[_Open] = []
         self._pending: _Pending | None = None
         # The partly filled last leaf, if any: its unfolded bits (it is the last row of the columns).
-        self._partial_bits: int | None = None
+        self._partial_bits: Bits | None = None
         self._positions: dict[str, np.ndarray] = {}
         self._cache: dict[str, object] = {}
 
@@ -407,16 +463,21 @@ class BloomTree:
         # The partial leaf is the last row; take it back out and complete it with the new events.
         previous = self._pop_partial() if self.has_partial else None
         self._pending = _Pending(self.rows, self.config.fanout)
+        m = self.config.m
+        sparse = self.sparse_leaves
+        if sparse is None:  # dense rows cost m/8 bytes a leaf, sparse ones ~16 bytes a position
+            sparse = m // 8 > 16 * len(pairs) * self.config.k / n_leaves
         try:
-            chunk = max(1, _CHUNK_BYTES // self.config.m)
+            chunk = max(1, _CHUNK_BYTES // (16 * len(pairs) * self.config.k // n_leaves + 1 if sparse else m))
             for chunk_start in range(0, n_leaves, chunk):
                 chunk_end = min(n_leaves, chunk_start + chunk)
-                leaf_bits = self._leaf_bits(positions, pair_code, pair_bounds, chunk_start, chunk_end)
+                make = self._sparse_leaf_bits if sparse else self._leaf_bits
+                leaf_bits = make(positions, pair_code, pair_bounds, chunk_start, chunk_end)
                 for local, bits in enumerate(leaf_bits, start=chunk_start):
                     leaf = first_leaf + local
                     lo_t, hi_t = lo_ts[local], hi_ts[local]
                     if local == 0 and previous is not None:
-                        bits |= previous[0]
+                        bits = bits_union([bits, previous[0]], m)
                         lo_t, hi_t = min(lo_t, previous[1]), max(hi_t, previous[2])
                     if (leaf + 1) * C <= end:
                         self._add_leaf(leaf, bits, lo_t, hi_t)
@@ -490,14 +551,24 @@ class BloomTree:
         row_bytes = m // 8
         return [int.from_bytes(raw[i:i + row_bytes], "little") for i in range(0, len(raw), row_bytes)]
 
+    def _sparse_leaf_bits(self, positions: np.ndarray, pair_code: np.ndarray, pair_bounds: np.ndarray,
+                          lo: int, hi: int) -> list[np.ndarray]:
+        """The leaves' set positions (sorted, distinct), one array per leaf: one sort for the whole chunk."""
+        m = self.config.m
+        codes = pair_code[pair_bounds[lo]:pair_bounds[hi]]
+        rows_of = np.repeat(np.arange(hi - lo, dtype=_I64), np.diff(pair_bounds[lo:hi + 1]))
+        flat = sorted_unique((rows_of[:, None] * m + positions[codes]).ravel())
+        cuts = np.searchsorted(flat, np.arange(hi - lo + 1, dtype=_I64) * m)
+        return [flat[cuts[i]:cuts[i + 1]] - i * m for i in range(hi - lo)]
+
     def _store(self, level: int, lo_seq: int, hi_seq: int, lo_ts: int, hi_ts: int,
-               children: Sequence[int], bits: int) -> int:
+               children: Sequence[int], bits: Bits) -> int:
         """Add a node row (buffered until the update ends), its bits folded when enabled; returns its id."""
         cfg = self.config
         if cfg.fold:
-            folded, size = fold_bits(bits, cfg.m, min_bits=cfg.min_bits)
+            folded, size = fold_any(bits, cfg.m, cfg.min_bits)
         else:
-            folded, size = bits, cfg.m
+            folded, size = bits_to_int(bits, cfg.m), cfg.m
         pending = self._pending
         node = pending.first_id + len(pending.rows)
         pending.rows.append((level, lo_seq, hi_seq, lo_ts, hi_ts, size.bit_length() - 1))
@@ -520,7 +591,7 @@ class BloomTree:
         self._offsets.extend(self._pool.n + np.concatenate(([0], np.cumsum(sizes[:-1]))).astype(_I64))
         self._pool.extend(np.frombuffer(b"".join(pending.bits), dtype=np.uint8))
 
-    def _add_leaf(self, leaf: int, bits: int, lo_ts: int, hi_ts: int) -> None:
+    def _add_leaf(self, leaf: int, bits: Bits, lo_ts: int, hi_ts: int) -> None:
         """Alg. 2 (addLeaf): add a complete leaf to the forest; merge the tail while the constraints hold."""
         C, F, half = self.config.leaf_size, self.config.fanout, self.config.m // 2
         lo_seq, hi_seq = leaf * C, (leaf + 1) * C - 1
@@ -529,10 +600,8 @@ class BloomTree:
         opened.append(_Open(node, 0, bits, lo_seq, hi_seq, lo_ts, hi_ts))
         while len(opened) >= F and opened[-F].level == opened[-1].level:
             group = opened[-F:]
-            union = 0
-            for member in group:
-                union |= member.bits
-            if union.bit_count() > half:  # density constraint (§4.1): this group can never merge
+            union = bits_union([member.bits for member in group], self.config.m)
+            if bits_count(union) > half:  # density constraint (§4.1): this group can never merge
                 del opened[: len(opened) - F + 1]
                 break
             level = group[0].level + 1
@@ -542,7 +611,7 @@ class BloomTree:
             del opened[-F:]
             opened.append(_Open(parent, level, union, first.lo_seq, last.hi_seq, lo_t, hi_t))
 
-    def _pop_partial(self) -> tuple[int, int, int]:
+    def _pop_partial(self) -> tuple[Bits, int, int]:
         row = self.rows - 1
         bits = self._partial_bits
         assert bits is not None

@@ -39,10 +39,15 @@ def make_types(codes: list[int]) -> list[str]:
     return [f"type-{c}" for c in codes]
 
 
-def build(config: TreeConfig, types: list[str]) -> BloomTree:
+def build(config: TreeConfig, types: list[str], sparse: bool | None = None) -> BloomTree:
     tree = BloomTree(config)
+    tree.sparse_leaves = sparse
     tree.update(types, np.arange(len(types), dtype=np.int64) * 10)
     return tree
+
+
+#: Leaves built as m-bit rows, as position sets, or whichever is smaller: the same bits every way.
+leaf_forms = st.sampled_from([None, True, False])
 
 
 def reference_bits(config: TreeConfig, types: list[str]) -> int:
@@ -82,11 +87,11 @@ def reference_forest(config: TreeConfig, types: list[str]) -> set[tuple[int, int
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(configs, streams)
-def test_tree_is_alg_2_with_the_right_bits_and_no_false_negatives(config: TreeConfig,
-                                                                  codes: list[int]) -> None:
+@given(configs, streams, leaf_forms)
+def test_tree_is_alg_2_with_the_right_bits_and_no_false_negatives(config: TreeConfig, codes: list[int],
+                                                                  sparse: bool | None) -> None:
     types = make_types(codes)
-    tree = build(config, types)
+    tree = build(config, types, sparse)
     assert tree.n_events == len(types)
     assert {(n.level, n.lo_seq, n.hi_seq) for n in tree.nodes()} == reference_forest(config, types)
     half = config.m // 2
@@ -122,13 +127,15 @@ def test_tree_is_alg_2_with_the_right_bits_and_no_false_negatives(config: TreeCo
 
 
 @settings(max_examples=100, deadline=None)
-@given(configs, streams, st.lists(st.integers(0, 160), max_size=4))
+@given(configs, streams, st.lists(st.integers(0, 160), max_size=4), leaf_forms, leaf_forms)
 def test_appending_in_pieces_equals_building_at_once(config: TreeConfig, codes: list[int],
-                                                     cuts: list[int]) -> None:
+                                                     cuts: list[int], sparse_whole: bool | None,
+                                                     sparse_pieces: bool | None) -> None:
     types = make_types(codes)
     ts = np.arange(len(types), dtype=np.int64) * 10
-    whole = build(config, types)
+    whole = build(config, types, sparse_whole)
     pieces = BloomTree(config)
+    pieces.sparse_leaves = sparse_pieces
     bounds = sorted({0, len(types), *(c for c in cuts if c <= len(types))})
     for lo, hi in zip(bounds, bounds[1:], strict=False):
         pieces.update(types[lo:hi], ts[lo:hi])

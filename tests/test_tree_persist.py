@@ -42,8 +42,9 @@ def test_save_load_keeps_the_digest_and_every_answer(tmp_path: Path, events: int
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 400), st.integers(0, 400), st.integers(1, 9))
-def test_append_after_load_equals_building_at_once(first: int, second: int, leaf_size: int) -> None:
+@given(st.integers(0, 400), st.integers(0, 400), st.integers(1, 9), st.sampled_from([None, True, False]))
+def test_append_after_load_equals_building_at_once(first: int, second: int, leaf_size: int,
+                                                   sparse: bool | None) -> None:
     rng = np.random.default_rng(first * 1000 + second)
     types = [f"t{x}" for x in rng.zipf(1.3, first + second) % 50]
     ts = np.arange(first + second, dtype=np.int64)
@@ -51,6 +52,7 @@ def test_append_after_load_equals_building_at_once(first: int, second: int, leaf
     whole = BloomTree(config)
     whole.update(types, ts)
     part = BloomTree(config)
+    part.sparse_leaves = sparse  # open nodes saved as position lists, rows, or in the stored bits
     part.update(types[:first], ts[:first])
     resumed = persist.deserialize(persist.serialize(part))
     resumed.update(types[first:], ts[first:])
