@@ -8,7 +8,8 @@ made from BPI 2012 (replayed 20 times with shifted time and case ids, as ``bench
   of a few runs, next to the goal (2,000,000 events/s) and to the thesis' own construction times (Table 5.4,
   C = 100, fpq = 1e-4, s = 3 — run here with the same settings on Brown, the stream closest to its D1/D2);
 - index bytes, bytes per event and the ratio to the event store's bytes (goal on BPI 2012 at fpq 1e-3: ≤ 5 %);
-- the same index without folding (the thesis' fixed-size filters), side by side with the folded one;
+- the same index without folding (the thesis' fixed-size filters), side by side with the folded one, and the
+  default binary tree next to fanout 4;
 - load time of the index file (mapped, every section's SHA-256 verified) and append throughput;
 - the measured false-positive rate of single-type probes on nodes that do not hold the type, next to the sized
   per-filter target and eq. 4.1's prediction from the nodes' fills.
@@ -148,6 +149,10 @@ def run(quick: bool = False) -> dict[str, Any]:
         "thesis_settings_brown": measure("brown (C=100, fpq=1e-4)", brown, repeat=1, store=False, fp=False,
                                          options=BuildOptions(leaf_size=100, fpq=1e-4, query_length=3)),
         "append_bpic2012_replayed": append_throughput(big, 10),
+        "bpic2012_fanout_4": measure("bpic2012 (F=4)", bpic, repeat=3, store=False, fp=False,
+                                     options=BuildOptions(fanout=4)),
+        "brown_fanout_4": measure("brown (F=4)", brown, repeat=1, store=False, fp=False,
+                                  options=BuildOptions(fanout=4)),
     }
     b, w, r, t = (results[k] for k in ("bpic2012", "brown", "bpic2012_replayed", "thesis_settings_brown"))
     results["side_by_side"] = {
@@ -160,6 +165,14 @@ def run(quick: bool = False) -> dict[str, Any]:
                                   "bpic2012_replayed": r["index_bytes_per_event"]},
         "folded_over_unfolded_bytes": {k: round(1 - v["folding_saves"], 3)
                                        for k, v in (("bpic2012", b), ("brown", w), ("replayed", r))},
+        "fanout_2_vs_4": {name: {"bytes": [results[two]["index_bytes"], results[four]["index_bytes"]],
+                                 "events_per_s": [results[two]["build_events_per_s"],
+                                                  results[four]["build_events_per_s"]],
+                                 "levels": [results[two]["levels"], results[four]["levels"]],
+                                 "top_nodes": [results[two]["top_nodes"], results[four]["top_nodes"]],
+                                 "m": [results[two]["m"], results[four]["m"]]}
+                          for name, two, four in (("bpic2012", "bpic2012", "bpic2012_fanout_4"),
+                                                  ("brown", "brown", "brown_fanout_4"))},
         "thesis_table_5_4_events_per_s": {k: round(n / s) for k, (n, s) in THESIS_TABLE_5_4.items()},
         "ours_at_thesis_settings_brown_events_per_s": t["build_events_per_s"],
         "ratio_ours_over_thesis_D1": round(t["build_events_per_s"]
