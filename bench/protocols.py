@@ -68,24 +68,24 @@ class Scale:
     brown_limit: int | None = None
     seq_lengths: tuple[int, ...] = (2, 3, 4, 5, 6, 7, 8)
     seq_queries: int = 100            # per length: approximate answers (Baltus: 100)
-    seq_checked: int = 6              # per length: of those, also verified and exact
+    seq_checked: int = 4              # per length: of those, also verified and exact
     bpic_replay_events: int = 1_311_000   # a BPI-2017-sized replay of BPI 2012 (Table 5.2: 1.2M)
     replay_checked: int = 1
-    word_replay: int = 3              # copies of the word stream for the larger dataset (3.5M events)
+    word_replay: int = 2              # copies of the word stream for the larger dataset (2.3M events)
     word_queries: int = 50            # per operator form and strategy (Baltus: 100)
-    word_checked: int = 3
+    word_checked: int = 2
     word_replay_queries: int = 20     # on the larger replay (each approximate answer reads a bigger tree)
     word_replay_checked: int = 1
-    build_repeat: int = 3             # Table 5.4 builds per dataset (Baltus: 100)
+    build_repeat: int = 2             # Table 5.4 builds per dataset (Baltus: 100)
     build_sizes: tuple[int, ...] = (100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_244_000)
     fpqs: tuple[float, ...] = (1e-2, 1e-3, 1e-4)
-    accuracy_queries: int = 30
-    engine_prefix: int = 30_000       # events for the on/off grid (baselines are slow by design)
+    accuracy_queries: int = 25
+    engine_prefix: int = 20_000       # events for the on/off grid (baselines are slow by design)
     engine_patterns: int = 2          # random patterns per k for P_seq / P_set (Cadonna: 10)
     engine_ks: tuple[int, ...] = (2, 3, 4)
-    window_prefix: int = 20_000       # events for the |Ŵ| protocol (P4/P5 grow polynomially by design)
+    window_prefix: int = 15_000       # events for the |Ŵ| protocol (P4/P5 grow polynomially by design)
     window_copies: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
-    window_cap_s: float = 20.0
+    window_cap_s: float = 10.0
     seed: int = 2021
 
     def to_json(self) -> dict[str, Any]:
