@@ -112,6 +112,7 @@ def spark_session(master: str | None = None) -> Any:
 
     # PySpark picks the workers' interpreter from the environment when the context starts.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")  # what pyspark.pandas (assertions) asks for
     config = session_config(master)
     if not (master or os.environ.get("SPARK_MASTER")) and "PYSPARK_GATEWAY_PORT" in os.environ:
         del config["spark.master"]  # under spark-submit, its --master decides
@@ -355,10 +356,15 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
 
             stage[0] = "ordering the events"
             parallelism = spark.sparkContext.defaultParallelism
+            # Cached because the sort reads its input twice (a sampling pass for the range bounds, then
+            # the shuffle): without it the staged batches would be decoded in Python twice.
             unordered = staged_events(spark, files, chunks, attrs, tasks=2 * parallelism)
+            unordered = unordered.persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(unordered)
             ordered = order_events(unordered).persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(ordered)
             sizes = partition_sizes(ordered)
+            unordered.unpersist()
             offsets = np.concatenate(([first_seq], first_seq + np.cumsum(sizes)[:-1])).tolist()
             numbered = number_events(ordered, offsets)
             timings.lap("order")
