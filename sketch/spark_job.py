@@ -326,8 +326,6 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
     extended in place with its own configuration.  ``leaves_per_task`` fixes the window (``L`` leaves of ``C``
     events; default: :func:`window_geometry`).  Parts written by a failing job are removed.
     """
-    from pyspark import StorageLevel
-
     ingest = ingest or IngestOptions()
     build = build or BuildOptions()
     timings = Timings()
@@ -344,33 +342,17 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
             timings.lap("start")
             stage[0] = "reading the inputs"
             progress(0.05, f"reading {len(files)} input(s)")
-            staged = stage_inputs(spark, files, ingest, staging).collect()
-            chunks = collect_staged([r.asDict() for r in staged])
+            chunks, attrs = _read_inputs(spark, files, ingest, staging, snap)
             events = sum(c.rows for c in chunks)
-            if events == 0:
-                raise InputError("the inputs hold no events", where=", ".join(str(p) for p in inputs))
-            attrs = unified_attrs(chunks)
-            _check_not_older(chunks, snap)
             timings.lap("read")
-            progress(0.25, f"ordering {events:,} events")
 
             stage[0] = "ordering the events"
+            progress(0.25, f"ordering {events:,} events")
             parallelism = spark.sparkContext.defaultParallelism
-            # Cached because the sort reads its input twice (a sampling pass for the range bounds, then
-            # the shuffle): without it the staged batches would be decoded in Python twice.
-            unordered = staged_events(spark, files, chunks, attrs, tasks=2 * parallelism)
-            unordered = unordered.persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(unordered)
-            ordered = order_events(unordered).persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(ordered)
-            sizes = partition_sizes(ordered)
-            unordered.unpersist()
-            offsets = np.concatenate(([first_seq], first_seq + np.cumsum(sizes)[:-1])).tolist()
-            numbered = number_events(ordered, offsets)
+            numbered = _ordered_and_numbered(spark, files, chunks, attrs, first_seq, parallelism, cached)
             timings.lap("order")
 
-            config = tree.config if tree is not None else None
-            sizing = None
+            config, sizing = (tree.config, None) if tree is not None else (None, None)
             if config is None:
                 stage[0] = "sizing the index"
                 progress(0.45, f"sizing the index from {events:,} events")
@@ -380,23 +362,8 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
 
             stage[0] = "writing the event store and building the leaves"
             progress(0.55, f"writing {events:,} events and building leaves")
-            C = config.leaf_size
-            base = (first_seq // C) * C
-            span = first_seq + events - base
-            window_events, windows = window_geometry(span, C, parallelism)
-            if leaves_per_task:
-                window_events = leaves_per_task * C
-                windows = math.ceil(span / window_events)
-            plan = WritePlan(store_root=str(store.root), row_group_size=snap.row_group_size,
-                             attrs=tuple(attrs.items()), config=config, base=base, first_seq=first_seq,
-                             window_events=window_events)
-            answers = write_windows(window_partitions(numbered, base, window_events, windows), plan).collect()
-            answers = sorted((a.asDict() for a in answers), key=lambda a: a["window"])
-            written.extend(part_from_row(a) for a in answers if a["part"])
-            failed = [a for a in answers if a["error"]]
-            if failed:
-                raise error_from_json(failed[0]["error"])
-            _check_windows(answers, first_seq, events)
+            answers = _write_and_build_leaves(numbered, store, snap, attrs, config, events, parallelism,
+                                              leaves_per_task, written)
             timings.lap("write")
 
         stage[0] = "merging the tree"
@@ -419,6 +386,64 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
             except Exception:  # noqa: S110 - a session already stopped has nothing left to free
                 pass
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _read_inputs(spark: Any, files: Sequence[Any], ingest: IngestOptions, staging: Path,
+                 snap: Snapshot) -> tuple[list[StagedChunk], dict[str, pa.DataType]]:
+    """Step 1: stage every input (one task each); the staged batches and the stream's attribute types."""
+    staged = stage_inputs(spark, files, ingest, staging).collect()
+    chunks = collect_staged([r.asDict() for r in staged])
+    if sum(c.rows for c in chunks) == 0:
+        raise InputError("the inputs hold no events", where=", ".join(f.path for f in files))
+    _check_not_older(chunks, snap)
+    return chunks, unified_attrs(chunks)
+
+
+def _ordered_and_numbered(spark: Any, files: Sequence[Any], chunks: Sequence[StagedChunk],
+                          attrs: Mapping[str, pa.DataType], first_seq: int, parallelism: int,
+                          cached: list[Any]) -> Any:
+    """Step 2: the events in stream order with ``seq`` from ``first_seq`` (the sorted frame stays cached,
+    listed in ``cached`` for the caller to release)."""
+    from pyspark import StorageLevel
+
+    # Cached because the sort reads its input twice (a sampling pass for the range bounds, then the
+    # shuffle): without it the staged batches would be decoded in Python twice.
+    unordered = staged_events(spark, files, chunks, attrs, tasks=2 * parallelism)
+    unordered = unordered.persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(unordered)
+    ordered = order_events(unordered).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(ordered)
+    sizes = partition_sizes(ordered)
+    unordered.unpersist()
+    offsets = np.concatenate(([first_seq], first_seq + np.cumsum(sizes)[:-1])).tolist()
+    return number_events(ordered, offsets)
+
+
+def _write_and_build_leaves(numbered: Any, store: EventStore, snap: Snapshot,
+                            attrs: Mapping[str, pa.DataType], config: TreeConfig, events: int,
+                            parallelism: int, leaves_per_task: int | None,
+                            written: list[PartInfo]) -> list[dict[str, Any]]:
+    """Step 4: one task per window writes its part and builds its leaves; the answers in window order.
+    Every part written is added to ``written`` before any error is raised, so the caller can remove it."""
+    C = config.leaf_size
+    first_seq = snap.events
+    base = (first_seq // C) * C
+    span = first_seq + events - base
+    window_events, windows = window_geometry(span, C, parallelism)
+    if leaves_per_task:
+        window_events = leaves_per_task * C
+        windows = math.ceil(span / window_events)
+    plan = WritePlan(store_root=str(store.root), row_group_size=snap.row_group_size,
+                     attrs=tuple(attrs.items()), config=config, base=base, first_seq=first_seq,
+                     window_events=window_events)
+    answers = write_windows(window_partitions(numbered, base, window_events, windows), plan).collect()
+    answers = sorted((a.asDict() for a in answers), key=lambda a: a["window"])
+    written.extend(part_from_row(a) for a in answers if a["part"])
+    failed = [a for a in answers if a["error"]]
+    if failed:
+        raise error_from_json(failed[0]["error"])
+    _check_windows(answers, first_seq, events)
+    return answers
 
 
 def window_geometry(span: int, leaf_size: int, parallelism: int) -> tuple[int, int]:

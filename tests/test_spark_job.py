@@ -302,3 +302,33 @@ def test_existing_dataset_is_refused_before_spark_runs(home: Path, shared_data: 
     with pytest.raises(Conflict, match="exists already"):
         build_dataset_spark(home, "d", [source], spark=object())  # no session is needed to refuse
     assert store_table(home, "d").equals(before)
+
+
+def test_service_build_reports_the_jobs_stages(spark, shared_data: Path, home: Path) -> None:
+    """An HTTP build job with engine spark: its progress (fraction, message) reaches the jobs table's hook."""
+    from api.service import build_dataset
+
+    reports: list[tuple[float, str | None]] = []
+    summary = build_dataset(home, "run", [shared_data / "running-example.xes"], {"engine": "spark"},
+                            progress=lambda fraction, message=None: reports.append((fraction, message)))
+    assert summary["events"] == 42
+    messages = [m or "" for _, m in reports]
+    assert any(m.startswith("ordering 42 events") for m in messages)
+    assert any("merging" in m for m in messages) and reports[-1][0] == 1.0
+
+
+def test_cli_append_locally(shared_data: Path, tmp_path: Path, home: Path,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``seqsketch append`` without Spark: the same result as Dataset.append, reported as seqs."""
+    from api.cli import main
+
+    local_build(home, "d", [shared_data / "running-example.xes"])
+    later = tmp_path / "later.csv"
+    later.write_text("ts,type,case\n2031-01-01T00:00:00Z,A,7\n2031-01-01T00:00:00Z,B,7\n", encoding="utf-8")
+    assert main(["append", "d", str(later), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["appended"], out["first_seq"], out["last_seq"], out["events"]) == (2, 42, 43, 44)
+    assert out["index"]["index_digest"] == digest(home, "d")
+    assert store_table(home, "d").column("type").to_pylist()[-2:] == ["A", "B"]
+    assert main(["append", "d", str(shared_data / "running-example.xes")]) == 1  # back in time: refused
+    assert "back in time" in capsys.readouterr().err and store_table(home, "d").num_rows == 44
