@@ -302,6 +302,8 @@ def parse_json_body(raw: bytes) -> Any:
     except json.JSONDecodeError as err:
         raise RequestInvalid(f"invalid JSON: {err.msg}", line=err.lineno, column=err.colno,
                              where="request body") from None
+    except RecursionError:  # e.g. 100,000 nested brackets: Python's decoder gives up on the depth
+        raise RequestInvalid("invalid JSON: nested too deeply", where="request body") from None
 
 
 def parse_ndjson_body(raw: bytes) -> list[Any]:
@@ -318,6 +320,9 @@ def parse_ndjson_body(raw: bytes) -> list[Any]:
             records.append(json.loads(line))
         except json.JSONDecodeError as err:
             raise RequestInvalid(f"invalid JSON: {err.msg}", line=lineno, column=err.colno,
+                                 where="NDJSON body") from None
+        except RecursionError:
+            raise RequestInvalid("invalid JSON: nested too deeply", line=lineno,
                                  where="NDJSON body") from None
     if not records:
         raise RequestInvalid("the NDJSON body has no records", where="request body")
