@@ -136,3 +136,40 @@ def test_the_dataset_survives_the_fuzzing(app: Flask) -> None:
                          json={"query": "PATTERN SEQ('register request' r, 'pay compensation' p) "
                                         "PARTITION BY case", "mode": "exact"})
     assert answer.status_code == 200 and answer.json["count"] >= 1
+
+
+@pytest.mark.parametrize("path,content_type", [
+    ("/v1/datasets/running/query", "application/json"),
+    ("/v1/datasets/running/events", "application/json"),
+    ("/v1/datasets/running/events", "application/x-ndjson"),
+    ("/v1/datasets/deep/builds", "application/json")])
+# Within the app's 64 KiB request limit, far deeper than Python's decoder goes.
+@pytest.mark.parametrize("body", [b"[" * 30_000 + b"]" * 30_000, b'{"a":' * 8_000 + b"1" + b"}" * 8_000])
+def test_deeply_nested_bodies_are_refused(app: Flask, path: str, content_type: str, body: bytes) -> None:
+    before = fingerprint(app)
+    response = app.test_client().post(path, data=body, content_type=content_type)
+    assert response.status_code == 400, response.get_data(as_text=True)[:300]
+    assert response.json["error"]["code"] == "bad_request" and "nested" in response.json["error"]["message"]
+    assert fingerprint(app) == before
+
+
+@pytest.mark.parametrize("batch", [
+    [{"type": "A", "ts": "2031-01-01T00:00:00Z"}, {"type": "B", "ts": 1e300}],
+    [{"type": "A", "ts": "2031-01-01T00:00:00Z"}, {"type": "B", "ts": "9999-12-31T23:59:59-05:00"}],
+    [{"type": "A", "ts": "2031-01-01T00:00:00Z"}, {"type": "B", "ts": float("nan")}],
+    [{"type": "A", "ts": "2031-01-01T00:00:00Z"}, {"type": "B", "ts": "2031-01-01", "attrs": {"x": [1]}}],
+    [{"type": "A", "ts": "2031-01-01T00:00:00Z"}, {"type": "", "ts": "2031-01-01"}],
+    [{"type": "A", "ts": "2031-01-01T00:00:00Z", "x": 1, "attrs": {"x": 2}}],
+    [{"type": "A", "ts": "1999-01-01T00:00:00Z"}],  # older than the dataset's last event
+])
+def test_a_bad_record_rejects_the_whole_batch(app: Flask, batch: list[dict[str, Any]]) -> None:
+    import json
+
+    before = fingerprint(app)
+    data = json.dumps(batch).encode()  # NaN is written as the NaN literal Python's decoder accepts
+    response = app.test_client().post("/v1/datasets/running/events", data=data,
+                                      content_type="application/json")
+    assert 400 <= response.status_code < 500, response.get_data(as_text=True)
+    error = response.json["error"]
+    assert error["message"] and ("record" in error["message"] or error["code"] == "conflict"), error
+    assert fingerprint(app) == before
