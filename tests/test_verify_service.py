@@ -117,3 +117,30 @@ def test_cli_query_modes(running: Path) -> None:
     assert table.returncode == 0 and "LEVEL" in table.stdout and "candidate interval" in table.stdout
     missing = _cli(running, "query", "run", "PATTERN SEQ('launch rocket', decide)")
     assert missing.returncode == 0 and "launch rocket never occurs" in missing.stdout
+
+
+def test_http_query_in_every_mode(running: Path, shared_data: Path) -> None:
+    """POST /v1/datasets/{name}/query: the same answers through the HTTP service (granularity included)."""
+    from api.app import create_app, service_state
+
+    app = create_app({"SEQSKETCH_HOME": str(running),
+                      "DATABASE_URL": f"sqlite:///{(running / 'catalog.db').as_posix()}",
+                      "INPUT_ROOTS": [str(shared_data)]})
+    try:
+        client = app.test_client()
+        text = QUERIES[1]
+        answers = {}
+        for mode in ("approximate", "verified", "exact"):
+            response = client.post("/v1/datasets/run/query", json={"query": text, "mode": mode, "limit": 3,
+                                                                   "granularity": 1})
+            assert response.status_code == 200, response.get_data(as_text=True)
+            answers[mode] = response.json
+        assert answers["verified"]["matches"] == answers["exact"]["matches"]
+        assert answers["verified"]["count"] == answers["exact"]["count"]
+        assert all(iv["level"] <= 1 for iv in answers["approximate"]["intervals"])
+        assert answers["approximate"]["exists"] is True
+    finally:
+        state = service_state(app)
+        if state.jobs is not None:
+            state.jobs.shutdown()
+        state.catalog.dispose()
