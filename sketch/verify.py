@@ -323,8 +323,10 @@ def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "veri
     stats["verify_ms"] = _ms(verifying)
     stats["events_scanned"] = result.events_scanned
     body = answer(query, result.matches, result.ts_of.__getitem__, limit=limit)
-    if not result.matches and approx.explain is not None:
-        body["explain"] = approx.explain
+    if not result.matches:
+        body["explain"] = approx.explain if approx.explain is not None else (
+            f"{stats['candidate_intervals']} candidate interval(s) of {approx.coverage():,} events hold no "
+            "exact match: conditions, negation or the strategy rule them out (or the index's filters erred)")
     stats["total_ms"] = _ms(started)
     return {"mode": mode, **body, "stats": stats}
 

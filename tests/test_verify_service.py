@@ -88,6 +88,13 @@ def test_no_answer_is_explained(running: Path) -> None:
     assert chain["explain"].startswith("register request never occurs after pay compensation; the last leaf")
 
 
+def test_candidates_without_matches_are_explained(running: Path) -> None:
+    text = "PATTERN SEQ('register request' r, decide d) WHERE r.case = d.case AND r.case = 'no such case'"
+    verified = run_query(running, "run", text)
+    assert verified["count"] == 0 and verified["stats"]["candidate_intervals"] >= 1
+    assert "hold no exact match" in verified["explain"]
+
+
 def test_bad_requests_are_refused_clearly(running: Path) -> None:
     with pytest.raises(NotFound, match="'nope'"):
         run_query(running, "nope", "PATTERN A", mode="verified")
