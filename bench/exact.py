@@ -8,7 +8,8 @@ Workloads (each under the options that apply: two-phase on/off, prefilter on/off
 * ``contig``    the first three steps of each case under partition contiguity (strict contiguity on the
                 first two steps, which follow each other in the stream);
 * ``case+``     ``PARTITION BY case`` with a Kleene variable;
-* ``chemo``     a Chemo-like event-set pattern ``SEQ({c, p+, d}, b)`` per case (Cadonna's P1 shape).
+* ``chemo``     a Chemo-like event-set pattern ``SEQ({c, p+, d}, b)`` per case (Cadonna's P1 shape);
+* ``not``       accepted applications not declined within 30 days (a trailing NOT per case).
 
 Events/s = events of the stream / CPU seconds of one ``evaluate`` call on one core (best of ``--repeat``),
 so that the figure does not depend on other load on the machine; wall seconds are reported beside it.
@@ -41,6 +42,8 @@ CASE_KLEENE = ("PATTERN SEQ(A_SUBMITTED a, 'W_Completeren aanvraag'+ w, A_ACCEPT
 CONTIG_PART = ("PATTERN SEQ(A_SUBMITTED a, A_PARTLYSUBMITTED b, A_PREACCEPTED c) PARTITION BY case "
                "WITHIN 1 day STRATEGY partition_contiguity")
 CONTIG_STRICT = "PATTERN SEQ(A_SUBMITTED a, A_PARTLYSUBMITTED b) WITHIN 1 day STRATEGY strict_contiguity"
+NEGATION = ("PATTERN SEQ(A_SUBMITTED a, A_ACCEPTED b, NOT(A_DECLINED x)) PARTITION BY case "
+            "WITHIN 30 days")
 CHEMO = ("PATTERN SEQ({O_CREATED c, O_SENT+ p, A_ACCEPTED d}, O_SENT_BACK b) PARTITION BY case "
          "WITHIN 30 days")
 
@@ -101,7 +104,7 @@ def run(repeat: int = 3, prefix: int = 20_000, quick: bool = False) -> list[Row]
     for text in (CONTIG_STRICT, CONTIG_PART):
         rows.append(measure("contig", parse(text), table, counts, two_phase=True, prefilter=True,
                             repeat=repeat))
-    for name, text in (("case+", CASE_KLEENE), ("chemo", CHEMO)):
+    for name, text in (("case+", CASE_KLEENE), ("chemo", CHEMO), ("not", NEGATION)):
         q = parse(text)
         strategies = [Strategy.SKIP_TILL_NEXT_MATCH] if quick else [
             Strategy.SKIP_TILL_NEXT_MATCH, Strategy.ROBUST_SKIP_TILL_NEXT_MATCH]

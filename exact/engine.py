@@ -61,7 +61,7 @@ import pyarrow.compute as pc
 from exact.ast import Field, Query, Return, Strategy, WithinEvents, WithinTime
 from exact.automaton import Buffer, Runner, automaton_for, condition_attrs
 from exact.errors import QueryLimitError
-from exact.normalize import Plan, compare, normalize
+from exact.normalize import FLIPPED, Plan, compare, normalize
 from exact.prefilter import EventFrame, property_mask
 from exact.strategies import (
     PartitionViews,
@@ -390,7 +390,6 @@ class _Evaluation:
             left, op, right = c.left, c.op, c.right
             assert isinstance(left, Field) and isinstance(right, Field)
             if left.var != nv.name:
-                from exact.normalize import FLIPPED
                 left, op, right = right, FLIPPED[op], left
             rels.append((frame.values(left.attr, cand), op, pos_index[right.var], self.columns[right.attr]))
         gap = nv.element
@@ -399,6 +398,15 @@ class _Evaluation:
         after = [v.index for v in plan.positives if v.element == gap]
         within = self.query.within
         seq_u, ts_u = self.seq_list, self.ts.tolist()
+        # with PARTITION BY only the match's partition can hold a forbidden event: candidates are searched
+        # as key * B + candidate index, so a gap is one bisection within the partition
+        by_key: list[int] | None = None
+        keys_u: list[int] = []
+        base = len(cand) + 1
+        if self.query.partition_by:
+            codes = self._partition_codes(self.query.partition_by, None)
+            by_key = np.sort(codes[cand] * base + np.arange(len(cand))).tolist()
+            keys_u = codes[self.idx].tolist()
 
         def forbidden(b: Buffer) -> bool:
             lo = max(seq_u[x] for i in before for x in b[i])
@@ -413,7 +421,13 @@ class _Evaluation:
                 else:
                     assert isinstance(within, WithinEvents)
                     j1 = bisect_right(cand_seq, seq_u[first] + within.count - 1)
-            for j in range(j0, j1):
+            if by_key is not None:
+                key = keys_u[next(x for xs in b for x in xs)] * base
+                span = by_key[bisect_left(by_key, key + j0):bisect_left(by_key, key + j1)]
+                js: Iterable[int] = (e - key for e in span)
+            else:
+                js = range(j0, j1)
+            for j in js:
                 if all(compare(col[j], op, wcol[y]) for col, op, w, wcol in rels for y in b[w]):
                     return True
             return False

@@ -281,6 +281,9 @@ def _closure(query: Query, conds: list[Condition], core: set[str], alternatives:
         ops = (c.left, c.right)
         if any(isinstance(o, Field) and (o.prev or o.var not in core) for o in ops):
             continue
+        if isinstance(c.left, Field) and isinstance(c.right, Field) and c.left.var == c.right.var:
+            # ``v.x = v.y`` holds per event; it says nothing about a value shared by all of v's events
+            continue
         for o in ops:
             members[_operand_key(o)] = o
         uf.union(_operand_key(c.left), _operand_key(c.right))
@@ -304,7 +307,8 @@ def _closure(query: Query, conds: list[Condition], core: set[str], alternatives:
     # an alternative equal to a core field equals its whole class
     field_class = {_operand_key(m): uf.find(_operand_key(m)) for m in members.values()}
     for c in conds:
-        if c.op != "=":
+        if c.op != "=" or (isinstance(c.left, Field) and isinstance(c.right, Field)
+                           and c.left.var == c.right.var):
             continue
         for a, b in ((c.left, c.right), (c.right, c.left)):
             if (isinstance(a, Field) and not a.prev and a.var in alternatives

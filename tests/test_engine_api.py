@@ -44,6 +44,17 @@ def test_closure_adds_transitive_equalities_and_constants() -> None:
     assert plan.partition_attrs == ("pid",)
 
 
+def test_closure_keeps_per_event_equalities_per_event() -> None:
+    """``v.x = v.y`` holds for each event of a Kleene v; it must not make v's events share x (found by the
+    property test: the closure once added prev(v.x) = v.x for it)."""
+    plan = normalize(parse("PATTERN A+ v WHERE v.x = v.y"))
+    assert plan.prevs == ()
+    rows = [{"ts": 0, "type": "A", "x": 0, "y": 0}, {"ts": 1, "type": "A", "x": 1, "y": 1}]
+    q = parse("PATTERN A+ v WHERE v.x = v.y STRATEGY skip_till_any_match")
+    assert [m.bindings_dict() for m in evaluate(q, stream_table(rows))] == [{"v": [0]}, {"v": [0, 1]},
+                                                                          {"v": [1]}]
+
+
 def test_closure_does_not_pass_through_negated_variables_or_alternatives() -> None:
     q = parse("PATTERN SEQ(A a, NOT(B b), C c) WHERE a.x = b.x AND b.x = c.x")
     rel = normalize(q).relations
