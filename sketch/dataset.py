@@ -21,6 +21,8 @@ around it) is caught up from the store before the new events are added.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +80,42 @@ class DatasetSnapshot:
     @property
     def index_version(self) -> int | None:
         return None if self.index is None else self.index.version
+
+
+class _LoadedIndexes:
+    """Index files already mapped and verified in this process, by (path, inode, size, mtime).
+
+    Index version files are immutable once published, so a file that still has the same identity holds the
+    same tree: a server answering many queries maps and checks each version once instead of per request.
+    Bounded (the most recently used few), and the trees it hands out are never modified (appends load a
+    private copy).
+    """
+
+    def __init__(self, capacity: int = 8) -> None:
+        self.capacity = capacity
+        self._trees: OrderedDict[tuple, BloomTree] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def load(self, path: Path) -> BloomTree:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return persist.load(path)  # reports the missing file as IndexCorrupt
+        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            tree = self._trees.get(key)
+            if tree is not None:
+                self._trees.move_to_end(key)
+                return tree
+        tree = persist.load(path)
+        with self._lock:
+            self._trees[key] = tree
+            while len(self._trees) > self.capacity:
+                self._trees.popitem(last=False)
+        return tree
+
+
+_LOADED = _LoadedIndexes()
 
 
 def index_file_name(version: int) -> str:
@@ -147,7 +185,7 @@ class Dataset:
     def _load(self, ref: IndexRef, snap: Snapshot) -> BloomTree:
         tree = self._trees.get(ref.file)
         if tree is None:
-            tree = persist.load(self.root / ref.file)
+            tree = _LOADED.load(self.root / ref.file)
             if tree.n_events != ref.events or tree.n_events != snap.events:
                 raise IndexCorrupt(f"index version {ref.version} covers {tree.n_events} events; the manifest "
                                    f"says {ref.events} of {snap.events}", where=str(self.root / ref.file))
@@ -250,7 +288,7 @@ def index_section(dataset_root: Path, snap: Snapshot) -> dict[str, Any] | None:
     ref = _index_ref(snap)
     if ref is None:
         return None
-    return _info_of(persist.load(dataset_root / ref.file), ref)
+    return _info_of(_LOADED.load(dataset_root / ref.file), ref)
 
 
 def _info_of(tree: BloomTree, ref: IndexRef | None) -> dict[str, Any]:
