@@ -139,3 +139,11 @@ def test_an_orphan_from_a_crashed_append_is_never_read(home: Path) -> None:
     snap = dataset.append(whole.slice(500, 400))
     assert snap.index_version == 3 and snap.events == snap.tree.n_events == 900
     assert snap.index.file == "index/tree-000003.sqt"
+
+
+def test_a_published_version_is_mapped_once_and_a_changed_file_is_reloaded(home: Path) -> None:
+    Dataset.build(home, "s", with_seq(stream(700, seed=8)), OPTIONS)
+    first = Dataset.open(home, "s").snapshot().tree
+    assert Dataset.open(home, "s").snapshot().tree is first  # same immutable file: mapped and checked once
+    snap = Dataset.open(home, "s").append(stream(50, seed=9, start_ts=2_000_000_000_000_000))
+    assert snap.tree is not first and snap.tree.n_events == 750 and first.n_events == 700
