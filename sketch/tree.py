@@ -28,6 +28,12 @@ at which it is still at most half full, which bounds its false-positive rate by 
 unfolded half-full node while a leaf of a few types takes a few bytes instead of ``m/8``.  Probes fold the
 key's positions the same way (``position mod size``).  The unfolded bits are kept only for the nodes that may
 still merge (the tail of the forest) and the partial leaf.
+
+Building is linear in the data: types are dictionary-encoded and hashed once per distinct type; the distinct
+(leaf, type) pairs are found in one pass; each leaf's bits are set in bulk from its types' precomputed
+positions — as ``m``-bit rows, or, when ``m`` is large next to what a leaf holds (big vocabularies), as sets
+of positions folded straight to their stored size (:func:`fold_any`).  Only Alg. 2 itself walks the leaves in
+Python, one merge test per new node.
 """
 
 from __future__ import annotations
