@@ -57,7 +57,6 @@ def two_phase(run: Runner, window_fn: WindowFn, *, evmask_np: np.ndarray, seq: n
     aut: Automaton = run.automaton
     evmask = run.evmask
     group_masks = [g for groups in aut.element_groups for g in groups]
-    element_of_group = [i for i, groups in enumerate(aut.element_groups) for _ in groups]
     ngroups = len(group_masks)
     b1 = aut.first_element_mask
     # per set boundary i → i+1: the group indices on each side, for (5.4)
@@ -69,13 +68,11 @@ def two_phase(run: Runner, window_fn: WindowFn, *, evmask_np: np.ndarray, seq: n
         right = list(range(offset + sizes[i], offset + sizes[i] + sizes[i + 1]))
         boundaries.append((left, right))
         offset += sizes[i]
-    del element_of_group
 
     results: list[Buffer] = []
     windows: dict[int, _Window] = {}
-    parts = PartitionViews(evmask_np, positions,
-                           partition_keys if partition_keys is not None else np.zeros(len(positions),
-                                                                                      dtype=np.int64), jump)
+    keys = partition_keys if partition_keys is not None else np.zeros(len(positions), dtype=np.int64)
+    parts = PartitionViews(evmask_np, positions, keys, jump)
     kind, limit = within if within is not None else ("none", 0)
 
     def monotone_ok(w: _Window) -> bool:
