@@ -22,6 +22,7 @@ task per window writing its Parquet part and building its leaves), ``merge`` (Al
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
 import time
@@ -101,7 +102,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         session_seconds = time.perf_counter() - started
         parallelism = spark.sparkContext.defaultParallelism
         results: dict[str, Any] = {"master": spark.sparkContext.master, "parallelism": parallelism,
-                                   "session_start_seconds": round(session_seconds, 2)}
+                                   "session_start_seconds": round(session_seconds, 2),
+                                   "load_average_at_start": _load()}
         home = work / "home"
         results["bpic2012"] = compare(spark, home, "bpic", [data / BPIC])
         raw = read_inputs([data / BPIC])
@@ -109,10 +111,16 @@ def run(quick: bool = False) -> dict[str, Any]:
         inputs = write_replay(raw, target, work / "replay")
         del raw
         results["replay"] = compare(spark, home, "replay", inputs)
+        results["load_average_at_end"] = _load()
         results["notes"] = NOTES
         return results
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _load() -> list[float]:
+    """The machine's 1/5/15-minute load averages: on a shared machine the figures mean little without them."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 NOTES = (
