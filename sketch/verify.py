@@ -204,9 +204,12 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     ts_of: dict[int, int] = {}
     scanned = 0
 
+    def relevant_rows(table: pa.Table) -> pa.Table:
+        if keep_types is None or not table.num_rows:
+            return table
+        return table.filter(pc.is_in(table.column("type"), pa.array(sorted(keep_types), pa.string())))
+
     def run(region: Region, table: pa.Table) -> list[Match]:
-        if keep_types is not None and table.num_rows:
-            table = table.filter(pc.is_in(table.column("type"), pa.array(sorted(keep_types), pa.string())))
         found = evaluate(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi))
         if found:
             seq = int_column(table, "seq")
@@ -220,7 +223,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         for region, ranges in zip(regions, per_region, strict=True):
             table, decoded = source.read_ranges(ranges, cols)
             scanned += decoded
-            found = run(region, table)
+            found = run(region, relevant_rows(table))
             if found:
                 matches.extend(found)
                 break
@@ -228,6 +231,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         everything = [r for ranges in per_region for r in ranges]
         merged = _merge_ranges(everything)
         table, scanned = source.read_ranges(merged, cols)
+        table = relevant_rows(table)
         seq = int_column(table, "seq")
         for region, ranges in zip(regions, per_region, strict=True):
             if not ranges:
