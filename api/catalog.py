@@ -31,6 +31,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from api.db import database_url, open_catalog_engine, session_factory, session_scope
@@ -294,7 +295,23 @@ class Catalog:
 
     def record_index_version(self, name: str, *, number: int, events: int, files: list[Any],
                              digest: str | None, config: dict[str, Any]) -> dict[str, Any]:
-        """Record a published index version and make it the live one (the dataset row must exist)."""
+        """Record a published index version and make it the live one (the dataset row must exist).
+
+        Two callers may record the same version at once (an append publishing it while a listing catches
+        the catalog up with the disk, or two processes): the loser of the insert finds the winner's row on
+        its next try and updates it, so recording is idempotent rather than an error.
+        """
+        for attempt in range(3):
+            try:
+                return self._record_index_version(name, number=number, events=events, files=files,
+                                                  digest=digest, config=config)
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _record_index_version(self, name: str, *, number: int, events: int, files: list[Any],
+                              digest: str | None, config: dict[str, Any]) -> dict[str, Any]:
         with self.session() as s:
             row = s.scalar(select(Dataset).where(Dataset.name == name))
             if row is None:
