@@ -52,19 +52,24 @@ def free_port() -> int:
 
 @contextmanager
 def served(home: Path, *, timeout: float = 60.0) -> Iterator[str]:
-    """A ``seqsketch serve`` subprocess on a free loopback port; yields its base URL; stopped on exit."""
+    """A ``seqsketch serve`` subprocess on a free loopback port; yields its base URL; stopped on exit.
+
+    The server's log (one line per request, and any error's traceback) goes to ``home/server.log``: a pipe
+    nobody reads would fill up and stall the server.
+    """
     from api.client import Client, SeqsketchAPIError
 
     port = free_port()
     env = {**os.environ, "SEQSKETCH_HOME": str(home), "SEQSKETCH_QUERY_TIMEOUT_MS": "60000"}
+    log = open(home / "server.log", "ab")  # noqa: SIM115 - closed in the finally below
     process = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port",
-                                str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                str(port)], env=env, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"the server exited: {process.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"the server exited: {server_log(home)[-2000:]}")
             try:
                 Client(url, retries=0, timeout=2).health()
                 break
@@ -80,6 +85,12 @@ def served(home: Path, *, timeout: float = 60.0) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        log.close()
+
+
+def server_log(home: Path) -> str:
+    path = home / "server.log"
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
 
 # --- the dataset --------------------------------------------------------------------------------------------
