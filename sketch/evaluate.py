@@ -15,7 +15,12 @@ per-query basis").
 units that may hold one of its types are found by probing the top-level nodes first and descending only into
 nodes that answered "maybe" (``nodes_probed`` counts the probes).  ``ANY`` occurs everywhere.  A position
 absent from every top-level node answers ``exists: false`` at once.  ``BETWEEN`` keeps only nodes whose ts
-interval meets it (§4.3.4, windowing via a node cover).
+interval meets it (§4.3.4, windowing via a node cover).  All positions descend in one level-by-level walk
+(each level probes the union of live nodes with every key once); a level that prunes little hands over to
+the units below its survivors directly, since a dense type would survive every level in between.  With a
+window and the stream's type counts, the rarest position is walked first and the others only within one
+window of its units (the lazy, rarest-first order of Kolchinsky & Schuster, applied to the tree).  Which
+intermediate levels a walk probes can change which Bloom false hits survive, never a true occurrence.
 
 **Chains (§4.3.1–4.3.3, generalised).**  A match's elements occupy a non-decreasing sequence of units: every
 event of element ``i`` precedes every event of element ``i+1``, so element ``i+1`` lies in units at or after
