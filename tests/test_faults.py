@@ -19,6 +19,7 @@ append works.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -360,3 +361,61 @@ def test_a_damaged_store_part_gives_a_clear_error(tmp_path: Path, base_home: Pat
         assert table.equals(expected), "damaged part read back different events without an error"
     path.write_bytes(original)
     assert stream(home, "ds").equals(expected)
+
+
+# --- the server killed during a build job -------------------------------------------------------------------
+
+
+def test_server_killed_during_a_build_job(tmp_path: Path) -> None:
+    """``seqsketch serve`` killed while a build job runs: the dataset is absent or complete; after a restart
+    the job is failed (interrupted) unless it had finished, and the build then succeeds again."""
+    from api.client import Client, SeqsketchAPIError
+    from bench.load import free_port, server_log
+
+    home = tmp_path / "home"
+    (home / "inputs").mkdir(parents=True)
+    source = home / "inputs" / "big.jsonl"
+    source.write_text("".join(f'{{"type": "T{i % 17}", "ts": {1_600_000_000 + i}, "case": {i % 97}}}\n'
+                              for i in range(30_000)))
+
+    def start() -> tuple[subprocess.Popen[bytes], Client]:
+        port = free_port()
+        log = open(home / "server.log", "ab")  # noqa: SIM115 - the child holds it; closed with the test
+        process = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port)],
+                                   env={**os.environ, "SEQSKETCH_HOME": str(home)}, stdout=subprocess.DEVNULL,
+                                   stderr=log)
+        client = Client(f"http://127.0.0.1:{port}", retries=0, timeout=30)
+        for _ in range(300):
+            try:
+                client.health()
+                return process, client
+            except SeqsketchAPIError:
+                assert process.poll() is None, server_log(home)
+                time.sleep(0.1)
+        raise AssertionError("the server did not start")
+
+    process, client = start()
+    try:
+        job = client.build("big", ["big.jsonl"], engine="local")
+        for _ in range(300):
+            if client.job(job["job_id"])["state"] == "running":
+                break
+            time.sleep(0.05)
+        time.sleep(random.Random(3).uniform(0.2, 1.5))
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        if "big" in dataset_names(home):  # the kill came after the build published: then it is whole
+            assert_index_equals_rebuild(home, "big")
+        process, client = start()
+        state = client.job(job["job_id"])
+        assert state["state"] in ("failed", "succeeded"), state
+        if state["state"] == "failed":
+            assert "stopped" in json.dumps(state), state
+            assert "big" not in [d["name"] for d in client.datasets() if d.get("state") == "ready"]
+        again = client.build("big", ["big.jsonl"], engine="local", replace=True)
+        assert client.wait(again["job_id"], timeout=120)["state"] == "succeeded"
+        assert client.info("big")["events"] == 30_000
+        assert_index_equals_rebuild(home, "big")
+    finally:
+        process.kill()
+        process.wait()
