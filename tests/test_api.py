@@ -424,3 +424,26 @@ def test_index_versions_are_recorded_with_their_files(app: Flask, client: FlaskC
     assert versions[-1]["number"] == info["index_version"] == info["index"]["version"]
     assert versions[-1]["digest"] == info["index"]["index_digest"]
     assert (home / "datasets" / running / versions[-1]["files"][0]).is_file()
+
+
+def test_granularity_coarsens_approximate_intervals_without_losing_matches(app: Flask,
+                                                                           client: FlaskClient) -> None:
+    job = build(app, client, "fine", ["running-example.xes"], leaf_size=4)
+    assert job["state"] == "succeeded"
+    levels = client.get("/v1/datasets/fine").json["index"]["levels"]
+    assert levels > 2
+    query = ("PATTERN SEQ('register request' r, 'pay compensation' p) PARTITION BY case "
+             "STRATEGY skip_till_any_match")
+    exact = client.post("/v1/datasets/fine/query", json={"query": query, "mode": "exact",
+                                                         "granularity": 2}).json  # ignored here
+    assert exact["count"] > 0
+    widths = []
+    for granularity in range(levels):
+        answer = client.post("/v1/datasets/fine/query", json={"query": query, "mode": "approximate",
+                                                              "granularity": granularity}).json
+        assert answer["intervals"] and all(0 <= i["level"] < levels for i in answer["intervals"])
+        widths.append(sum(i["end_seq"] - i["start_seq"] + 1 for i in answer["intervals"]))
+        for match in exact["matches"]:  # no false negatives at any granularity
+            assert any(i["start_seq"] <= match["start_seq"] and match["end_seq"] <= i["end_seq"]
+                       for i in answer["intervals"])
+    assert widths == sorted(widths) and widths[-1] > widths[0]  # coarser levels cover more
