@@ -85,13 +85,13 @@ def write_generated_inputs(folder: Path, seed: int = 7, seconds: int = 1_600_000
         path = folder / f"part{f}.csv"
         with open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
-            w.writerow(["ts", "type", "case", "amount", "flag", "note"])
+            w.writerow(["ts", "type", "case", "amount", "flag", "note", "empty"])
             for _ in range(int(rng.integers(250, 400))):
                 ts = seconds + int(rng.integers(0, 40))  # 40 distinct seconds: many ties within and across
                 amount = {0: str(int(rng.integers(0, 100))), 1: f"{rng.random() * 100:.3f}",
                           2: rng.choice(["low", "12", "high"])}[f]
                 w.writerow([ts, f"T{int(rng.zipf(1.6)) % 12}", int(rng.integers(0, 30)), amount,
-                            rng.choice(["true", "false", "TRUE"]), rng.choice(["", "x, y", "z"])])
+                            rng.choice(["true", "false", "TRUE"]), rng.choice(["", "x, y", "z"]), ""])
         paths.append(path)
     for f in range(2):
         path = folder / f"part{f}.jsonl"
@@ -105,6 +105,8 @@ def write_generated_inputs(folder: Path, seed: int = 7, seconds: int = 1_600_000
                     record["attrs"] = {"nested": {"b": [1, 2], "a": None}, "flag": bool(i % 2)}
                 if f == 1 and i % 7 == 0:
                     record["case"] = "c-" + str(i)  # case widens to text across files
+                if i % 11 == 0:
+                    record["Case"] = i  # another attribute than "case": names are case-sensitive
                 fh.write(json.dumps(record) + "\n")
         paths.append(path)
     for f in range(2):
@@ -189,6 +191,7 @@ def test_generated_multi_file_stream_equals_local_build(spark, tmp_path: Path, h
     assert any(f"{summary['events']:,} events" in m for _, m in reports)
     attrs = manifest_facts(home, "spark")["attrs"]
     assert attrs["amount"] == "string" and attrs["case"] == "string" and attrs["nested"] == "string"
+    assert attrs["Case"] == "int64" and attrs["empty"] == "string"  # a column no value filled is text
 
 
 @pytest.mark.slow
