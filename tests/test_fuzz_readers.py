@@ -359,3 +359,37 @@ def test_random_damage_reads_or_is_refused(tmp_path: Path, xes: bytes, data: st.
         return
     ts = table.column("ts").cast(pa.int64())
     assert table.num_rows > 0 and all(MIN_MICROS <= v <= MAX_MICROS for v in ts.to_pylist())
+
+
+# --- the command line ---------------------------------------------------------------------------------------
+
+
+def test_the_cli_reports_a_damaged_input_in_one_line(home: Path, tmp_path: Path, shared_data: Path) -> None:
+    """``seqsketch build``/``append`` with a damaged input: exit status 1, one line on stderr naming the file
+    and line, no traceback, and the dataset as it was."""
+    import os
+    import subprocess
+    import sys
+
+    build_dataset(home, "cli", [str(shared_data / "running-example.xes")])
+    manifest = (home / "datasets" / "cli" / "store" / "manifest.json").read_bytes()
+    truncated = tmp_path / "t.jsonl.gz"
+    truncated.write_bytes(gzip.compress(JSONL)[:-30])
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(JSONL + '{"type": "Café", "ts": 2000000000}\n'.encode("latin-1"))
+    future = tmp_path / "future.jsonl"
+    future.write_bytes(b'{"type": "A", "ts": "2030-01-01"}\n{"type": "B", "ts": 1e300}\n')
+    script = Path(sys.executable).with_name("seqsketch")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "api.cli"]
+    for args, path, line in ((["append", "cli", str(truncated)], truncated, None),
+                             (["append", "cli", str(future)], future, 2),
+                             (["build", "other", str(latin), "--engine", "local"], latin, 501)):
+        done = subprocess.run(command + args, env={**os.environ, "SEQSKETCH_HOME": str(home)},
+                              capture_output=True, text=True, timeout=120)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1, done.stderr
+        assert len(lines) == 1 and lines[0].startswith("seqsketch: error: ") and str(path) in lines[0], lines
+        assert line is None or f"line {line}" in lines[0]
+        assert "Traceback" not in done.stderr
+    assert (home / "datasets" / "cli" / "store" / "manifest.json").read_bytes() == manifest
+    assert visible(home) == ["cli"]
