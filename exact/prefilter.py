@@ -71,7 +71,11 @@ class EventFrame:
         for name in ("seq", "ts", "type"):
             if name not in table.column_names:
                 raise InputError(f"event table has no {name!r} column", where="events")
-        seq = table.column("seq").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        seq_col = table.column("seq")
+        if seq_col.null_count:
+            first_null = int(pc.index(pc.is_null(seq_col), True).as_py())
+            raise InputError("seq is null", where=f"events: record {first_null}")
+        seq = seq_col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         if len(seq) > 1 and not bool(np.all(seq[1:] > seq[:-1])):
             order = np.argsort(seq, kind="stable")
             table = table.take(pa.array(order))

@@ -133,6 +133,16 @@ def test_unordered_seq_is_sorted_and_bad_streams_are_refused() -> None:
         evaluate(q, stream_table([{"seq": 0, "ts": 5, "type": "A"}, {"seq": 1, "ts": 2, "type": "B"}]))
 
 
+def test_null_seq_and_missing_columns_are_refused() -> None:
+    q = parse("PATTERN SEQ(A a, B b)")
+    t = pa.table({"seq": pa.array([0, None], pa.int64()),
+                  "ts": pa.array([0, 1], pa.int64()).cast(pa.timestamp("us", tz="UTC")), "type": ["A", "B"]})
+    with pytest.raises(InputError, match="record 1: seq is null"):
+        evaluate(q, t)
+    with pytest.raises(InputError, match="no 'type' column"):
+        evaluate(q, t.drop_columns(["type"]))
+
+
 def test_record_batches_are_accepted() -> None:
     table = stream_table([{"ts": i, "type": t} for i, t in enumerate("ABAB")])
     q = parse("PATTERN SEQ(A a, B b) STRATEGY skip_till_any_match")
