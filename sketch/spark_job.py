@@ -75,7 +75,7 @@ Progress = Callable[[float, str], None]
 
 #: One row per window written: its part, its leaves, or the error that stopped it.
 WINDOW_SCHEMA = ("window BIGINT, part STRING, type_counts STRING, first_leaf BIGINT, bits BINARY, "
-                 "lo_ts BINARY, hi_ts BINARY, end_seq BIGINT, error STRING")
+                 "lo_ts BINARY, hi_ts BINARY, end_seq BIGINT, error STRING, seconds DOUBLE")
 
 
 def _no_progress(fraction: float, message: str) -> None:
@@ -212,6 +212,7 @@ class _WindowTask:
 
     def write(self, window: int, rows: pa.Table) -> pa.RecordBatch:
         plan = self.plan
+        started = time.perf_counter()
         try:
             stream = stream_table(rows, dict(plan.attrs))
             first = stream.column(SEQ)[0].as_py()
@@ -224,12 +225,12 @@ class _WindowTask:
                 types = pa.chunked_array(stored.column(TYPE).chunks + types.chunks, pa.string())
                 ts = pa.chunked_array(stored.column(TS).chunks + ts.chunks, TS_TYPE)
             run = window_leaves(plan.config, types, ts, leaf_start)
-            return _window_row(window, part, run, None)
+            return _window_row(window, part, run, None, time.perf_counter() - started)
         except Exception as err:
             if not isinstance(err, SeqsketchError):
                 err = SeqsketchError(f"writing window {window}: {type(err).__name__}: {err}",
                                      where=plan.store_root)
-            return _window_row(window, None, None, error_to_json(err))
+            return _window_row(window, None, None, error_to_json(err), time.perf_counter() - started)
 
 
 def stream_table(rows: pa.Table, attrs: Mapping[str, pa.DataType]) -> pa.Table:
@@ -244,15 +245,18 @@ def stream_table(rows: pa.Table, attrs: Mapping[str, pa.DataType]) -> pa.Table:
 
 _WINDOW_ARROW = pa.schema([("window", pa.int64()), ("part", pa.string()), ("type_counts", pa.string()),
                            ("first_leaf", pa.int64()), ("bits", pa.binary()), ("lo_ts", pa.binary()),
-                           ("hi_ts", pa.binary()), ("end_seq", pa.int64()), ("error", pa.string())])
+                           ("hi_ts", pa.binary()), ("end_seq", pa.int64()), ("error", pa.string()),
+                           ("seconds", pa.float64())])
 
 
-def _window_row(window: int, part: PartInfo | None, run: LeafRun | None, error: str | None) -> pa.RecordBatch:
+def _window_row(window: int, part: PartInfo | None, run: LeafRun | None, error: str | None,
+                seconds: float) -> pa.RecordBatch:
     runs = runs_to_arrow([run]) if run is not None else {k: [None] for k in
                                                          ("first_leaf", "bits", "lo_ts", "hi_ts", "end_seq")}
     return pa.RecordBatch.from_pydict(
         {"window": [window], "part": [json.dumps(part.to_json()) if part else None],
-         "type_counts": [json.dumps(list(part.type_counts)) if part else None], **runs, "error": [error]},
+         "type_counts": [json.dumps(list(part.type_counts)) if part else None], **runs, "error": [error],
+         "seconds": [seconds]},
         schema=_WINDOW_ARROW)
 
 
@@ -342,9 +346,10 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
             timings.lap("start")
             stage[0] = "reading the inputs"
             progress(0.05, f"reading {len(files)} input(s)")
-            chunks, attrs = _read_inputs(spark, files, ingest, staging, snap)
+            chunks, attrs, task_seconds = _read_inputs(spark, files, ingest, staging, snap)
             events = sum(c.rows for c in chunks)
             timings.lap("read")
+            timings.stages["read_in_python_tasks"] = round(task_seconds, 3)
 
             stage[0] = "ordering the events"
             progress(0.25, f"ordering {events:,} events")
@@ -365,6 +370,7 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
             answers = _write_and_build_leaves(numbered, store, snap, attrs, config, events, parallelism,
                                               leaves_per_task, written)
             timings.lap("write")
+            timings.stages["write_in_python_tasks"] = round(sum(a["seconds"] for a in answers), 3)
 
         stage[0] = "merging the tree"
         progress(0.85, "merging the tree levels")
@@ -389,14 +395,15 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
 
 
 def _read_inputs(spark: Any, files: Sequence[Any], ingest: IngestOptions, staging: Path,
-                 snap: Snapshot) -> tuple[list[StagedChunk], dict[str, pa.DataType]]:
-    """Step 1: stage every input (one task each); the staged batches and the stream's attribute types."""
-    staged = stage_inputs(spark, files, ingest, staging).collect()
-    chunks = collect_staged([r.asDict() for r in staged])
+                 snap: Snapshot) -> tuple[list[StagedChunk], dict[str, pa.DataType], float]:
+    """Step 1: stage every input (one task each); the staged batches, the stream's attribute types and the
+    seconds the tasks spent in Python reading (summed over tasks)."""
+    staged = [r.asDict() for r in stage_inputs(spark, files, ingest, staging).collect()]
+    chunks = collect_staged(staged)
     if sum(c.rows for c in chunks) == 0:
         raise InputError("the inputs hold no events", where=", ".join(f.path for f in files))
     _check_not_older(chunks, snap)
-    return chunks, unified_attrs(chunks)
+    return chunks, unified_attrs(chunks), sum(r["seconds"] or 0.0 for r in staged)
 
 
 def _ordered_and_numbered(spark: Any, files: Sequence[Any], chunks: Sequence[StagedChunk],
