@@ -419,3 +419,37 @@ def test_server_killed_during_a_build_job(tmp_path: Path) -> None:
     finally:
         process.kill()
         process.wait()
+
+
+def test_replace_without_a_directory_exchange(tmp_path: Path, base_home: Path, inputs: dict[str, Path],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the system cannot exchange two directories, --replace falls back to two renames and still ends
+    with the new dataset and no leftovers."""
+    from exact import store
+
+    home = fresh_copy(base_home, tmp_path / "home")
+    calls: list[tuple[Path, Path]] = []
+
+    def unsupported(a: Path, b: Path) -> bool:
+        calls.append((a, b))
+        return False
+
+    monkeypatch.setattr(store, "_exchange", unsupported)
+    build_dataset(home, "ds", [str(inputs["other"])], replace=True, leaf_size=64)
+    assert len(calls) == 1
+    assert stream(home, "ds").num_rows == 300
+    assert_index_equals_rebuild(home, "ds")
+    assert [p.name for p in (home / "datasets").iterdir()] == ["ds"]
+
+
+def test_the_directory_exchange_swaps_in_one_step(tmp_path: Path) -> None:
+    from exact.store import _exchange
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "which").write_text("a")
+    (b / "which").write_text("b")
+    if not _exchange(a, b):
+        pytest.skip("this system cannot exchange directories (the two-rename fallback is tested above)")
+    assert (a / "which").read_text() == "b" and (b / "which").read_text() == "a"
