@@ -228,6 +228,12 @@ class Runner:
 
         Returns ``(target, beta ⊎ {v/<x>}, v, loop)`` per transition (nondeterminism = several).
         """
+        return [(target, beta[:v] + (beta[v] + (x,),) + beta[v + 1:], v, loop)
+                for target, v, loop in self.firing(q, beta, x)]
+
+    def firing(self, q: int, beta: Sequence[Sequence[int]], x: int) -> list[tuple[int, int, bool]]:
+        """``(target, v, loop)`` of every transition out of ``q`` that fires on ``x`` given ``beta`` (any
+        sequence of per-variable position sequences; the buffer itself is not extended)."""
         em = self.evmask[x]
         out = []
         for v, loop, target, rels, prevs in self._bound_transitions(q):
@@ -249,7 +255,7 @@ class Runner:
                         ok = False
                         break
             if ok:
-                out.append((target, beta[:v] + (beta[v] + (x,),) + beta[v + 1:], v, loop))
+                out.append((target, v, loop))
         return out
 
 

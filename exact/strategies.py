@@ -127,18 +127,27 @@ def next_match_window(run: Runner, view: View, s: int, end: int) -> list[Buffer]
     evmask = run.evmask
     relmask = run.relmask
     i = s
-    while len(insts) == 1:
-        # one instance (mutually exclusive variables, Lemma 4.1): no merging of next positions
+    if len(insts) == 1:
+        # one instance (mutually exclusive variables, Lemma 4.1): its buffer is extended in place, so a
+        # long (trailing) Kleene binding costs O(1) per event; a branch falls back to the general loop
         q, b = insts[0]
-        mask = relmask(q)
-        nxt = view.after(mask, i)
-        if nxt > end:
-            return [b] if aut.is_final(q) else []
-        if evmask[nxt] & mask:
-            fired = run.fire(q, b, nxt)
-            if fired:
-                insts = [(t, nb) for t, nb, _, _ in fired]
-        i = nxt
+        cur = [list(xs) for xs in b]
+        while True:
+            mask = relmask(q)
+            nxt = view.after(mask, i)
+            if nxt > end:
+                return [tuple(tuple(xs) for xs in cur)] if aut.is_final(q) else []
+            if evmask[nxt] & mask:
+                fired = run.firing(q, cur, nxt)
+                if len(fired) == 1:
+                    q, v, _ = fired[0]
+                    cur[v].append(nxt)
+                elif fired:
+                    b = tuple(tuple(xs) for xs in cur)
+                    insts = [(t, b[:v] + (b[v] + (nxt,),) + b[v + 1:]) for t, v, _ in fired]
+                    i = nxt
+                    break
+            i = nxt
     while insts:
         nxt = NEVER
         for q, _ in insts:
