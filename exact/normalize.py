@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -506,6 +506,3 @@ def _partition_attributes(positives: tuple[VarPlan, ...], relations: list[Condit
             out.append(attr)
     return tuple(out)
 
-
-def property_conditions(plan: Plan) -> Mapping[str, tuple[Condition, ...]]:
-    return {v.name: v.properties for v in plan.positives + plan.negatives}

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exact.ast import BUILTIN_FIELDS, Between, Condition, Field, Literal
+from exact.ast import Between, Condition, Field, Literal
 from exact.errors import InputError
 from exact.normalize import FLIPPED, Plan, VarPlan, value_kind
 
@@ -223,10 +223,6 @@ def property_mask(frame: EventFrame, var: VarPlan) -> np.ndarray:
             break
         mask &= condition_mask(frame, cond)
     return mask
-
-
-def needs_builtin(attr: str) -> bool:
-    return attr in BUILTIN_FIELDS
 
 
 def variable_masks(plan: Plan, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame
