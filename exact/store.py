@@ -507,7 +507,15 @@ class EventStore:
         for part, groups in self.plan(start_seq, end, snap):
             if not groups:
                 continue
-            table = _read_part(self.root / PARTS / part.file, part, groups, cols)
+            try:
+                table = _read_part(self.root / PARTS / part.file, part, groups, cols)
+            except _PartMissing:
+                if any(p.file == part.file for p in self.snapshot().parts):
+                    raise
+                # The live manifest no longer names the part: the dataset was replaced or deleted while
+                # this snapshot was being read, which a retry resolves; nothing is damaged.
+                raise Conflict("the dataset was replaced or deleted while it was being read; retry",
+                               where=str(self.root)) from None
             first = part.row_groups[groups[0]][0]
             lo = max(start_seq - first, 0)
             hi = min(end - first + 1, table.num_rows)
@@ -527,6 +535,10 @@ class EventStore:
 # ------------------------------------------------------------------------------------------- helpers
 
 
+class _PartMissing(StoreCorrupt):
+    """A part named by a snapshot is not on disk (damage, or a dataset replaced under its reader)."""
+
+
 def _read_part(path: Path, part: PartInfo, groups: list[int], cols: list[str]) -> pa.Table:
     """Row groups of one part; a part whose size differs from the manifest's, whose pages fail their
     checksums or that cannot be decoded is :class:`StoreCorrupt`, never returned."""
@@ -539,7 +551,7 @@ def _read_part(path: Path, part: PartInfo, groups: list[int], cols: list[str]) -
         file_cols = [c for c in cols if c != ATTRS or ATTRS in pf.schema_arrow.names]
         table = pf.read_row_groups(groups, columns=file_cols)
     except FileNotFoundError:
-        raise StoreCorrupt("event-store part is missing", where=str(path)) from None
+        raise _PartMissing("event-store part is missing", where=str(path)) from None
     except (pa.ArrowException, OSError, ValueError) as err:
         raise StoreCorrupt(f"damaged event-store part: {err}", where=str(path)) from None
     if table.num_rows != sum(part.row_groups[g][1] - part.row_groups[g][0] + 1 for g in groups):
