@@ -453,3 +453,22 @@ def test_the_directory_exchange_swaps_in_one_step(tmp_path: Path) -> None:
     if not _exchange(a, b):
         pytest.skip("this system cannot exchange directories (the two-rename fallback is tested above)")
     assert (a / "which").read_text() == "b" and (b / "which").read_text() == "a"
+
+
+def test_a_read_overtaken_by_a_replace_is_a_conflict_not_damage(tmp_path: Path, base_home: Path,
+                                                               inputs: dict[str, Path]) -> None:
+    """A reader holding the old snapshot while --replace swaps the dataset gets a retryable 409 conflict;
+    a part that the live manifest still names but that is gone is damage (store_corrupt)."""
+    from exact.errors import Conflict, StoreCorrupt
+
+    home = fresh_copy(base_home, tmp_path / "home")
+    store = EventStore.open(store_dir(dataset_dir("ds", home)))
+    old = store.snapshot()
+    build_dataset(home, "ds", [str(inputs["other"])], replace=True, leaf_size=64)
+    with pytest.raises(Conflict, match="replaced or deleted"):
+        store.read_table(snapshot=old)
+    assert store.read_table().num_rows == 300  # a retry reads the new dataset
+    live = store.snapshot()
+    (store.root / "parts" / live.parts[0].file).unlink()
+    with pytest.raises(StoreCorrupt, match="missing"):
+        store.read_table()
