@@ -91,20 +91,44 @@ class StoreSource:
         self.events_total = int(self.snapshot.events)
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str]) -> tuple[pa.Table, int]:
-        cols = [c for c in columns if c != "attrs" or self.snapshot.attrs]
-        gap = int(self.snapshot.row_group_size)
-        spans: list[list[int]] = []
+        """Each part file is opened once and all its needed row groups are read in one call (opening a
+        part parses its footer, which costs more than decoding a few row groups)."""
+        import pyarrow.parquet as pq
+
+        from exact.events import ATTRS, conform_attrs, event_schema
+        from exact.store import PARTS
+
+        snap = self.snapshot
+        cols = [c for c in columns if c != ATTRS or snap.attrs]
+        attr_types = snap.attr_types()
+        schema = event_schema(attr_types)
+        groups: dict[str, set[int]] = {}
         for lo, hi in ranges:
-            if spans and lo - spans[-1][1] <= gap:
-                spans[-1][1] = max(spans[-1][1], hi)
-            else:
-                spans.append([lo, hi])
-        tables = [self.store.read_table(lo, hi, cols, snapshot=self.snapshot) for lo, hi in spans]
+            for part, wanted in self.store.plan(lo, hi, snap):
+                groups.setdefault(part.file, set()).update(wanted)
+        tables = []
+        for file, wanted in groups.items():
+            if not wanted:
+                continue
+            pf = pq.ParquetFile(self.store.root / PARTS / file)
+            file_cols = [c for c in cols if c != ATTRS or ATTRS in pf.schema_arrow.names]
+            raw = pf.read_row_groups(sorted(wanted), columns=file_cols)
+            arrays = []
+            for c in cols:
+                if c == ATTRS:
+                    struct = raw.column(ATTRS).combine_chunks() if ATTRS in raw.column_names else None
+                    arrays.append(conform_attrs(struct, raw.num_rows, attr_types))
+                else:
+                    arrays.append(raw.column(c).cast(schema.field(c).type))
+            tables.append(pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(c) for c in cols])))
         if not tables:
-            return self.store.read_table(0, -1, cols, snapshot=self.snapshot), 0
+            return self.store.read_table(0, -1, cols, snapshot=snap), 0
         table = pa.concat_tables(tables)
         decoded = table.num_rows
         seq = int_column(table, "seq")
+        if len(seq) > 1 and not bool(np.all(seq[1:] > seq[:-1])):
+            order = np.argsort(seq, kind="stable")
+            table, seq = table.take(pa.array(order)), seq[order]
         lows = np.asarray([r[0] for r in ranges], dtype=_I64)
         highs = np.asarray([r[1] for r in ranges], dtype=_I64)
         k = np.searchsorted(lows, seq, "right") - 1
@@ -156,12 +180,14 @@ def _relevant_types(plan: Plan) -> frozenset[str] | None:
 
 @dataclass(frozen=True)
 class Verification:
-    """Exact matches of the candidate regions, with the rows read (decoded) to find them."""
+    """Exact matches of the candidate regions, with the rows read (decoded, whole row groups) to find them
+    and the rows handed to the exact engine (in candidate units, of relevant types)."""
 
     matches: list[Match]
     events_scanned: int
     regions: int
     ts_of: dict[int, int]
+    events_checked: int = 0
 
 
 def _region_ranges(approx: Approximation, region: Region) -> list[tuple[int, int]]:
@@ -202,7 +228,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     # so their concatenation is sorted and free of duplicates.
     matches: list[Match] = []
     ts_of: dict[int, int] = {}
-    scanned = 0
+    scanned = checked = 0
 
     def relevant_rows(table: pa.Table) -> pa.Table:
         if keep_types is None or not table.num_rows:
@@ -223,7 +249,9 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         for region, ranges in zip(regions, per_region, strict=True):
             table, decoded = source.read_ranges(ranges, cols)
             scanned += decoded
-            found = run(region, relevant_rows(table))
+            table = relevant_rows(table)
+            checked += table.num_rows
+            found = run(region, table)
             if found:
                 matches.extend(found)
                 break
@@ -232,6 +260,16 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         merged = _merge_ranges(everything)
         table, scanned = source.read_ranges(merged, cols)
         table = relevant_rows(table)
+        checked = table.num_rows
+        if not contiguous and regions:
+            # The automaton strategies in one engine call over all regions' rows: a run from a start in one
+            # region cannot reach the next one's rows (that would be a match of the positive pattern
+            # ending beyond the region's reach), so the unread gaps change nothing; the contiguity
+            # strategies would read a gap as adjacency, so they go region by region.
+            whole = Region(regions[0].start_lo, regions[-1].start_hi, regions[-1].end, regions[-1].read_end,
+                           np.zeros(0, dtype=_I64))
+            matches.extend(run(whole, table))
+            return Verification(matches, scanned, len(regions), ts_of, table.num_rows)
         seq = int_column(table, "seq")
         for region, ranges in zip(regions, per_region, strict=True):
             if not ranges:
@@ -247,7 +285,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
                 if not keep.all():
                     piece = piece.filter(pa.array(keep))
             matches.extend(run(region, piece))
-    return Verification(matches, scanned, len(regions), ts_of)
+    return Verification(matches, scanned, len(regions), ts_of, checked)
 
 
 def _merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -140,4 +140,6 @@ def test_rarest_first_walk_gives_the_same_candidates(seed: int, leaf: int, picks
         pairs = zip(perfect.starts.tolist(), perfect.ends.tolist(), strict=True)
         assert all(end <= ends[s] for s, end in pairs)
     table = pa.table({"seq": list(range(len(types))), "ts": ts, "type": types})
-    assert verify(lazy, TableSource(table)).matches == evaluate(q, table)
+    exact = evaluate(q, table)
+    assert verify(lazy, TableSource(table)).matches == exact
+    assert verify(lazy, TableSource(table), merge_gap=-1).matches == exact
