@@ -319,6 +319,8 @@ def _feed(parser: Any, data: bytes, final: bool, where: str) -> None:
     except expat.ExpatError as err:
         raise InputError(f"malformed XML: {expat.ErrorString(err.code)}", where=where, line=err.lineno,
                          column=err.offset + 1) from None
+    except (LookupError, ValueError) as err:  # an encoding Python does not know, or expat cannot use
+        raise InputError(f"malformed XML: {err}", where=where, line=parser.CurrentLineNumber) from None
 
 
 # ------------------------------------------------------------------------------------------------ CSV
