@@ -393,3 +393,14 @@ def test_the_cli_reports_a_damaged_input_in_one_line(home: Path, tmp_path: Path,
         assert "Traceback" not in done.stderr
     assert (home / "datasets" / "cli" / "store" / "manifest.json").read_bytes() == manifest
     assert visible(home) == ["cli"]
+
+
+@pytest.mark.parametrize("encoding", [b"TTF-8", b"no-such-codec", b"utf-7"])
+def test_xes_declaring_an_unknown_or_odd_encoding(tmp_path: Path, xes: bytes, encoding: bytes) -> None:
+    path = tmp_path / "enc.xes"
+    body = xes[xes.index(b"?>") + 2:] if xes.startswith(b"<?xml") else xes  # our own declaration instead
+    path.write_bytes(b'<?xml version="1.0" encoding="' + encoding + b'"?>' + body)
+    try:
+        assert read_all(path) == 42  # a codec Python knows that reads these bytes alike
+    except InputError as err:
+        assert str(path) in str(err)
