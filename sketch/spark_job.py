@@ -57,6 +57,7 @@ from sketch.sizing import Sizing, measure_distinct, size_index
 from sketch.spark_leaves import LeafRun, merge_leaves, run_from_row, runs_to_arrow, window_leaves
 from sketch.spark_read import (
     StagedChunk,
+    already_in_order,
     collect_staged,
     error_from_json,
     error_to_json,
@@ -413,6 +414,8 @@ def _ordered_and_numbered(spark: Any, files: Sequence[Any], chunks: Sequence[Sta
     listed in ``cached`` for the caller to release)."""
     from pyspark import StorageLevel
 
+    if already_in_order(files, chunks):  # the stable sort would change nothing: number in input order
+        return staged_events(spark, files, chunks, attrs, tasks=2 * parallelism, first_seq=first_seq)
     # Cached because the sort reads its input twice (a sampling pass for the range bounds, then the
     # shuffle): without it the staged batches would be decoded in Python twice.
     unordered = staged_events(spark, files, chunks, attrs, tasks=2 * parallelism)

@@ -54,7 +54,7 @@ _TYPES_BY_NAME = {v: k for k, v in _TYPE_NAMES.items()}
 
 #: One row per staged batch (or per failed input): what the driver needs to unify and order the inputs.
 STAGE_SCHEMA = ("file INT, chunk INT, path STRING, rows BIGINT, attrs STRING, min_ts BIGINT, max_ts BIGINT, "
-                "error STRING, seconds DOUBLE")
+                "error STRING, seconds DOUBLE, in_order BOOLEAN")
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ class StagedChunk:
     attrs: tuple[tuple[str, str], ...]
     min_ts: int
     max_ts: int
+    in_order: bool = False  # ts never decreases within the batch
 
 
 def plan_inputs(paths: Sequence[str | Path], options: IngestOptions) -> list[InputFile]:
@@ -135,9 +136,10 @@ class _StageTask:
                 with ipc.new_file(str(path), table.schema) as writer:
                     writer.write_table(table)
                 ts = table.column(TS).combine_chunks().view(pa.int64())
+                values = ts.to_numpy(zero_copy_only=False)
                 yield _stage_row(f.index, chunk, str(path), table.num_rows, _names(attr_types(table.schema)),
-                                 int(pc.min(ts).as_py()), int(pc.max(ts).as_py()), None,
-                                 time.perf_counter() - clock)
+                                 int(values.min()), int(values.max()), None, time.perf_counter() - clock,
+                                 bool((values[1:] >= values[:-1]).all()))
                 chunk += 1
                 clock = time.perf_counter()
         except SeqsketchError as err:
@@ -149,14 +151,16 @@ class _StageTask:
 
 
 def _stage_row(file: int, chunk: int, path: str, rows: int, attrs: Mapping[str, str], min_ts: int,
-               max_ts: int, error: str | None, seconds: float = 0.0) -> pa.RecordBatch:
+               max_ts: int, error: str | None, seconds: float = 0.0,
+               in_order: bool = False) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(
         {"file": [file], "chunk": [chunk], "path": [path], "rows": [rows],
          "attrs": [json.dumps(list(attrs.items()))], "min_ts": [min_ts], "max_ts": [max_ts],
-         "error": [error], "seconds": [seconds]},
+         "error": [error], "seconds": [seconds], "in_order": [in_order]},
         schema=pa.schema([("file", pa.int32()), ("chunk", pa.int32()), ("path", pa.string()),
                           ("rows", pa.int64()), ("attrs", pa.string()), ("min_ts", pa.int64()),
-                          ("max_ts", pa.int64()), ("error", pa.string()), ("seconds", pa.float64())]))
+                          ("max_ts", pa.int64()), ("error", pa.string()), ("seconds", pa.float64()),
+                          ("in_order", pa.bool_())]))
 
 
 def _names(types: Mapping[str, pa.DataType]) -> dict[str, str]:
@@ -189,7 +193,7 @@ def collect_staged(stage_rows: Sequence[Mapping[str, Any]]) -> list[StagedChunk]
         pos = pos_by_file.get(r["file"], 0)
         chunks.append(StagedChunk(file=r["file"], chunk=r["chunk"], path=r["path"], rows=r["rows"], pos=pos,
                                   attrs=tuple((n, t) for n, t in json.loads(r["attrs"])),
-                                  min_ts=r["min_ts"], max_ts=r["max_ts"]))
+                                  min_ts=r["min_ts"], max_ts=r["max_ts"], in_order=bool(r.get("in_order"))))
         pos_by_file[r["file"]] = pos + r["rows"]
     return chunks
 
@@ -235,13 +239,36 @@ def events_ddl(attrs: Mapping[str, pa.DataType], *, with_order: bool) -> str:
     return f"{head}, ts BIGINT, type STRING" + (f", {tail}" if tail else "")
 
 
+def already_in_order(files: Sequence[InputFile], chunks: Sequence[StagedChunk]) -> bool:
+    """Whether input order is already stream order: every batch's ts never decreases and each batch starts
+    no earlier than the previous one (in input order) ends.  Then the stable sort by ts is the identity and
+    ``seq`` is simply the position in input order (:func:`staged_events` with ``first_seq``)."""
+    offsets = text_offsets(files, chunks)
+    previous_end: int | None = None
+    for chunk in chunks:  # in input order (collect_staged)
+        shift = offsets.get(chunk.file, 0) * 1_000_000
+        if not chunk.in_order or (previous_end is not None and chunk.min_ts + shift < previous_end):
+            return False
+        previous_end = chunk.max_ts + shift
+    return True
+
+
 def staged_events(spark: Any, files: Sequence[InputFile], chunks: Sequence[StagedChunk],
-                  attrs: Mapping[str, pa.DataType], *, tasks: int) -> Any:
-    """Step 2: the events of all inputs as a DataFrame (``file``, ``pos``, ``ts`` µs, ``type``, ``attrs``)."""
-    task = _EventsTask(tuple(chunks), tuple(attrs.items()), tuple(text_offsets(files, chunks).items()))
+                  attrs: Mapping[str, pa.DataType], *, tasks: int, first_seq: int | None = None) -> Any:
+    """Step 2: the events of all inputs as a DataFrame (``file``, ``pos``, ``ts`` µs, ``type``, ``attrs``);
+    with ``first_seq`` (inputs :func:`already_in_order`), ``seq`` in input order replaces ``file``/``pos``."""
+    starts = None
+    if first_seq is not None:
+        starts, seq = [], first_seq
+        for chunk in chunks:
+            starts.append(seq)
+            seq += chunk.rows
+        starts = tuple(starts)
+    offsets = tuple(text_offsets(files, chunks).items())
+    task = _EventsTask(tuple(chunks), tuple(attrs.items()), offsets, starts)
     n = len(chunks)
     return spark.range(0, n, 1, numPartitions=max(1, min(n, tasks))).mapInArrow(
-        task, events_ddl(attrs, with_order=True))
+        task, events_ddl(attrs, with_order=starts is None))
 
 
 @dataclass(frozen=True)
@@ -249,6 +276,7 @@ class _EventsTask:
     chunks: tuple[StagedChunk, ...]
     attrs: tuple[tuple[str, pa.DataType], ...]
     offsets: tuple[tuple[int, int], ...]
+    seq_starts: tuple[int, ...] | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         attrs = dict(self.attrs)
@@ -258,7 +286,12 @@ class _EventsTask:
                 chunk = self.chunks[index]
                 with ipc.open_file(chunk.path) as reader:
                     table = reader.read_all()
-                yield from ordered_batch(table, chunk, attrs, offsets.get(chunk.file, 0)).to_batches()
+                out = ordered_batch(table, chunk, attrs, offsets.get(chunk.file, 0))
+                if self.seq_starts is not None:
+                    start = self.seq_starts[index]
+                    out = out.drop_columns(["file", "pos"]).add_column(
+                        0, "seq", pa.array(range(start, start + out.num_rows), pa.int64()))
+                yield from out.to_batches()
 
 
 def ordered_batch(table: pa.Table, chunk: StagedChunk, attrs: Mapping[str, pa.DataType],

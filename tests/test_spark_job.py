@@ -335,3 +335,27 @@ def test_cli_append_locally(shared_data: Path, tmp_path: Path, home: Path,
     assert store_table(home, "d").column("type").to_pylist()[-2:] == ["A", "B"]
     assert main(["append", "d", str(shared_data / "running-example.xes")]) == 1  # back in time: refused
     assert "back in time" in capsys.readouterr().err and store_table(home, "d").num_rows == 44
+
+
+def test_inputs_already_in_time_order_skip_the_sort_and_equal_local(spark, tmp_path: Path, home: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Time-ordered files (ties within and across file boundaries): seq is the input position, no shuffle
+    sort runs, and the dataset equals the local build."""
+    rng = np.random.default_rng(3)
+    ts = np.sort(1_600_000_000 + rng.integers(0, 60, 600))
+    ts[200], ts[400] = ts[199], ts[399]  # ties across the file boundaries
+    inputs = []
+    for f, rows in enumerate(np.split(np.arange(600), [200, 400])):
+        path = tmp_path / f"sorted{f}.csv"
+        lines = ["ts,type,case"] + [f"{ts[i]},T{int(rng.integers(0, 9))},{int(rng.integers(0, 5))}"
+                                    for i in rows]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        inputs.append(path)
+
+    def no_sort(events):
+        raise AssertionError("the inputs are in order: no global sort may run")
+
+    monkeypatch.setattr("sketch.spark_job.order_events", no_sort)
+    local_build(home, "local", inputs, leaf_size=8)
+    build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=8, leaves_per_task=10)
+    assert_same_dataset(spark, home, "local", "spark")

@@ -109,3 +109,19 @@ def test_unified_attrs_widen_like_concatenating_the_batches(batches: list[dict[s
     assert unified_attrs(chunks) == expected == unify_attr_types(*batches)
     assert list(unified_attrs(chunks)) == list(expected)  # names in first-seen order
     event_schema(unified_attrs(chunks))  # every type settled to one the stream schema allows
+
+
+def _chunk(file: int, chunk: int, lo: int, hi: int, in_order: bool = True) -> StagedChunk:
+    return StagedChunk(file, chunk, "", 3, 0, (), lo, hi, in_order)
+
+
+def test_already_in_order_needs_sorted_batches_that_follow_one_another() -> None:
+    from sketch.spark_read import InputFile, already_in_order
+
+    csv = [InputFile(0, "a.csv", "csv"), InputFile(1, "b.csv", "csv")]
+    assert already_in_order(csv, [_chunk(0, 0, 1, 5), _chunk(0, 1, 5, 9), _chunk(1, 0, 9, 9)])  # ties
+    assert not already_in_order(csv, [_chunk(0, 0, 1, 5), _chunk(1, 0, 4, 9)])  # overlap
+    assert not already_in_order(csv, [_chunk(0, 0, 1, 5, in_order=False)])  # unsorted inside
+    # Text inputs continue one another's positions: the second is shifted by the first's tokens (3).
+    text = [InputFile(0, "a.txt", "text"), InputFile(1, "b.txt", "text")]
+    assert already_in_order(text, [_chunk(0, 0, 0, 2_000_000), _chunk(1, 0, 0, 2_000_000)])
