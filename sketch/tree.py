@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -62,6 +63,11 @@ from sketch.bloom import (
 #: Rows of leaves whose bits are materialised at once when building (bounds memory to ~64 MiB per chunk).
 _CHUNK_BYTES = 64 << 20
 _I64 = np.int64
+
+
+_CACHED_LOCK = threading.Lock()
+#: Nodes whose filter words :meth:`BloomTree.probe` gathers at once (bounds its working memory).
+_PROBE_ROWS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -345,7 +351,7 @@ class BloomTree:
         # The partly filled last leaf, if any: its unfolded bits (it is the last row of the columns).
         self._partial_bits: Bits | None = None
         self._positions: dict[str, np.ndarray] = {}
-        self._cache: dict[str, object] = {}
+        self._cache: dict[object, object] = {}
 
     # ---------------------------------------------------------------------------------------- sizes
     @property
@@ -584,6 +590,7 @@ class BloomTree:
 
     def _flush(self) -> None:
         """Move the rows buffered by :meth:`_store` into the numpy columns."""
+        self._cache.clear()  # derived views (intervals, words, indexes) describe the old columns
         pending = self._pending
         self._pending = None
         if pending is None or not pending.rows:
@@ -618,6 +625,7 @@ class BloomTree:
             opened.append(_Open(parent, level, union, first.lo_seq, last.hi_seq, lo_t, hi_t))
 
     def _pop_partial(self) -> tuple[Bits, int, int]:
+        self._cache.clear()
         row = self.rows - 1
         bits = self._partial_bits
         assert bits is not None
@@ -733,14 +741,61 @@ class BloomTree:
         ids = np.asarray(nodes, dtype=_I64)
         if ids.size and (ids.min() < 0 or ids.max() >= self.rows):
             raise SeqsketchError(f"node ids must be in [0, {self.rows - 1}]")
-        if not keys:
-            return np.zeros((len(ids), 0), dtype=bool)
+        out = np.zeros((len(ids), len(keys)), dtype=bool)
+        if not keys or not ids.size:
+            return out
+        # Nodes of one stored size share each key's bit mask (a filter folded to 2^b bits keeps position p
+        # at p mod 2^b).  Filters of whole 64-bit words at word-aligned offsets (every size the default
+        # configuration stores) have their words gathered once and tested against every key's mask.
+        log2 = self._log2.data[ids]
+        offsets = self._offsets.data[ids]
         pos = np.stack([self.positions(key) for key in keys]).astype(_I64)  # (K, k)
-        masks = (np.left_shift(1, self._log2.data[ids].astype(_I64)) - 1)[:, None, None]  # (N,1,1)
-        bit = pos[None, :, :] & masks  # (N, K, k)
-        byte = self._offsets.data[ids][:, None, None] + (bit >> 3)
-        hit = (self._pool.data[byte] >> (bit & 7).astype(np.uint8)) & 1
-        return hit.all(axis=2)
+        sizes = np.unique(log2)
+        for size in sizes.tolist():
+            rows = np.arange(len(ids)) if len(sizes) == 1 else np.flatnonzero(log2 == size)
+            bit = pos & ((1 << size) - 1)
+            if size >= 6 and not (offsets[rows] & 7).any():
+                self._probe_words(out, rows, offsets[rows] >> 3, bit, size)
+            else:  # filters narrower than a word: test the bytes
+                byte = offsets[rows][:, None, None] + (bit >> 3)[None, :, :]  # (n, K, k)
+                got = self._pool.data[byte] & np.left_shift(1, bit & 7).astype(np.uint8)[None, :, :]
+                out[rows] = (got != 0).all(axis=2)
+        return out
+
+    def _probe_words(self, out: np.ndarray, rows: np.ndarray, word_at: np.ndarray, bit: np.ndarray,
+                     size: int) -> None:
+        """:meth:`probe` of nodes of one size (``2^size`` bits, word-aligned at ``word_at``), the keys' bit
+        positions in that size being ``bit`` (K, k)."""
+        words = self._words()
+        keys = bit.shape[0]
+        mask = np.zeros((keys, (1 << size) >> 6), dtype=np.uint64)
+        np.bitwise_or.at(mask, (np.arange(keys)[:, None], bit >> 6),
+                         np.left_shift(np.uint64(1), (bit & 63).astype(np.uint64)))
+        used = np.flatnonzero(mask.any(axis=0))  # words no key has a bit in need not be read
+        mask = mask[:, used]
+        for lo in range(0, len(rows), _PROBE_ROWS):
+            chunk = words[word_at[lo:lo + _PROBE_ROWS, None] + used[None, :]]  # (n, W)
+            for j in range(keys):
+                out[rows[lo:lo + _PROBE_ROWS], j] = ((chunk & mask[j]) == mask[j]).all(axis=1)
+
+    def cached(self, key: object, make: Callable[[], object]) -> Any:
+        """A value derived from the tree, made once (by ``make``) and kept until the tree changes."""
+        value = self._cache.get(key)
+        if value is None:
+            with _CACHED_LOCK:
+                value = self._cache.get(key)
+                if value is None:
+                    value = self._cache[key] = make()
+        return value
+
+    def _words(self) -> np.ndarray:
+        """The bit pool's whole 64-bit words, little-endian (bit p of a word-aligned filter is bit p mod 64
+        of its word p // 64, as in the byte layout)."""
+        pool, n = self._pool.data, self._pool.n
+        cached = self._cache.get("words")
+        if cached is None or cached[0] is not pool or cached[1] != n:
+            cached = self._cache["words"] = (pool, n, pool[: n - n % 8].view("<u8"))
+        return cached[2]  # type: ignore[index]
 
     def filter(self, node: int) -> BloomFilter:
         """The node's filter as stored (possibly folded) as a :class:`BloomFilter`."""
