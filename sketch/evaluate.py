@@ -52,6 +52,8 @@ intervals), the units verification must read, and an ``explain`` text when nothi
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -73,6 +75,8 @@ _I64 = np.int64
 #: probes the units below the survivors directly (a dense type would survive every level in between).
 _JUMP_MIN_NODES = 16
 _JUMP_ALIVE = 0.75
+#: Bytes of remembered probe answers per :class:`TreeIndex` (two flags per node and key).
+_MEMO_BYTES = 64 << 20
 
 
 # ---------------------------------------------------------------------------------------------- units
@@ -160,37 +164,64 @@ class TreeIndex:
         self._lo_ts, self._hi_ts = cols["lo_ts"], cols["hi_ts"]
         self._top = np.asarray(tree.top_nodes(), dtype=_I64)
         self._granularity = granularity
-        self._probes = 0
         self._top_fp: np.ndarray | None = None
         self._rows = len(self._level)
-        #: whether the last :meth:`occurrences` walk stopped early (the non-empty answers are then partial),
-        #: and the sets it found to occur nowhere
-        self.cut_short = False
-        self.absent: list[int] = []
-        self._memo: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # Probe answers by key (LRU, bounded in bytes), shared by the queries of every thread; the walk
+        # state of a query (probes counted, early stop) is per thread.
+        self._memo: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._memo_keys = max(16, _MEMO_BYTES // max(2 * self._rows, 1))
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        # per node, the units it spans: [first, last) (a node at or above the units' level spans a run)
+        self._first_unit = np.searchsorted(self.units.lo_seq, cols["lo_seq"], "left")
+        self._last_unit = np.searchsorted(self.units.lo_seq, cols["hi_seq"], "right")
+
+    @classmethod
+    def shared(cls, tree, granularity: int = 0) -> TreeIndex:
+        """The index of ``tree`` at ``granularity`` kept with the tree, so the queries a service answers on
+        one index version share its units and probe answers (dropped with the tree, or when it changes)."""
+        return tree.cached(("tree-index", granularity), lambda: cls(tree, granularity))
 
     def probes(self) -> int:
-        return self._probes
+        """Nodes probed by this thread's walks so far."""
+        return getattr(self._local, "probes", 0)
+
+    @property
+    def cut_short(self) -> bool:
+        """Whether this thread's last :meth:`occurrences` walk stopped early (the non-empty answers are
+        then partial)."""
+        return getattr(self._local, "cut_short", False)
+
+    @property
+    def absent(self) -> list[int]:
+        """The sets this thread's last walk found to occur nowhere."""
+        return getattr(self._local, "absent", [])
 
     def _probe(self, nodes: np.ndarray, keys: list[str]) -> np.ndarray:
         """:meth:`BloomTree.probe`, remembering answers: the tree of one index version never changes, so a
         (node, key) pair is probed once per :class:`TreeIndex` however many queries ask for it."""
-        memos = []
-        for key in keys:
-            memo = self._memo.get(key)
-            if memo is None:
-                memo = self._memo[key] = (np.zeros(self._rows, dtype=bool), np.zeros(self._rows, dtype=bool))
-            memos.append(memo)
-        unknown = np.zeros(len(nodes), dtype=bool)
-        for known, _ in memos:
-            unknown |= ~known[nodes]
-        todo = nodes[unknown]
-        if todo.size:
-            fresh = self.tree.probe(todo, keys)
-            for j, (known, hit) in enumerate(memos):
-                hit[todo] = fresh[:, j]
-                known[todo] = True
-        return np.stack([hit[nodes] for _, hit in memos], axis=1)
+        with self._lock:
+            memos = []
+            for key in keys:
+                memo = self._memo.get(key)
+                if memo is None:
+                    memo = self._memo[key] = (np.zeros(self._rows, dtype=bool),
+                                              np.zeros(self._rows, dtype=bool))
+                    while len(self._memo) > self._memo_keys:
+                        self._memo.popitem(last=False)
+                else:
+                    self._memo.move_to_end(key)
+                memos.append(memo)
+            unknown = np.zeros(len(nodes), dtype=bool)
+            for known, _ in memos:
+                unknown |= ~known[nodes]
+            todo = nodes[unknown]
+            if todo.size:
+                fresh = self.tree.probe(todo, keys)
+                for j, (known, hit) in enumerate(memos):
+                    hit[todo] = fresh[:, j]
+                    known[todo] = True
+            return np.stack([hit[nodes] for _, hit in memos], axis=1)
 
     def _within(self, nodes: np.ndarray, between: Between | None) -> np.ndarray:
         if between is None:
@@ -225,13 +256,13 @@ class TreeIndex:
         csum = None if allowed is None else np.concatenate(([0], np.cumsum(allowed, dtype=_I64)))
         frontier = self._over(self._within(self._top, between), csum)
         alive = np.ones((len(frontier), P), dtype=bool)
-        self.cut_short = False
-        self.absent = []
+        local = self._local
+        local.cut_short = False
+        local.absent = []
         alive[:, [p for p, types in enumerate(type_sets) if not types]] = False
-        lo_seq = self.tree.intervals()["lo_seq"]
         while frontier.size:
             probed = int(frontier.size)
-            self._probes += probed
+            local.probes = getattr(local, "probes", 0) + probed
             hit = self._probe(frontier, keys).astype(np.int32) @ member > 0
             alive &= hit
             rows = alive.any(axis=1)
@@ -239,15 +270,15 @@ class TreeIndex:
             deep = self._level[frontier] > self._granularity
             done = ~deep
             if done.any():
-                at = np.searchsorted(self.units.lo_seq, lo_seq[frontier[done]])
+                at = self._first_unit[frontier[done]]
                 for p in range(P):
                     out[p][at[alive[done, p]]] = True
             dead = np.flatnonzero(~alive[:, :need].any(axis=0))
             absent = [p for p in dead.tolist() if not out[p].any()]
             if absent:
                 # a set occurs nowhere (dead below every node, found in no unit): nothing can match
-                self.cut_short = True
-                self.absent = absent
+                local.cut_short = True
+                local.absent = absent
                 break
             if probed >= _JUMP_MIN_NODES and len(frontier) >= _JUMP_ALIVE * probed:
                 # Little pruned at this level: the levels between here and the units would cost more probes
@@ -269,10 +300,7 @@ class TreeIndex:
 
     def _meets(self, nodes: np.ndarray, csum: np.ndarray) -> np.ndarray:
         """Per node: does it cover an allowed unit (``csum``: prefix sums of the allowed mask)?"""
-        cols = self.tree.intervals()
-        first = np.searchsorted(self.units.lo_seq, cols["lo_seq"][nodes], "left")
-        last = np.searchsorted(self.units.lo_seq, cols["hi_seq"][nodes], "right")
-        return csum[last] > csum[first]
+        return csum[self._last_unit[nodes]] > csum[self._first_unit[nodes]]
 
     def _over(self, nodes: np.ndarray, csum: np.ndarray | None) -> np.ndarray:
         return nodes if csum is None or not nodes.size else nodes[self._meets(nodes, csum)]
@@ -280,9 +308,7 @@ class TreeIndex:
     def _units_below(self, nodes: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The units inside each of ``nodes`` (a contiguous run of units each), with the node's row of
         ``alive`` repeated for each."""
-        cols = self.tree.intervals()
-        first = np.searchsorted(self.units.lo_seq, cols["lo_seq"][nodes], "left")
-        last = np.searchsorted(self.units.lo_seq, cols["hi_seq"][nodes], "right")
+        first, last = self._first_unit[nodes], self._last_unit[nodes]
         sizes = last - first
         offsets = np.repeat(first - np.concatenate(([0], np.cumsum(sizes)[:-1])), sizes)
         index = np.arange(int(sizes.sum()), dtype=_I64) + offsets

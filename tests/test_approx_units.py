@@ -143,3 +143,46 @@ def test_rarest_first_walk_gives_the_same_candidates(seed: int, leaf: int, picks
     exact = evaluate(q, table)
     assert verify(lazy, TableSource(table)).matches == exact
     assert verify(lazy, TableSource(table), merge_gap=-1).matches == exact
+
+
+def _answers(approx) -> tuple:
+    return (approx.starts.tolist(), approx.ends.tolist(), approx.read_ends.tolist(),
+            approx.relevant.tolist(), approx.explain)
+
+
+def _random_queries(rng: np.random.Generator, count: int) -> list[Query]:
+    out = []
+    for _ in range(count):
+        length = int(rng.integers(1, 5))
+        # types t40… never occur
+        elements = tuple(Single(Var(f"v{i}", f"t{int(rng.integers(0, 48))}")) for i in range(length))
+        window = WithinEvents(int(rng.integers(2, 400))) if rng.random() < 0.5 else WithinTime(
+            int(rng.integers(1, 300)))
+        out.append(Query(pattern=elements, within=window))
+    return out
+
+
+def test_a_shared_index_answers_as_a_fresh_one_under_concurrent_queries() -> None:
+    """One TreeIndex serves every query on an index version (its probe answers are remembered): its
+    answers under concurrent use, and with its memory of answers evicting keys, equal a fresh index's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import sketch.evaluate as ev
+
+    types, ts = skewed_stream(6000, 40, seed=5)
+    tree = tree_of(types, ts, 16, m=512, k=4)
+    counts = dict(Counter(types))
+    queries = _random_queries(np.random.default_rng(8), 60)
+    expected = [_answers(approximate(q, TreeIndex(tree), type_counts=counts)) for q in queries]
+    assert sum(bool(e[0]) for e in expected) >= 20 and any(e[4] for e in expected)  # both kinds of answer
+    shared = TreeIndex.shared(tree)
+    assert TreeIndex.shared(tree) is shared
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        got = list(pool.map(lambda q: _answers(approximate(q, shared, type_counts=counts)), queries * 3))
+    assert got == expected * 3
+    small = TreeIndex(tree)
+    small._memo_keys = 2  # remember answers for two keys only: eviction on almost every probe
+    assert [_answers(approximate(q, small, type_counts=counts)) for q in queries] == expected
+    assert len(small._memo) <= 2
+    tree.update(["t1"] * 20, [ts[-1] + 1] * 20)  # a changed tree drops its shared index
+    assert TreeIndex.shared(tree) is not shared and ev.TreeIndex.shared(tree).units.hi_seq[-1] == 6019
