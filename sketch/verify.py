@@ -48,13 +48,42 @@ class EventSource(Protocol):
 
     events_total: int
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str]) -> tuple[pa.Table, int]:
-        """The rows in ``ranges`` (only ``columns``) and the number of rows decoded to get them."""
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                    types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
+        """The rows in ``ranges`` (only ``columns``; only rows of ``types`` unless None), and the number of
+        rows decoded to get them."""
         ...
 
     def read_all(self, columns: Sequence[str]) -> pa.Table: ...
 
     def type_counts(self) -> dict[str, int] | None: ...
+
+
+def _in_ranges(seq: np.ndarray, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Per row of the sorted ``seq``: does it lie in one of ``ranges`` (inclusive, sorted, disjoint)?"""
+    bounds = np.asarray(ranges, dtype=_I64).reshape(-1, 2)
+    first = np.searchsorted(seq, bounds[:, 0], "left").tolist()
+    last = np.searchsorted(seq, bounds[:, 1], "right").tolist()
+    keep = np.zeros(len(seq), dtype=bool)
+    for a, b in zip(first, last, strict=True):
+        if a < b:
+            keep[a:b] = True
+    return keep
+
+
+def _of_types(column: pa.ChunkedArray | pa.Array, types: frozenset[str]) -> np.ndarray:
+    """Per row: is its type one of ``types``?  Dictionary-encoded chunks are answered on their dictionary
+    and the answer gathered by code (a lookup per row instead of a string comparison)."""
+    wanted = pa.array(sorted(types), pa.string())
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    out = []
+    for chunk in chunks:
+        if pa.types.is_dictionary(chunk.type) and not chunk.null_count:
+            lut = pc.fill_null(pc.is_in(chunk.dictionary, value_set=wanted), False)
+            out.append(lut.to_numpy(zero_copy_only=False)[chunk.indices.to_numpy(zero_copy_only=False)])
+        else:
+            out.append(pc.fill_null(pc.is_in(chunk, value_set=wanted), False).to_numpy(zero_copy_only=False))
+    return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
 
 class TableSource:
@@ -65,14 +94,18 @@ class TableSource:
         self.seq = int_column(table, "seq")
         self.events_total = table.num_rows
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str]) -> tuple[pa.Table, int]:
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                    types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
         cols = [c for c in columns if c in self.table.column_names]
         pieces = []
         for lo, hi in ranges:
             a, b = np.searchsorted(self.seq, [lo, hi + 1])
             pieces.append(self.table.select(cols).slice(int(a), int(b - a)))
         table = pa.concat_tables(pieces) if pieces else self.table.select(cols).slice(0, 0)
-        return table, table.num_rows
+        decoded = table.num_rows
+        if types is not None and decoded:
+            table = table.filter(pa.array(_of_types(table.column("type"), types)))
+        return table, decoded
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
         return self.table.select([c for c in columns if c in self.table.column_names])
@@ -90,29 +123,33 @@ class StoreSource:
         self.snapshot = snapshot if snapshot is not None else store.snapshot()
         self.events_total = int(self.snapshot.events)
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str]) -> tuple[pa.Table, int]:
-        """Each part file is opened once and all its needed row groups are read in one call (opening a
-        part parses its footer, which costs more than decoding a few row groups)."""
-        import pyarrow.parquet as pq
-
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                    types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
+        """Each part file is opened once and all its needed row groups are read in one call.  Rows outside
+        the ranges and of other types are dropped before anything is converted (the store reads ``type``
+        dictionary-encoded), so the cost beyond decoding follows the rows kept."""
         from exact.events import ATTRS, conform_attrs, event_schema
-        from exact.store import PARTS
+        from exact.store import PARTS, open_part
 
         snap = self.snapshot
         cols = [c for c in columns if c != ATTRS or snap.attrs]
+        if "seq" not in cols:
+            cols = ["seq", *cols]
         attr_types = snap.attr_types()
         schema = event_schema(attr_types)
-        groups: dict[str, set[int]] = {}
-        for lo, hi in ranges:
-            for part, wanted in self.store.plan(lo, hi, snap):
-                groups.setdefault(part.file, set()).update(wanted)
+        out_schema = pa.schema([schema.field(c) for c in cols])
         tables = []
-        for file, wanted in groups.items():
-            if not wanted:
-                continue
-            pf = pq.ParquetFile(self.store.root / PARTS / file)
+        decoded = 0
+        for part, wanted in snap.groups_of(ranges):
+            pf = open_part(self.store.root / PARTS / part.file)
             file_cols = [c for c in cols if c != ATTRS or ATTRS in pf.schema_arrow.names]
-            raw = pf.read_row_groups(sorted(wanted), columns=file_cols)
+            raw = pf.read_row_groups(wanted, columns=file_cols)
+            decoded += raw.num_rows
+            keep = _in_ranges(int_column(raw, "seq"), ranges)
+            if types is not None:
+                keep &= _of_types(raw.column("type"), types)
+            if not keep.all():
+                raw = raw.filter(pa.array(keep))
             arrays = []
             for c in cols:
                 if c == ATTRS:
@@ -120,21 +157,13 @@ class StoreSource:
                     arrays.append(conform_attrs(struct, raw.num_rows, attr_types))
                 else:
                     arrays.append(raw.column(c).cast(schema.field(c).type))
-            tables.append(pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(c) for c in cols])))
+            tables.append(pa.Table.from_arrays(arrays, schema=out_schema))
         if not tables:
             return self.store.read_table(0, -1, cols, snapshot=snap), 0
         table = pa.concat_tables(tables)
-        decoded = table.num_rows
         seq = int_column(table, "seq")
         if len(seq) > 1 and not bool(np.all(seq[1:] > seq[:-1])):
-            order = np.argsort(seq, kind="stable")
-            table, seq = table.take(pa.array(order)), seq[order]
-        lows = np.asarray([r[0] for r in ranges], dtype=_I64)
-        highs = np.asarray([r[1] for r in ranges], dtype=_I64)
-        k = np.searchsorted(lows, seq, "right") - 1
-        keep = (k >= 0) & (seq <= highs[np.maximum(k, 0)])
-        if not keep.all():
-            table = table.filter(pa.array(keep))
+            table = table.take(pa.array(np.argsort(seq, kind="stable")))
         return table, decoded
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
@@ -230,11 +259,6 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     ts_of: dict[int, int] = {}
     scanned = checked = 0
 
-    def relevant_rows(table: pa.Table) -> pa.Table:
-        if keep_types is None or not table.num_rows:
-            return table
-        return table.filter(pc.is_in(table.column("type"), pa.array(sorted(keep_types), pa.string())))
-
     def run(region: Region, table: pa.Table) -> list[Match]:
         found = evaluate(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi))
         if found:
@@ -247,9 +271,8 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
 
     if stop_at_first:
         for region, ranges in zip(regions, per_region, strict=True):
-            table, decoded = source.read_ranges(ranges, cols)
+            table, decoded = source.read_ranges(ranges, cols, keep_types)
             scanned += decoded
-            table = relevant_rows(table)
             checked += table.num_rows
             found = run(region, table)
             if found:
@@ -258,8 +281,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     else:
         everything = [r for ranges in per_region for r in ranges]
         merged = _merge_ranges(everything)
-        table, scanned = source.read_ranges(merged, cols)
-        table = relevant_rows(table)
+        table, scanned = source.read_ranges(merged, cols, keep_types)
         checked = table.num_rows
         if not contiguous and regions:
             # The automaton strategies in one engine call over all regions' rows: a run from a start in one
@@ -351,7 +373,7 @@ def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "veri
         stats["total_ms"] = stats["verify_ms"]
         return {"mode": mode, **body, "stats": stats}
 
-    approx = approximate(query, TreeIndex(tree, granularity), type_counts=source.type_counts())
+    approx = approximate(query, TreeIndex.shared(tree, granularity), type_counts=source.type_counts())
     stats["approximate_ms"] = _ms(started)
     stats["nodes_probed"] = approx.nodes_probed
     stats["candidate_intervals"] = len(approx.intervals())
