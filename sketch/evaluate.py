@@ -55,7 +55,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -761,3 +761,40 @@ def _explain_chain(query: Query, positions: list[list[_Position]], units: Units,
         if occurs.size:
             detail += f", and {what} last occurs by seq {int(units.hi_seq[occurs[-1]])}"
     return f"{what} never occurs after {before}{window}{detail}"
+
+
+#: ``RETURN exists`` tries these shares of the stream's units first (1/64, 1/16, 1/4), then all of it.
+_EXISTS_PREFIXES = (64, 16, 4)
+#: Prefixes shorter than this many units are skipped (the whole walk costs little there anyway).
+_EXISTS_MIN_UNITS = 256
+
+
+def approximate_exists(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int] | None = None
+                       ) -> Approximation:
+    """Whether ``query`` may match, from the tree, stopping early: :func:`approximate` on growing
+    prefixes of the stream (its first 1/64, 1/16 and 1/4 of units, then all of it), until one has a
+    candidate.
+
+    A candidate chain within a prefix is a candidate chain of the whole stream (the prefix only has fewer
+    units where a type may occur), so ``exists: true`` from a prefix is what the whole walk would say;
+    ``false`` is only ever said by the walk over the whole stream.  The result's candidates are those of
+    the prefix that answered (RETURN exists reports none), its ``nodes_probed`` counts every walk.
+    """
+    units = index.units
+    probes = 0
+    for share in _EXISTS_PREFIXES:
+        upto = len(units) // share
+        if upto < _EXISTS_MIN_UNITS:
+            continue
+        end = int(units.hi_ts[upto - 1])
+        own = query.between
+        prefix = Between(own.start if own is not None else int(units.lo_ts[0]),
+                         min(own.end, end) if own is not None else end)
+        if prefix.start > prefix.end:
+            continue
+        approx = approximate(replace(query, between=prefix), index, type_counts=type_counts)
+        probes += approx.nodes_probed
+        if approx.exists:
+            return replace(approx, query=query, nodes_probed=probes)
+    whole = approximate(query, index, type_counts=type_counts)
+    return replace(whole, nodes_probed=whole.nodes_probed + probes)

@@ -34,10 +34,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exact.ast import Field, Query, Strategy
+from exact.ast import Field, Query, Return, Strategy
 from exact.engine import Match, answer, evaluate, iso_ts
 from exact.normalize import Plan, normalize
-from sketch.evaluate import Approximation, Region, TreeIndex, approximate
+from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
 
 _I64 = np.int64
 MODES = ("approximate", "verified", "exact")
@@ -373,12 +373,19 @@ def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "veri
         stats["total_ms"] = stats["verify_ms"]
         return {"mode": mode, **body, "stats": stats}
 
-    approx = approximate(query, TreeIndex.shared(tree, granularity), type_counts=source.type_counts())
+    index = TreeIndex.shared(tree, granularity)
+    if mode == "approximate" and query.returns == Return.EXISTS:
+        # Only the yes/no is asked: stop at the first prefix of the stream with a candidate.
+        approx = approximate_exists(query, index, type_counts=source.type_counts())
+    else:
+        approx = approximate(query, index, type_counts=source.type_counts())
     stats["approximate_ms"] = _ms(started)
     stats["nodes_probed"] = approx.nodes_probed
     stats["candidate_intervals"] = len(approx.intervals())
     if mode == "approximate":
         body = approximate_body(approx, events_total=source.events_total)
+        if query.returns == Return.EXISTS:
+            del body["intervals"]  # as the other modes answer RETURN exists: the yes/no, no places
         stats["total_ms"] = _ms(started)
         return {"mode": mode, **body, "stats": stats}
 

@@ -186,3 +186,34 @@ def test_a_shared_index_answers_as_a_fresh_one_under_concurrent_queries() -> Non
     assert len(small._memo) <= 2
     tree.update(["t1"] * 20, [ts[-1] + 1] * 20)  # a changed tree drops its shared index
     assert TreeIndex.shared(tree) is not shared and ev.TreeIndex.shared(tree).units.hi_seq[-1] == 6019
+
+
+@given(seed=st.integers(0, 10_000), leaf=st.integers(1, 7), with_between=st.booleans())
+@settings(max_examples=25, deadline=None)
+def test_exists_from_prefixes_says_what_the_whole_walk_says(seed: int, leaf: int, with_between: bool) -> None:
+    """RETURN exists stops at the first prefix of the stream with a candidate: its yes/no (and its
+    explanation of a no) is the whole walk's."""
+    from dataclasses import replace
+
+    import sketch.evaluate as ev
+
+    types, ts = skewed_stream(4000, 60, seed)
+    tree = tree_of(types, ts, leaf, m=512, k=4)
+    index = TreeIndex(tree)
+    assert len(index.units) >= 64 * 8  # every prefix is tried (below)
+    counts = dict(Counter(types))
+    rng = np.random.default_rng(seed)
+    for q in _random_queries(rng, 12):
+        if with_between:
+            lo = int(rng.integers(0, ts[-1]))
+            q = replace(q, between=Between(lo, lo + int(rng.integers(0, ts[-1] // 3))))
+        whole = approximate(q, index, type_counts=counts)
+        shortest, ev._EXISTS_MIN_UNITS = ev._EXISTS_MIN_UNITS, 8
+        try:
+            early = ev.approximate_exists(q, index, type_counts=counts)
+        finally:
+            ev._EXISTS_MIN_UNITS = shortest
+        assert early.exists == whole.exists and early.explain == whole.explain and early.query == q
+        assert early.nodes_probed > 0
+        if early.exists:  # the prefix's candidates are some of the whole walk's
+            assert set(early.starts.tolist()) <= set(whole.starts.tolist())

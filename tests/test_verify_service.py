@@ -151,3 +151,16 @@ def test_http_query_in_every_mode(running: Path, shared_data: Path) -> None:
         if state.jobs is not None:
             state.jobs.shutdown()
         state.catalog.dispose()
+
+
+@pytest.mark.parametrize("text", QUERIES)
+def test_approximate_exists_answers_yes_or_no_only(running: Path, text: str) -> None:
+    """``RETURN exists`` asks for the yes/no: the approximate answer gives it (as the full approximate
+    answer would) and no intervals, as the verified and exact answers of RETURN exists give no places."""
+    base = text.replace(" RETURN intervals", "").replace(" RETURN count", "")
+    full = run_query(running, "run", base, mode="approximate")
+    only = run_query(running, "run", base + " RETURN exists", mode="approximate")
+    assert only["exists"] is full["exists"] and "intervals" not in only and "matches" not in only
+    assert only.get("explain") == full.get("explain")
+    exact = run_query(running, "run", base + " RETURN exists", mode="exact")
+    assert "intervals" not in exact and (only["exists"] or not exact["exists"])
