@@ -68,7 +68,7 @@ class Scale:
     brown_limit: int | None = None
     seq_lengths: tuple[int, ...] = (2, 3, 4, 5, 6, 7, 8)
     seq_queries: int = 100            # per length: approximate answers (Baltus: 100)
-    seq_checked: int = 4              # per length: of those, also verified and exact
+    seq_checked: int = 20             # per length: of those, also verified and exact
     bpic_replay_events: int = 1_311_000   # a BPI-2017-sized replay of BPI 2012 (Table 5.2: 1.2M)
     replay_checked: int = 1
     word_replay: int = 2              # copies of the word stream for the larger dataset (2.3M events)

@@ -778,6 +778,10 @@ class BloomTree:
             for j in range(keys):
                 out[rows[lo:lo + _PROBE_ROWS], j] = ((chunk & mask[j]) == mask[j]).all(axis=1)
 
+    def drop_cached(self) -> None:
+        """Forget every derived value (as a process that just loaded the tree has none)."""
+        self._cache.clear()
+
     def cached(self, key: object, make: Callable[[], object]) -> Any:
         """A value derived from the tree, made once (by ``make``) and kept until the tree changes."""
         value = self._cache.get(key)
