@@ -24,7 +24,8 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="build the bundled real log and answer example queries")
     p.add_argument("--engine", choices=("spark", "local"), default="spark", help="index build engine")
     p.add_argument("--rebuild", action="store_true", help="rebuild the demo dataset even if it exists")
-    p.add_argument("--data", default=None, help="path of bpic2012.xes.gz (default: shared/data beside the repo)")
+    p.add_argument("--data", default=None,
+                   help="path of bpic2012.xes.gz (default: shared/data beside the repo)")
     _common(p)
     p.set_defaults(handler=_demo)
 
@@ -221,75 +222,17 @@ def _byte_size(text: str) -> int:
 
 
 def dataset_info(home: Path, name: str) -> dict[str, Any]:
-    """The ``info`` object of a dataset (CONTRACT §4), from its event store.
+    """The ``info`` object of a dataset (CONTRACT §4): :func:`api.service.dataset_info`."""
+    from api.service import dataset_info as info
 
-    ``name, events, start_ts, end_ts, types`` (type → count, most frequent first), ``store_bytes`` and
-    ``attrs`` (attribute → type).  The index adds its ``index`` entry to this dict.
-    """
-    from exact.errors import NotFound
-    from exact.events import iso_of_micros
-    from exact.store import EventStore, dataset_dir, store_dir
-
-    root = store_dir(dataset_dir(name, home))
-    if not (root / "manifest.json").is_file():
-        raise NotFound(f"no dataset {name!r}", where=str(dataset_dir(name, home)))
-    store = EventStore.open(root)
-    snap = store.snapshot()
-    types = dict(sorted(snap.type_counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    info = {"name": name, "events": snap.events,
-            "start_ts": None if snap.first_ts is None else iso_of_micros(snap.first_ts),
-            "end_ts": None if snap.last_ts is None else iso_of_micros(snap.last_ts),
-            "types": types, "store_bytes": store.size_bytes(snap), "attrs": dict(snap.attrs)}
-    from sketch.dataset import index_section
-
-    info["index"] = index_section(dataset_dir(name, home), snap)  # the tree this same manifest names
-    return info
+    return info(home, name)
 
 
-def build_dataset(home: Path, name: str, inputs: list[str], *, fmt: str = "auto", type_field: str = "type",
-                  time_field: str = "ts", replace: bool = False, leaf_size: int | None = None,
-                  fpq: float | None = None, memory: int | None = None,
-                  progress: Any = None, engine: str = "local", job_progress: Any = None) -> dict[str, Any]:
-    """Ingest ``inputs`` into a new dataset ``name`` under ``home``; nothing is left behind on failure.
+def build_dataset(home: Path, name: str, inputs: list[str], **options: Any) -> dict[str, Any]:
+    """The offline build of ``seqsketch build``: :func:`api.service.build_from_inputs`."""
+    from api.service import build_from_inputs
 
-    ``engine="spark"`` runs the Spark job (:mod:`sketch.spark_job`), which reports ``job_progress(fraction,
-    message)`` instead of per-batch reading ``progress``.
-
-    Returns the ``build`` summary: the ``info`` object plus ``seconds`` and ``timings`` (ingest, index).
-    ``progress`` (an :data:`exact.ingest.Progress`) hears of every batch read.
-    """
-    import time
-
-    from exact.ingest import IngestOptions, ingest
-    from exact.store import EventStore, check_dataset_name, staged_dataset, store_dir
-    from sketch.build import DEFAULT_OPTIONS, BuildOptions
-    from sketch.dataset import build_index_into
-
-    check_dataset_name(name)
-    if engine == "spark":
-        from sketch.spark_job import build_dataset_spark
-
-        return build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
-                                   leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
-                                   **({"progress": job_progress} if job_progress else {}))
-    options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
-                           memory_bytes=memory)
-    started = time.perf_counter()
-    with staged_dataset(name, home, replace=replace) as stage:
-        table = ingest(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field),
-                       progress=progress)
-        ingested = time.perf_counter()
-        # The index is built here, inside the staged directory, so that it is published with the events:
-        # the store's first manifest names it.  A refused --memory budget fails the build before any write.
-        extra = build_index_into(stage, table, options)
-        index_done = time.perf_counter()
-        EventStore.create(store_dir(stage), table, extra=extra)
-        del table
-        stored = time.perf_counter()
-    info = dataset_info(home, name)
-    return {**info, "seconds": round(time.perf_counter() - started, 3),
-            "timings": {"ingest": round(ingested - started + stored - index_done, 3),
-                        "index": round(index_done - ingested, 3)}}
+    return build_from_inputs(home, name, inputs, **options)
 
 
 def _build(args: argparse.Namespace) -> int:

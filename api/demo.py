@@ -60,14 +60,13 @@ def find_log(explicit: str | None = None) -> Path:
 def run_demo(home: Path, *, engine: str, rebuild: bool, data: str | None,
              say: Callable[[str], None] = print) -> dict[str, Any]:
     """Build (unless already built) and answer :data:`QUESTIONS`; returns everything as one JSON object."""
-    from api.commands import build_dataset, dataset_info
-    from api.service import dataset_exists, run_query
+    from api.service import build_from_inputs, dataset_exists, dataset_info, run_query
 
     out: dict[str, Any] = {"dataset": DATASET, "questions": []}
     if rebuild or not dataset_exists(home, DATASET):
         log = find_log(data)
         say(f"building {DATASET} from {log} with the {engine} engine …")
-        summary = build_dataset(home, DATASET, [str(log)], fmt="auto", replace=rebuild, engine=engine)
+        summary = build_from_inputs(home, DATASET, [str(log)], fmt="auto", replace=rebuild, engine=engine)
         out["build"] = summary
     else:
         summary = dataset_info(home, DATASET)
