@@ -49,7 +49,7 @@ Semantics decided here, where the sources leave a choice (tested in tests/test_e
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -457,6 +457,12 @@ def iso_ts(micros: int) -> str:
     """UTC microseconds → ISO 8601 with microseconds and offset, as in CONTRACT §3."""
     return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(micros))).isoformat(
         timespec="microseconds")
+
+
+def iso_ts_many(micros: np.ndarray | Sequence[int]) -> list[str]:
+    """:func:`iso_ts` of many values at once (same text)."""
+    stamps = np.asarray(micros, dtype=np.int64).astype("datetime64[us]")
+    return [text + "+00:00" for text in np.datetime_as_string(stamps, unit="us").tolist()]
 
 
 def merge_intervals(matches: Iterable[Match]) -> list[tuple[int, int]]:

@@ -56,6 +56,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -422,17 +423,23 @@ class Approximation:
     def intervals(self) -> list[dict[str, int]]:
         """The candidate intervals: per-start spans merged where they overlap, with the highest tree level
         among their start units (the level they were resolved at)."""
-        out: list[dict[str, int]] = []
-        lo_seq, level = self.units.lo_seq, self.units.level
-        for s, end in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
-            lo = int(lo_seq[s])
-            if out and lo <= out[-1]["end_seq"]:
-                cur = out[-1]
-                cur["end_seq"] = max(cur["end_seq"], end)
-                cur["level"] = max(cur["level"], int(level[s]))
-            else:
-                out.append({"start_seq": lo, "end_seq": end, "level": int(level[s])})
-        return out
+        return [dict(iv) for iv in self._intervals]
+
+    @cached_property
+    def _intervals(self) -> list[dict[str, int]]:
+        lo = self.units.lo_seq[self.starts].astype(_I64)
+        if not len(lo):
+            return []
+        ends = self.ends.astype(_I64)
+        # spans are in start order; one begins a new interval where it starts after every earlier end
+        reach = np.maximum.accumulate(ends)
+        new = np.ones(len(lo), dtype=bool)
+        new[1:] = lo[1:] > reach[:-1]
+        first = np.flatnonzero(new)
+        last = np.append(first[1:], len(lo)) - 1
+        levels = np.maximum.reduceat(self.units.level[self.starts].astype(_I64), first)
+        return [{"start_seq": a, "end_seq": b, "level": c} for a, b, c in
+                zip(lo[first].tolist(), reach[last].tolist(), levels.tolist(), strict=True)]
 
     def regions(self, merge_gap: int = 0) -> list[Region]:
         """Start units grouped where their read ranges overlap or lie less than ``merge_gap`` events apart,
@@ -775,10 +782,12 @@ def approximate_exists(query: Query, index: TypeIndex, *, type_counts: Mapping[s
     prefixes of the stream (its first 1/64, 1/16 and 1/4 of units, then all of it), until one has a
     candidate.
 
-    A candidate chain within a prefix is a candidate chain of the whole stream (the prefix only has fewer
-    units where a type may occur), so ``exists: true`` from a prefix is what the whole walk would say;
-    ``false`` is only ever said by the walk over the whole stream.  The result's candidates are those of
-    the prefix that answered (RETURN exists reports none), its ``nodes_probed`` counts every walk.
+    A chain of units within a prefix is a chain of the whole stream (the prefix only has fewer units where
+    a type may occur), so on a false-positive-free index ``exists: true`` from a prefix is what the whole
+    evaluation says; on the tree the prefix's walk probes other nodes, so its yes may differ from the whole
+    walk's by a Bloom false hit, never by a true occurrence.  ``false`` is only ever said by the walk over
+    the whole stream, so it is never a false negative.  The result's candidates are those of the prefix
+    that answered (RETURN exists reports none), its ``nodes_probed`` counts every walk.
     """
     units = index.units
     probes = 0

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from exact.ast import Field, Query, Return, Strategy
-from exact.engine import Match, answer, evaluate, iso_ts
+from exact.engine import Match, answer, evaluate, iso_ts_many
 from exact.normalize import Plan, normalize
 from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
 
@@ -327,13 +327,12 @@ def approximate_body(approx: Approximation, *, events_total: int) -> dict[str, A
     """The §3 body of an approximate answer: ``exists``, ``intervals`` with their ``level``, the expected
     false-positive rate, and ``explain`` when nothing can match."""
     units = approx.units
-    intervals = []
-    for iv in approx.intervals():
-        end_unit = int(units.index_of_seq(np.asarray([iv["end_seq"]]))[0])
-        start_unit = int(units.index_of_seq(np.asarray([iv["start_seq"]]))[0])
-        intervals.append({"start_seq": iv["start_seq"], "end_seq": iv["end_seq"],
-                          "start_ts": iso_ts(int(units.lo_ts[start_unit])),
-                          "end_ts": iso_ts(int(units.hi_ts[end_unit])), "level": iv["level"]})
+    found = approx.intervals()
+    starts = units.index_of_seq(np.asarray([iv["start_seq"] for iv in found], dtype=_I64))
+    ends = units.index_of_seq(np.asarray([iv["end_seq"] for iv in found], dtype=_I64))
+    start_ts, end_ts = iso_ts_many(units.lo_ts[starts]), iso_ts_many(units.hi_ts[ends])
+    intervals = [{"start_seq": iv["start_seq"], "end_seq": iv["end_seq"], "start_ts": a, "end_ts": b,
+                  "level": iv["level"]} for iv, a, b in zip(found, start_ts, end_ts, strict=True)]
     body: dict[str, Any] = {"strategy": approx.query.strategy.value, "exists": approx.exists,
                             "intervals": intervals,
                             "expected_false_positive_rate": approx.expected_false_positive_rate,

@@ -150,12 +150,12 @@ def _answers(approx) -> tuple:
             approx.relevant.tolist(), approx.explain)
 
 
-def _random_queries(rng: np.random.Generator, count: int) -> list[Query]:
+def _random_queries(rng: np.random.Generator, count: int, types: int = 48) -> list[Query]:
     out = []
     for _ in range(count):
         length = int(rng.integers(1, 5))
         # types t40… never occur
-        elements = tuple(Single(Var(f"v{i}", f"t{int(rng.integers(0, 48))}")) for i in range(length))
+        elements = tuple(Single(Var(f"v{i}", f"t{int(rng.integers(0, types))}")) for i in range(length))
         window = WithinEvents(int(rng.integers(2, 400))) if rng.random() < 0.5 else WithinTime(
             int(rng.integers(1, 300)))
         out.append(Query(pattern=elements, within=window))
@@ -191,8 +191,10 @@ def test_a_shared_index_answers_as_a_fresh_one_under_concurrent_queries() -> Non
 @given(seed=st.integers(0, 10_000), leaf=st.integers(1, 7), with_between=st.booleans())
 @settings(max_examples=25, deadline=None)
 def test_exists_from_prefixes_says_what_the_whole_walk_says(seed: int, leaf: int, with_between: bool) -> None:
-    """RETURN exists stops at the first prefix of the stream with a candidate: its yes/no (and its
-    explanation of a no) is the whole walk's."""
+    """RETURN exists stops at the first prefix of the stream with a candidate.  On a perfect index its
+    yes/no, explanation and candidates are the whole evaluation's (the prefix's candidates among them); on
+    the tree, whatever the whole walk finds the early answer finds too (it never says a false no), and a
+    yes may differ from the whole walk's only by the Bloom filters' false hits along another path."""
     from dataclasses import replace
 
     import sketch.evaluate as ev
@@ -200,6 +202,7 @@ def test_exists_from_prefixes_says_what_the_whole_walk_says(seed: int, leaf: int
     types, ts = skewed_stream(4000, 60, seed)
     tree = tree_of(types, ts, leaf, m=512, k=4)
     index = TreeIndex(tree)
+    perfect = PerfectIndex(index.units, np.arange(len(types)), types)
     assert len(index.units) >= 64 * 8  # every prefix is tried (below)
     counts = dict(Counter(types))
     rng = np.random.default_rng(seed)
@@ -207,13 +210,38 @@ def test_exists_from_prefixes_says_what_the_whole_walk_says(seed: int, leaf: int
         if with_between:
             lo = int(rng.integers(0, ts[-1]))
             q = replace(q, between=Between(lo, lo + int(rng.integers(0, ts[-1] // 3))))
-        whole = approximate(q, index, type_counts=counts)
         shortest, ev._EXISTS_MIN_UNITS = ev._EXISTS_MIN_UNITS, 8
         try:
             early = ev.approximate_exists(q, index, type_counts=counts)
+            early_perfect = ev.approximate_exists(q, perfect, type_counts=counts)
         finally:
             ev._EXISTS_MIN_UNITS = shortest
-        assert early.exists == whole.exists and early.explain == whole.explain and early.query == q
-        assert early.nodes_probed > 0
-        if early.exists:  # the prefix's candidates are some of the whole walk's
-            assert set(early.starts.tolist()) <= set(whole.starts.tolist())
+        whole = approximate(q, index, type_counts=counts)
+        whole_perfect = approximate(q, perfect, type_counts=counts)
+        assert early.query == q and early.nodes_probed > 0
+        assert early.exists or not whole.exists
+        if not early.exists:
+            assert early.explain == whole.explain
+        assert early_perfect.exists == whole_perfect.exists and early_perfect.explain == whole_perfect.explain
+        assert set(early_perfect.starts.tolist()) <= set(whole_perfect.starts.tolist())
+
+
+@given(seed=st.integers(0, 10_000), leaf=st.integers(1, 5), granularity=st.integers(0, 3))
+@settings(max_examples=30, deadline=None)
+def test_intervals_merge_the_candidate_spans(seed: int, leaf: int, granularity: int) -> None:
+    """Candidate intervals are the per-start spans merged where they overlap, each with the highest level
+    among its start units (checked against merging the spans one by one)."""
+    types, ts = skewed_stream(1500, 12, seed)
+    tree = tree_of(types, ts, leaf)
+    index = TreeIndex(tree, granularity)
+    for q in _random_queries(np.random.default_rng(seed), 6, types=14):
+        approx = approximate(q, index)
+        expected: list[dict[str, int]] = []
+        levels = index.units.level[approx.starts].tolist()
+        for (lo, end), level in zip(approx.candidate_spans(), levels, strict=True):
+            if expected and lo <= expected[-1]["end_seq"]:
+                expected[-1]["end_seq"] = max(expected[-1]["end_seq"], end)
+                expected[-1]["level"] = max(expected[-1]["level"], level)
+            else:
+                expected.append({"start_seq": lo, "end_seq": end, "level": level})
+        assert approx.intervals() == expected
