@@ -59,31 +59,21 @@ class EventSource(Protocol):
     def type_counts(self) -> dict[str, int] | None: ...
 
 
-def _in_ranges(seq: np.ndarray, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
-    """Per row of the sorted ``seq``: does it lie in one of ``ranges`` (inclusive, sorted, disjoint)?"""
+def _slice_ranges(table: pa.Table, ranges: Sequence[tuple[int, int]]) -> pa.Table:
+    """The rows of the seq-sorted ``table`` inside ``ranges`` (inclusive, sorted, disjoint), as slices."""
+    seq = int_column(table, "seq")
     bounds = np.asarray(ranges, dtype=_I64).reshape(-1, 2)
     first = np.searchsorted(seq, bounds[:, 0], "left").tolist()
     last = np.searchsorted(seq, bounds[:, 1], "right").tolist()
-    keep = np.zeros(len(seq), dtype=bool)
-    for a, b in zip(first, last, strict=True):
-        if a < b:
-            keep[a:b] = True
-    return keep
+    pieces = [table.slice(a, b - a) for a, b in zip(first, last, strict=True) if a < b]
+    if len(pieces) == 1:
+        return pieces[0]
+    return pa.concat_tables(pieces) if pieces else table.slice(0, 0)
 
 
-def _of_types(column: pa.ChunkedArray | pa.Array, types: frozenset[str]) -> np.ndarray:
-    """Per row: is its type one of ``types``?  Dictionary-encoded chunks are answered on their dictionary
-    and the answer gathered by code (a lookup per row instead of a string comparison)."""
-    wanted = pa.array(sorted(types), pa.string())
-    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    out = []
-    for chunk in chunks:
-        if pa.types.is_dictionary(chunk.type) and not chunk.null_count:
-            lut = pc.fill_null(pc.is_in(chunk.dictionary, value_set=wanted), False)
-            out.append(lut.to_numpy(zero_copy_only=False)[chunk.indices.to_numpy(zero_copy_only=False)])
-        else:
-            out.append(pc.fill_null(pc.is_in(chunk, value_set=wanted), False).to_numpy(zero_copy_only=False))
-    return np.concatenate(out) if out else np.zeros(0, dtype=bool)
+def _of_types(column: pa.ChunkedArray | pa.Array, types: frozenset[str]) -> pa.ChunkedArray | pa.Array:
+    """Per row: is its type one of ``types``?"""
+    return pc.fill_null(pc.is_in(column, value_set=pa.array(sorted(types), pa.string())), False)
 
 
 class TableSource:
@@ -104,7 +94,7 @@ class TableSource:
         table = pa.concat_tables(pieces) if pieces else self.table.select(cols).slice(0, 0)
         decoded = table.num_rows
         if types is not None and decoded:
-            table = table.filter(pa.array(_of_types(table.column("type"), types)))
+            table = table.filter(_of_types(table.column("type"), types))
         return table, decoded
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
@@ -145,11 +135,7 @@ class StoreSource:
             file_cols = [c for c in cols if c != ATTRS or ATTRS in pf.schema_arrow.names]
             raw = pf.read_row_groups(wanted, columns=file_cols)
             decoded += raw.num_rows
-            keep = _in_ranges(int_column(raw, "seq"), ranges)
-            if types is not None:
-                keep &= _of_types(raw.column("type"), types)
-            if not keep.all():
-                raw = raw.filter(pa.array(keep))
+            raw = _slice_ranges(raw, ranges)  # the rows in range: zero-copy slices of the decoded groups
             arrays = []
             for c in cols:
                 if c == ATTRS:
@@ -157,7 +143,10 @@ class StoreSource:
                     arrays.append(conform_attrs(struct, raw.num_rows, attr_types))
                 else:
                     arrays.append(raw.column(c).cast(schema.field(c).type))
-            tables.append(pa.Table.from_arrays(arrays, schema=out_schema))
+            table = pa.Table.from_arrays(arrays, schema=out_schema)
+            if types is not None and table.num_rows:
+                table = table.filter(_of_types(table.column("type"), types))
+            tables.append(table)
         if not tables:
             return self.store.read_table(0, -1, cols, snapshot=snap), 0
         table = pa.concat_tables(tables)
