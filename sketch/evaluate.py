@@ -450,22 +450,25 @@ class Approximation:
         engine call less (each call has a fixed cost; reads go by whole row groups anyway).
         """
         units = self.units
-        groups: list[list[int]] = []
-        reach = -1
-        for i, s in enumerate(self.starts.tolist()):
-            if groups and int(units.lo_seq[s]) <= reach + merge_gap:
-                groups[-1].append(i)
-            else:
-                groups.append([i])
-            reach = max(reach, int(self.read_ends[i])) if len(groups[-1]) > 1 else int(self.read_ends[i])
+        if not len(self.starts):
+            return []
+        lo = units.lo_seq[self.starts].astype(_I64)
+        read_ends = self.read_ends.astype(_I64)
+        # Starts come in stream order and each read end lies at or after its start, so the running maximum
+        # of read ends is the current group's reach; a start beyond it (plus the gap) opens a new group.
+        reach = np.maximum.accumulate(read_ends)
+        new = np.ones(len(lo), dtype=bool)
+        new[1:] = lo[1:] > reach[:-1] + merge_gap
+        first = np.flatnonzero(new)
+        last = np.append(first[1:], len(lo)) - 1
+        ends = np.maximum.reduceat(self.ends.astype(_I64), first)
+        last_units = units.index_of_seq(reach[last])
         out = []
-        for g in groups:
-            first, last = int(self.starts[g[0]]), int(self.starts[g[-1]])
-            read_end = int(self.read_ends[g].max())
-            end = int(self.ends[g].max())
-            last_unit = int(units.index_of_seq(np.asarray([read_end]))[0])
-            span = np.arange(first, last_unit + 1)
-            out.append(Region(int(units.lo_seq[first]), int(units.hi_seq[last]), end, read_end,
+        for a, b, end, read_end, last_unit in zip(first.tolist(), last.tolist(), ends.tolist(),
+                                                  reach[last].tolist(), last_units.tolist(), strict=True):
+            s_first, s_last = int(self.starts[a]), int(self.starts[b])
+            span = np.arange(s_first, last_unit + 1)
+            out.append(Region(int(units.lo_seq[s_first]), int(units.hi_seq[s_last]), end, read_end,
                               span[self.relevant[span]]))
         return out
 

@@ -245,3 +245,34 @@ def test_intervals_merge_the_candidate_spans(seed: int, leaf: int, granularity: 
             else:
                 expected.append({"start_seq": lo, "end_seq": end, "level": level})
         assert approx.intervals() == expected
+
+
+@given(seed=st.integers(0, 10_000), leaf=st.integers(1, 5), gap=st.sampled_from([0, 1, 7, 64, 10_000]))
+@settings(max_examples=30, deadline=None)
+def test_regions_group_starts_whose_reads_meet(seed: int, leaf: int, gap: int) -> None:
+    """Verification regions: start units grouped one by one while a start lies within ``gap`` events of
+    the group's reach, each with its start seq range, end, read end and the relevant units it reads."""
+    types, ts = skewed_stream(1500, 12, seed)
+    tree = tree_of(types, ts, leaf)
+    index = TreeIndex(tree)
+    units = index.units
+    for q in _random_queries(np.random.default_rng(seed), 6, types=14):
+        approx = approximate(q, index)
+        groups: list[list[int]] = []
+        reach = -1
+        for i, s in enumerate(approx.starts.tolist()):
+            if groups and int(units.lo_seq[s]) <= reach + gap:
+                groups[-1].append(i)
+                reach = max(reach, int(approx.read_ends[i]))
+            else:
+                groups.append([i])
+                reach = int(approx.read_ends[i])
+        got = approx.regions(gap)
+        assert len(got) == len(groups)
+        for region, g in zip(got, groups, strict=True):
+            first, last = int(approx.starts[g[0]]), int(approx.starts[g[-1]])
+            read_end = int(approx.read_ends[g].max())
+            assert (region.start_lo, region.start_hi) == (int(units.lo_seq[first]), int(units.hi_seq[last]))
+            assert (region.end, region.read_end) == (int(approx.ends[g].max()), read_end)
+            span = np.arange(first, int(units.index_of_seq(np.asarray([read_end]))[0]) + 1)
+            assert region.units.tolist() == span[approx.relevant[span]].tolist()
