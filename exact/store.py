@@ -557,7 +557,7 @@ class EventStore:
             lo = max(start_seq - first, 0)
             hi = min(end - first + 1, table.num_rows)
             table = table.slice(lo, max(hi - lo, 0))
-            yield from _conform_columns(table, cols, attrs).to_batches()
+            yield from conform_columns(table, cols, attrs).to_batches()
 
     def read_table(self, start_seq: int = 0, end_seq: int | None = None, columns: Sequence[str] | None = None,
                    snapshot: Snapshot | None = None) -> pa.Table:
@@ -636,7 +636,8 @@ def _columns(columns: Sequence[str] | None, snap: Snapshot) -> list[str]:
     return [c for c in COLUMNS if c in wanted and (c != ATTRS or snap.attrs)]
 
 
-def _conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataType]) -> pa.Table:
+def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataType]) -> pa.Table:
+    """``cols`` of a part's rows in the snapshot's unified schema (attributes widened, missing ones null)."""
     schema = event_schema(attrs)
     arrays = []
     for c in cols:

@@ -116,18 +116,16 @@ class StoreSource:
     def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
                     types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
         """Each part file is opened once and all its needed row groups are read in one call.  Rows outside
-        the ranges and of other types are dropped before anything is converted (the store reads ``type``
-        dictionary-encoded), so the cost beyond decoding follows the rows kept."""
-        from exact.events import ATTRS, conform_attrs, event_schema
-        from exact.store import PARTS, open_part
+        the ranges are dropped (as zero-copy slices) before anything is converted, rows of other types right
+        after, so the cost beyond decoding follows the rows kept."""
+        from exact.events import ATTRS
+        from exact.store import PARTS, conform_columns, open_part
 
         snap = self.snapshot
         cols = [c for c in columns if c != ATTRS or snap.attrs]
         if "seq" not in cols:
             cols = ["seq", *cols]
         attr_types = snap.attr_types()
-        schema = event_schema(attr_types)
-        out_schema = pa.schema([schema.field(c) for c in cols])
         tables = []
         decoded = 0
         for part, wanted in snap.groups_of(ranges):
@@ -136,14 +134,7 @@ class StoreSource:
             raw = pf.read_row_groups(wanted, columns=file_cols)
             decoded += raw.num_rows
             raw = _slice_ranges(raw, ranges)  # the rows in range: zero-copy slices of the decoded groups
-            arrays = []
-            for c in cols:
-                if c == ATTRS:
-                    struct = raw.column(ATTRS).combine_chunks() if ATTRS in raw.column_names else None
-                    arrays.append(conform_attrs(struct, raw.num_rows, attr_types))
-                else:
-                    arrays.append(raw.column(c).cast(schema.field(c).type))
-            table = pa.Table.from_arrays(arrays, schema=out_schema)
+            table = conform_columns(raw, cols, attr_types)
             if types is not None and table.num_rows:
                 table = table.filter(_of_types(table.column("type"), types))
             tables.append(table)
