@@ -544,20 +544,60 @@ class EventStore:
         for part, groups in self.plan(start_seq, end, snap):
             if not groups:
                 continue
-            try:
-                table = _read_part(self.root / PARTS / part.file, part, groups, cols)
-            except _PartMissing:
-                if any(p.file == part.file for p in self.snapshot().parts):
-                    raise
-                # The live manifest no longer names the part: the dataset was replaced or deleted while
-                # this snapshot was being read, which a retry resolves; nothing is damaged.
-                raise Conflict("the dataset was replaced or deleted while it was being read; retry",
-                               where=str(self.root)) from None
+            table = self._read_groups(part, groups, cols)
             first = part.row_groups[groups[0]][0]
             lo = max(start_seq - first, 0)
             hi = min(end - first + 1, table.num_rows)
             table = table.slice(lo, max(hi - lo, 0))
             yield from conform_columns(table, cols, attrs).to_batches()
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str] | None = None,
+                    types: frozenset[str] | None = None, snapshot: Snapshot | None = None
+                    ) -> tuple[pa.Table, int]:
+        """The events inside the seq ``ranges`` (inclusive, sorted, disjoint) — only those of ``types``
+        unless None — as one seq-sorted table in the snapshot's schema, and the rows decoded to find them.
+
+        Each part meeting a range is opened once and every row group it needs decoded in one call.  ``seq``
+        is never decoded (a part's rows are consecutive seqs, so a row's seq is its position), rows are
+        selected before anything is converted, and ``type`` is tested once per row group's dictionary, so
+        the cost beyond decoding follows the rows kept.
+        """
+        snap = snapshot or self.snapshot()
+        cols = _columns(columns, snap)
+        attrs = snap.attr_types()
+        bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        read_cols = [c for c in cols if c != SEQ]
+        if types is not None and TYPE not in read_cols:
+            read_cols.append(TYPE)
+        value_set = None if types is None else pa.array(sorted(types), pa.string())
+        tables, decoded = [], 0
+        for part, groups in snap.groups_of(bounds):
+            raw = self._read_groups(part, groups, read_cols)
+            decoded += raw.num_rows
+            rows, seq = _rows_in_ranges(part, groups, bounds)
+            if value_set is not None and len(rows):
+                keep = type_mask(raw.column(TYPE), value_set, rows)
+                rows, seq = rows[keep], seq[keep]
+            if not len(rows):
+                continue
+            kept = raw.take(pa.array(rows)).append_column(SEQ, pa.array(seq))
+            tables.append(conform_columns(kept, cols, attrs))
+        schema = snap.schema()
+        schema = pa.schema([schema.field(c) for c in cols])
+        if not tables:
+            return schema.empty_table(), decoded
+        return pa.concat_tables(tables), decoded
+
+    def _read_groups(self, part: PartInfo, groups: list[int], cols: list[str]) -> pa.Table:
+        try:
+            return _read_part(self.root / PARTS / part.file, part, groups, cols)
+        except _PartMissing:
+            if any(p.file == part.file for p in self.snapshot().parts):
+                raise
+            # The live manifest no longer names the part: the dataset was replaced or deleted while this
+            # snapshot was being read, which a retry resolves; nothing is damaged.
+            raise Conflict("the dataset was replaced or deleted while it was being read; retry",
+                           where=str(self.root)) from None
 
     def read_table(self, start_seq: int = 0, end_seq: int | None = None, columns: Sequence[str] | None = None,
                    snapshot: Snapshot | None = None) -> pa.Table:
@@ -647,6 +687,42 @@ def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataTy
         else:
             arrays.append(table.column(c).cast(schema.field(c).type))
     return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(c) for c in cols]))
+
+
+def _rows_in_ranges(part: PartInfo, groups: list[int], bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows (positions in the table of ``groups`` of ``part`` read together) whose seqs lie in the
+    sorted, disjoint, inclusive ``bounds`` (n, 2), and those seqs.  Every row group a bound meets is among
+    ``groups`` (see :meth:`Snapshot.groups_of`), so a bound's rows in the part are one run of the table."""
+    layout = np.asarray([part.row_groups[g] for g in groups], dtype=np.int64).reshape(-1, 2)
+    sizes = layout[:, 1] - layout[:, 0] + 1
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    lo = np.maximum(bounds[:, 0], layout[0, 0])
+    hi = np.minimum(bounds[:, 1], layout[-1, 1])
+    ok = lo <= hi
+    lo, hi = lo[ok], hi[ok]
+    group = np.searchsorted(layout[:, 0], lo, "right") - 1
+    first = offsets[group] + lo - layout[group, 0]  # the table row of each run's first seq
+    counts = hi - lo + 1
+    if not len(counts):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    run_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    step = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(run_start, counts)
+    return np.repeat(first, counts) + step, np.repeat(lo, counts) + step
+
+
+def type_mask(column: pa.ChunkedArray | pa.Array, value_set: pa.Array, rows: np.ndarray | None = None
+              ) -> np.ndarray:
+    """Per row (of ``rows`` only, when given): is its type in ``value_set``?  Dictionary-encoded chunks (as
+    the store reads ``type``) share one dictionary, which is tested once; rows are then looked up by index."""
+    if isinstance(column, pa.ChunkedArray):
+        column = (column.unify_dictionaries() if pa.types.is_dictionary(column.type) else column).combine_chunks()
+    if pa.types.is_dictionary(column.type) and column.null_count == 0:
+        lut = pc.is_in(column.dictionary, value_set=value_set).to_numpy(zero_copy_only=False)
+        index = column.indices.to_numpy(zero_copy_only=False)
+        return lut[index if rows is None else index[rows]]
+    if rows is not None:
+        column = column.take(pa.array(rows))
+    return pc.fill_null(pc.is_in(column, value_set=value_set), False).to_numpy(zero_copy_only=False)
 
 
 def _check_part_table(table: pa.Table, first_seq: int) -> None:

@@ -59,18 +59,6 @@ class EventSource(Protocol):
     def type_counts(self) -> dict[str, int] | None: ...
 
 
-def _slice_ranges(table: pa.Table, ranges: Sequence[tuple[int, int]]) -> pa.Table:
-    """The rows of the seq-sorted ``table`` inside ``ranges`` (inclusive, sorted, disjoint), as slices."""
-    seq = int_column(table, "seq")
-    bounds = np.asarray(ranges, dtype=_I64).reshape(-1, 2)
-    first = np.searchsorted(seq, bounds[:, 0], "left").tolist()
-    last = np.searchsorted(seq, bounds[:, 1], "right").tolist()
-    pieces = [table.slice(a, b - a) for a, b in zip(first, last, strict=True) if a < b]
-    if len(pieces) == 1:
-        return pieces[0]
-    return pa.concat_tables(pieces) if pieces else table.slice(0, 0)
-
-
 def _of_types(column: pa.ChunkedArray | pa.Array, types: frozenset[str]) -> pa.ChunkedArray | pa.Array:
     """Per row: is its type one of ``types``?"""
     return pc.fill_null(pc.is_in(column, value_set=pa.array(sorted(types), pa.string())), False)
@@ -115,36 +103,11 @@ class StoreSource:
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
                     types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
-        """Each part file is opened once and all its needed row groups are read in one call.  Rows outside
-        the ranges are dropped (as zero-copy slices) before anything is converted, rows of other types right
-        after, so the cost beyond decoding follows the rows kept."""
+        """:meth:`EventStore.read_ranges <exact.store.EventStore.read_ranges>` on the snapshot."""
         from exact.events import ATTRS
-        from exact.store import PARTS, conform_columns, open_part
 
-        snap = self.snapshot
-        cols = [c for c in columns if c != ATTRS or snap.attrs]
-        if "seq" not in cols:
-            cols = ["seq", *cols]
-        attr_types = snap.attr_types()
-        tables = []
-        decoded = 0
-        for part, wanted in snap.groups_of(ranges):
-            pf = open_part(self.store.root / PARTS / part.file)
-            file_cols = [c for c in cols if c != ATTRS or ATTRS in pf.schema_arrow.names]
-            raw = pf.read_row_groups(wanted, columns=file_cols)
-            decoded += raw.num_rows
-            raw = _slice_ranges(raw, ranges)  # the rows in range: zero-copy slices of the decoded groups
-            table = conform_columns(raw, cols, attr_types)
-            if types is not None and table.num_rows:
-                table = table.filter(_of_types(table.column("type"), types))
-            tables.append(table)
-        if not tables:
-            return self.store.read_table(0, -1, cols, snapshot=snap), 0
-        table = pa.concat_tables(tables)
-        seq = int_column(table, "seq")
-        if len(seq) > 1 and not bool(np.all(seq[1:] > seq[:-1])):
-            table = table.take(pa.array(np.argsort(seq, kind="stable")))
-        return table, decoded
+        cols = [c for c in columns if c != ATTRS or self.snapshot.attrs]
+        return self.store.read_ranges(ranges, cols, types, snapshot=self.snapshot)
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
         cols = [c for c in columns if c != "attrs" or self.snapshot.attrs]
@@ -199,19 +162,27 @@ class Verification:
     events_checked: int = 0
 
 
-def _region_ranges(approx: Approximation, region: Region) -> list[tuple[int, int]]:
-    """Seq ranges of the region's units to read (consecutive units joined), clipped to the read end."""
+def _region_ranges(approx: Approximation, regions: Sequence[Region]) -> list[list[tuple[int, int]]]:
+    """Per region, the seq ranges of its units to read (consecutive units joined), clipped to its read
+    end; computed for all regions together."""
     units = approx.units
-    idx = region.units
-    if not len(idx):
+    if not regions:
         return []
-    breaks = np.flatnonzero(np.diff(idx) > 1) + 1
-    out = []
-    for run in np.split(idx, breaks):
-        lo = int(units.lo_seq[run[0]])
-        hi = min(int(units.hi_seq[run[-1]]), region.read_end)
-        if lo <= hi:
-            out.append((lo, hi))
+    idx = np.concatenate([r.units for r in regions]).astype(_I64)
+    owner = np.repeat(np.arange(len(regions)), [len(r.units) for r in regions])
+    if not len(idx):
+        return [[] for _ in regions]
+    new = np.ones(len(idx), dtype=bool)
+    new[1:] = (np.diff(idx) != 1) | (np.diff(owner) != 0)
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(idx)) - 1
+    read_end = np.asarray([r.read_end for r in regions], dtype=_I64)
+    lo = units.lo_seq[idx[first]].astype(_I64)
+    hi = np.minimum(units.hi_seq[idx[last]].astype(_I64), read_end[owner[first]])
+    ok = lo <= hi
+    out: list[list[tuple[int, int]]] = [[] for _ in regions]
+    for r, a, b in zip(owner[first][ok].tolist(), lo[ok].tolist(), hi[ok].tolist(), strict=True):
+        out[r].append((a, b))
     return out
 
 
@@ -232,7 +203,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     contiguous = query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)
     keep_types = None if contiguous else _relevant_types(plan)
     counts = source.type_counts()
-    per_region = [_region_ranges(approx, r) for r in regions]
+    per_region = _region_ranges(approx, regions)
     # Regions have disjoint start ranges in stream order and the engine returns each one's matches sorted,
     # so their concatenation is sorted and free of duplicates.
     matches: list[Match] = []

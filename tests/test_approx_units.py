@@ -14,7 +14,7 @@ from exact.ast import Between, EventSet, Query, Single, Strategy, Var, WithinEve
 from exact.engine import evaluate
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate, units_at
 from sketch.tree import BloomTree, TreeConfig
-from sketch.verify import TableSource, verify
+from sketch.verify import TableSource, _region_ranges, verify
 
 
 def skewed_stream(n: int, vocabulary: int, seed: int) -> tuple[list[str], list[int]]:
@@ -276,3 +276,27 @@ def test_regions_group_starts_whose_reads_meet(seed: int, leaf: int, gap: int) -
             assert (region.end, region.read_end) == (int(approx.ends[g].max()), read_end)
             span = np.arange(first, int(units.index_of_seq(np.asarray([read_end]))[0]) + 1)
             assert region.units.tolist() == span[approx.relevant[span]].tolist()
+
+
+@given(seed=st.integers(0, 10_000), leaf=st.integers(1, 5), gap=st.sampled_from([0, 1, 7, 64]))
+@settings(max_examples=30, deadline=None)
+def test_region_reads_join_consecutive_units_up_to_the_read_end(seed: int, leaf: int, gap: int) -> None:
+    """The seq ranges verification reads per region: runs of consecutive units of the region, each from
+    its first unit's first seq to its last unit's last seq cut at the region's read end (checked run by run)."""
+    types, ts = skewed_stream(1500, 12, seed)
+    index = TreeIndex(tree_of(types, ts, leaf))
+    units = index.units
+    for q in _random_queries(np.random.default_rng(seed), 6, types=14):
+        approx = approximate(q, index)
+        regions = approx.regions(gap)
+        expected = []
+        for region in regions:
+            runs: list[list[int]] = []
+            for u in region.units.tolist():
+                if runs and u == runs[-1][-1] + 1:
+                    runs[-1].append(u)
+                else:
+                    runs.append([u])
+            spans = [(int(units.lo_seq[r[0]]), min(int(units.hi_seq[r[-1]]), region.read_end)) for r in runs]
+            expected.append([(a, b) for a, b in spans if a <= b])
+        assert _region_ranges(approx, regions) == expected
