@@ -715,7 +715,9 @@ def type_mask(column: pa.ChunkedArray | pa.Array, value_set: pa.Array, rows: np.
     """Per row (of ``rows`` only, when given): is its type in ``value_set``?  Dictionary-encoded chunks (as
     the store reads ``type``) share one dictionary, which is tested once; rows are then looked up by index."""
     if isinstance(column, pa.ChunkedArray):
-        column = (column.unify_dictionaries() if pa.types.is_dictionary(column.type) else column).combine_chunks()
+        if pa.types.is_dictionary(column.type):
+            column = column.unify_dictionaries()
+        column = column.combine_chunks()
     if pa.types.is_dictionary(column.type) and column.null_count == 0:
         lut = pc.is_in(column.dictionary, value_set=value_set).to_numpy(zero_copy_only=False)
         index = column.indices.to_numpy(zero_copy_only=False)

@@ -282,7 +282,8 @@ def test_regions_group_starts_whose_reads_meet(seed: int, leaf: int, gap: int) -
 @settings(max_examples=30, deadline=None)
 def test_region_reads_join_consecutive_units_up_to_the_read_end(seed: int, leaf: int, gap: int) -> None:
     """The seq ranges verification reads per region: runs of consecutive units of the region, each from
-    its first unit's first seq to its last unit's last seq cut at the region's read end (checked run by run)."""
+    its first unit's first seq to its last unit's last seq cut at the region's read end (checked run by
+    run)."""
     types, ts = skewed_stream(1500, 12, seed)
     index = TreeIndex(tree_of(types, ts, leaf))
     units = index.units
