@@ -66,8 +66,6 @@ _I64 = np.int64
 
 
 _CACHED_LOCK = threading.Lock()
-#: Nodes whose filter words :meth:`BloomTree.probe` gathers at once (bounds its working memory).
-_PROBE_ROWS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -765,18 +763,28 @@ class BloomTree:
     def _probe_words(self, out: np.ndarray, rows: np.ndarray, word_at: np.ndarray, bit: np.ndarray,
                      size: int) -> None:
         """:meth:`probe` of nodes of one size (``2^size`` bits, word-aligned at ``word_at``), the keys' bit
-        positions in that size being ``bit`` (K, k)."""
+        positions in that size being ``bit`` (K, k).
+
+        Per key, one of its words at a time, and only over the nodes that passed the words before: a node
+        fails most keys it lacks within the first word or two, so a rare key costs little more than one
+        gather over the nodes, while a key present everywhere costs one pass per word.
+        """
         words = self._words()
-        keys = bit.shape[0]
-        mask = np.zeros((keys, (1 << size) >> 6), dtype=np.uint64)
-        np.bitwise_or.at(mask, (np.arange(keys)[:, None], bit >> 6),
-                         np.left_shift(np.uint64(1), (bit & 63).astype(np.uint64)))
-        used = np.flatnonzero(mask.any(axis=0))  # words no key has a bit in need not be read
-        mask = mask[:, used]
-        for lo in range(0, len(rows), _PROBE_ROWS):
-            chunk = words[word_at[lo:lo + _PROBE_ROWS, None] + used[None, :]]  # (n, W)
-            for j in range(keys):
-                out[rows[lo:lo + _PROBE_ROWS], j] = ((chunk & mask[j]) == mask[j]).all(axis=1)
+        one = np.uint64(1)
+        for j in range(bit.shape[0]):
+            mask: dict[int, np.uint64] = {}
+            for b in bit[j].tolist():
+                mask[b >> 6] = mask.get(b >> 6, np.uint64(0)) | (one << np.uint64(b & 63))
+            alive = np.arange(len(rows))
+            at = word_at
+            for w, m in mask.items():
+                got = words[at + w]
+                keep = (got & m) == m
+                if not keep.all():
+                    alive, at = alive[keep], at[keep]
+                    if not alive.size:
+                        break
+            out[rows[alive], j] = True
 
     def drop_cached(self) -> None:
         """Forget every derived value (as a process that just loaded the tree has none)."""
