@@ -35,6 +35,7 @@ from exact.ingest import order_by_time
 from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir
 from sketch import persist
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
+from sketch.evaluate import TreeIndex
 from sketch.tree import BloomTree, TreeConfig
 
 INDEX_DIR = "index"
@@ -108,6 +109,7 @@ class _LoadedIndexes:
                 self._trees.move_to_end(key)
                 return tree
         tree = persist.load(path)
+        TreeIndex.prepare(tree)  # once per version, not on its first query
         with self._lock:
             self._trees[key] = tree
             while len(self._trees) > self.capacity:

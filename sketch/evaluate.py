@@ -183,6 +183,20 @@ class TreeIndex:
         one index version share its units and probe answers (dropped with the tree, or when it changes)."""
         return tree.cached(("tree-index", granularity), lambda: cls(tree, granularity))
 
+    @classmethod
+    def prepare(cls, tree) -> TreeIndex:
+        """:meth:`shared` at the leaves, made now: what every query of an index version needs first (its
+        units, which units each node spans, the top-level filters' densities) is computed once when the
+        version is loaded instead of by its first query."""
+        index = cls.shared(tree, 0)
+        index.top_level_false_positive_rate(1, None)
+        return index
+
+    def forget_probes(self) -> None:
+        """Forget the probe answers remembered so far (as right after :meth:`prepare`)."""
+        with self._lock:
+            self._memo.clear()
+
     def probes(self) -> int:
         """Nodes probed by this thread's walks so far."""
         return getattr(self._local, "probes", 0)

@@ -147,3 +147,26 @@ def test_a_published_version_is_mapped_once_and_a_changed_file_is_reloaded(home:
     assert Dataset.open(home, "s").snapshot().tree is first  # same immutable file: mapped and checked once
     snap = Dataset.open(home, "s").append(stream(50, seed=9, start_ts=2_000_000_000_000_000))
     assert snap.tree is not first and snap.tree.n_events == 750 and first.n_events == 700
+
+
+def test_a_loaded_version_is_prepared_for_queries_once(home: Path) -> None:
+    """Loading an index version makes its query index (units, node spans) there and then, so its first
+    query only probes; forgetting the probe answers leaves the answers unchanged."""
+    from exact.language import parse
+    from sketch.evaluate import TreeIndex, approximate
+
+    Dataset.build(home, "p", with_seq(stream(900, seed=3)), OPTIONS)
+    tree = Dataset.open(home, "p").snapshot().tree
+    index = tree.cached(("tree-index", 0), lambda: pytest.fail("the version was not prepared when loaded"))
+    assert index is TreeIndex.shared(tree) and len(index.units) == len(tree.leaves())
+    query = parse("PATTERN SEQ('T1', 'T2') WITHIN 1 h")
+    before = index.probes()
+    first = approximate(query, index)
+    probed = index.probes() - before
+    assert probed > 0
+    again = approximate(query, index)
+    assert index.probes() - before == 2 * probed  # the same walk, counted again
+    index.forget_probes()
+    third = approximate(query, index)
+    for other in (again, third):
+        assert other.starts.tolist() == first.starts.tolist() and other.ends.tolist() == first.ends.tolist()
