@@ -76,6 +76,8 @@ _I64 = np.int64
 #: probes the units below the survivors directly (a dense type would survive every level in between).
 _JUMP_MIN_NODES = 16
 _JUMP_ALIVE = 0.75
+#: ... and once the units below the survivors number at most this many per level left to descend.
+_JUMP_UNITS_PER_LEVEL = 2048
 #: Bytes of remembered probe answers per :class:`TreeIndex` (two flags per node and key).
 _MEMO_BYTES = 64 << 20
 
@@ -295,9 +297,7 @@ class TreeIndex:
                 local.cut_short = True
                 local.absent = absent
                 break
-            if probed >= _JUMP_MIN_NODES and len(frontier) >= _JUMP_ALIVE * probed:
-                # Little pruned at this level: the levels between here and the units would cost more probes
-                # than they save, so probe the units under the surviving nodes directly.
+            if self._jump(frontier[deep], probed, len(frontier), csum):
                 frontier, alive = self._units_below(frontier[deep], alive[deep])
             else:
                 kids = self._children[frontier[deep]]
@@ -312,6 +312,19 @@ class TreeIndex:
                 keep = self._meets(frontier, csum)
                 frontier, alive = frontier[keep], alive[keep]
         return out
+
+    def _jump(self, nodes: np.ndarray, probed: int, survived: int, csum: np.ndarray | None) -> bool:
+        """Whether to probe the units under ``nodes`` (the survivors still above the units' level) directly
+        instead of descending level by level: when little was pruned at this level (a dense type would
+        survive every level in between), or when those units are few enough that probing them costs less
+        than the steps of the levels left (each level's step has a fixed cost of many units' probes)."""
+        if not nodes.size:
+            return False
+        if probed >= _JUMP_MIN_NODES and survived >= _JUMP_ALIVE * probed:
+            return True
+        first, last = self._first_unit[nodes], self._last_unit[nodes]
+        below = int((last - first).sum() if csum is None else (csum[last] - csum[first]).sum())
+        return below <= _JUMP_UNITS_PER_LEVEL * (int(self._level[nodes].max()) - self._granularity)
 
     def _meets(self, nodes: np.ndarray, csum: np.ndarray) -> np.ndarray:
         """Per node: does it cover an allowed unit (``csum``: prefix sums of the allowed mask)?"""
