@@ -63,6 +63,7 @@ class EventFrame:
     ts: np.ndarray
     _cache: dict[str, pa.Array] = field(default_factory=dict)
     _lists: dict[str, list] = field(default_factory=dict)
+    _codes: tuple[np.ndarray, pa.Array] | None = None
 
     @classmethod
     def build(cls, events: pa.Table | Iterable[pa.RecordBatch], between: Between | None = None
@@ -110,6 +111,14 @@ class EventFrame:
 
     def __len__(self) -> int:
         return len(self.seq)
+
+    def type_codes(self) -> tuple[np.ndarray, pa.Array]:
+        """Each event's type as a code into the frame's distinct types (made once per frame)."""
+        if self._codes is None:
+            column = self.array("type")
+            encoded = column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)
+            self._codes = (encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary)
+        return self._codes
 
     def array(self, attr: str) -> pa.Array:
         """The values of ``attr`` (a builtin field or an attribute; all-null when missing)."""
@@ -207,12 +216,16 @@ def condition_mask(frame: EventFrame, cond: Condition) -> np.ndarray:
 
 
 def type_mask(frame: EventFrame, types: frozenset[str] | None) -> np.ndarray:
+    """Per event: is its type one of ``types`` (None = any)?  Types are tested on the frame's distinct
+    types, then looked up per event by code, so a query's variables cost one pass over the stream each
+    instead of one string comparison per event."""
     if types is None:
         return np.ones(len(frame), dtype=bool)
     if not types:
         return np.zeros(len(frame), dtype=bool)
-    res = pc.is_in(frame.array("type"), value_set=pa.array(sorted(types), pa.string()))
-    return pc.fill_null(res, False).to_numpy(zero_copy_only=False)
+    codes, distinct = frame.type_codes()
+    lut = pc.fill_null(pc.is_in(distinct, value_set=pa.array(sorted(types), pa.string())), False)
+    return lut.to_numpy(zero_copy_only=False)[codes]
 
 
 def property_mask(frame: EventFrame, var: VarPlan) -> np.ndarray:
