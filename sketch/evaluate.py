@@ -317,7 +317,12 @@ class TreeIndex:
         """Whether to probe the units under ``nodes`` (the survivors still above the units' level) directly
         instead of descending level by level: when little was pruned at this level (a dense type would
         survive every level in between), or when those units are few enough that probing them costs less
-        than the steps of the levels left (each level's step has a fixed cost of many units' probes)."""
+        than the steps of the levels left (each level's step has a fixed cost of many units' probes).
+
+        The skipped levels' filters no longer prune: a unit whose own filter (folded smaller than an
+        ancestor's) errs may now be a candidate where the walk would have cut it.  Nothing is lost (no filter
+        has false negatives) and each filter's false-positive rate is bounded on its own (stored at most half
+        full, ``2^−k``), so the answer stays within the configured accuracy."""
         if not nodes.size:
             return False
         if probed >= _JUMP_MIN_NODES and survived >= _JUMP_ALIVE * probed:
