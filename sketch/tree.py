@@ -66,6 +66,8 @@ _I64 = np.int64
 
 
 _CACHED_LOCK = threading.Lock()
+#: Largest bit-sliced copy :meth:`BloomTree.sliced` makes (``m`` bits per node): 32 MiB.
+_SLICED_MAX_BITS = 1 << 28
 #: Up to this many nodes of one size, :meth:`BloomTree.probe` reads all their needed words at once.
 _PROBE_BLOCK_ROWS = 1024
 
@@ -316,6 +318,33 @@ def derive_structure(level: np.ndarray, fanout: int) -> np.ndarray:
                 child = child - size[child]
         size[parents] = 1 + size[children[parents]].sum(axis=1)
     return children
+
+
+class SlicedFilters:
+    """The filters of a fixed list of nodes, bit-sliced: row ``p`` holds bit ``p`` of every node's filter
+    (bit ``p mod size`` for a node stored folded to ``size`` bits), one bit per node.  A key is then probed
+    over all the nodes at once by ANDing its ``k`` rows — ``k`` passes over one bit per node instead of
+    reading each node's words — which is the classic signature-file slicing applied to the tree's filters.
+    Made from the tree's bits as they are; the tree changing makes it stale (keep it with
+    :meth:`BloomTree.cached`).
+    """
+
+    def __init__(self, tree: BloomTree, rows: np.ndarray, count: int) -> None:
+        self._tree = tree
+        self._rows = rows  # (m, words) uint64, node i at bit i % 64 of word i // 64
+        self.count = count
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._rows.nbytes)
+
+    def probe(self, keys: Sequence[str]) -> np.ndarray:
+        """A ``(count, len(keys))`` bool array: may each node hold each key (as :meth:`BloomTree.probe`)."""
+        out = np.empty((self.count, len(keys)), dtype=bool)
+        for j, key in enumerate(keys):
+            hit = np.bitwise_and.reduce(self._rows[self._tree.positions(key).astype(_I64)], axis=0)
+            out[:, j] = np.unpackbits(hit.view(np.uint8), bitorder="little", count=self.count).view(bool)
+        return out
 
 
 class BloomTree:
@@ -798,6 +827,34 @@ class BloomTree:
                     if not alive.size:
                         break
             out[rows[alive], j] = True
+
+    def sliced(self, nodes: Sequence[int] | np.ndarray, *, max_bits: int = _SLICED_MAX_BITS
+               ) -> SlicedFilters | None:
+        """The filters of ``nodes`` bit-sliced (see :class:`SlicedFilters`), or None when that would take
+        more than ``max_bits`` bits (``m`` per node)."""
+        ids = np.asarray(nodes, dtype=_I64)
+        m = self.config.m
+        if not ids.size or m * len(ids) > max_bits:
+            return None
+        log2 = self._log2.data[ids].astype(_I64)
+        offsets = self._offsets.data[ids]
+        pool = self._pool.data
+        n = len(ids)
+        padded = (n + 63) // 64 * 64
+        rows = np.zeros((m, padded // 8), dtype=np.uint8)
+        for size in np.unique(log2).tolist():
+            # The nodes stored at this size: their bits node by node, packed along the nodes (8 per byte)
+            # and turned into one row per bit; a row repeats every `width` bits of m (p mod width).
+            width = 1 << size
+            pick = np.flatnonzero(log2 == size)
+            grid = np.zeros((padded, width // 8), dtype=np.uint8)  # the nodes' filter bytes, by node
+            grid[pick] = pool[offsets[pick][:, None] + np.arange(width // 8)[None, :]]
+            by_byte = np.ascontiguousarray(grid.T)  # (width / 8, padded): byte j of every node
+            across = np.empty((width, padded // 8), dtype=np.uint8)
+            for bit in range(8):  # bit p = 8 j + bit of every node, packed 8 nodes to a byte
+                across[bit::8] = np.packbits((by_byte >> bit) & 1, axis=1, bitorder="little")
+            rows.reshape(m // width, width, -1)[:] |= across[None, :, :]
+        return SlicedFilters(self, rows.view("<u8"), n)
 
     def drop_cached(self) -> None:
         """Forget every derived value (as a process that just loaded the tree has none)."""

@@ -183,6 +183,24 @@ def test_batch_probe_agrees_with_single_probes_and_filters(config: TreeConfig, c
             assert answers[i, j] == tree.may_contain(i, key) == (key in f)
 
 
+@settings(max_examples=40, deadline=None)
+@given(configs, streams, st.lists(st.integers(0, 60), min_size=1, max_size=6), st.data())
+def test_sliced_filters_answer_as_the_filters(config: TreeConfig, codes: list[int], probe_codes: list[int],
+                                              data: st.DataObject) -> None:
+    """A bit-sliced copy of any list of nodes (of every stored size, the partial leaf included) probes
+    exactly as the nodes' own filters."""
+    tree = build(config, make_types(codes))
+    if not tree.rows:
+        assert tree.sliced([]) is None
+        return
+    nodes = data.draw(st.lists(st.integers(0, tree.rows - 1), min_size=1, max_size=3 * tree.rows))
+    keys = make_types(probe_codes)
+    sliced = tree.sliced(nodes)
+    assert sliced is not None and sliced.count == len(nodes)
+    assert np.array_equal(sliced.probe(keys), tree.probe(nodes, keys))
+    assert tree.sliced(nodes, max_bits=config.m * len(nodes) - 1) is None  # over its budget: not made
+
+
 def test_density_is_each_stored_filter_s_fill() -> None:
     rng = np.random.default_rng(11)
     tree = build(TreeConfig(leaf_size=64, m=4096, k=3), make_types((rng.zipf(1.2, 4000) % 900).tolist()))
