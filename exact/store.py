@@ -221,10 +221,8 @@ class Snapshot:
             return []
         lo = np.searchsorted(lasts, bounds[:, 0], "left")
         hi = np.searchsorted(firsts, bounds[:, 1], "right")
-        marks = np.zeros(len(firsts) + 1, dtype=np.int64)
         ok = lo < hi
-        np.add.at(marks, lo[ok], 1)
-        np.add.at(marks, hi[ok], -1)
+        marks = np.bincount(lo[ok], minlength=len(firsts) + 1) - np.bincount(hi[ok], minlength=len(firsts) + 1)
         wanted = np.flatnonzero(np.cumsum(marks[:-1]) > 0)
         out = []
         for i in np.unique(part_of[wanted]).tolist():

@@ -178,6 +178,9 @@ class TreeIndex:
         # per node, the units it spans: [first, last) (a node at or above the units' level spans a run)
         self._first_unit = np.searchsorted(self.units.lo_seq, cols["lo_seq"], "left")
         self._last_unit = np.searchsorted(self.units.lo_seq, cols["hi_seq"], "right")
+        # The units' filters bit-sliced, so a key is probed over every unit in a few passes (None when
+        # that copy would be too large; the units are then probed like any node).
+        self._sliced = tree.sliced(self.units.nodes)
 
     @classmethod
     def shared(cls, tree, granularity: int = 0) -> TreeIndex:
@@ -234,11 +237,24 @@ class TreeIndex:
                 unknown |= ~known[nodes]
             todo = nodes[unknown]
             if todo.size:
-                fresh = self.tree.probe(todo, keys)
+                fresh = self._probe_fresh(todo, keys)
                 for j, (known, hit) in enumerate(memos):
                     hit[todo] = fresh[:, j]
                     known[todo] = True
             return np.stack([hit[nodes] for _, hit in memos], axis=1)
+
+    def _probe_fresh(self, nodes: np.ndarray, keys: list[str]) -> np.ndarray:
+        """:meth:`BloomTree.probe`, the units among ``nodes`` answered from their sliced filters."""
+        if self._sliced is None:
+            return self.tree.probe(nodes, keys)
+        is_unit = self._level[nodes] <= self._granularity
+        if not is_unit.any():
+            return self.tree.probe(nodes, keys)
+        out = np.empty((len(nodes), len(keys)), dtype=bool)
+        out[is_unit] = self._sliced.probe(keys)[self._first_unit[nodes[is_unit]]]
+        if not is_unit.all():
+            out[~is_unit] = self.tree.probe(nodes[~is_unit], keys)
+        return out
 
     def _within(self, nodes: np.ndarray, between: Between | None) -> np.ndarray:
         if between is None:
@@ -325,6 +341,8 @@ class TreeIndex:
         full, ``2^−k``), so the answer stays within the configured accuracy."""
         if not nodes.size:
             return False
+        if self._sliced is not None:
+            return True  # the units' sliced filters answer all of them in a few passes
         if probed >= _JUMP_MIN_NODES and survived >= _JUMP_ALIVE * probed:
             return True
         first, last = self._first_unit[nodes], self._last_unit[nodes]
@@ -725,9 +743,8 @@ def _window_neighbourhood(query: Query, units: Units, hits: np.ndarray) -> np.nd
         assert isinstance(w, WithinEvents)
         first = np.searchsorted(units.hi_seq, units.lo_seq[h] - (w.count - 1), "left")
         last = np.searchsorted(units.lo_seq, units.hi_seq[h] + (w.count - 1), "right")
-    diff = np.zeros(len(units) + 1, dtype=_I64)
-    np.add.at(diff, first, 1)
-    np.add.at(diff, last, -1)
+    size = len(units) + 1
+    diff = np.bincount(first, minlength=size) - np.bincount(last, minlength=size)
     return np.cumsum(diff[:-1]) > 0
 
 
