@@ -222,7 +222,8 @@ class Snapshot:
         lo = np.searchsorted(lasts, bounds[:, 0], "left")
         hi = np.searchsorted(firsts, bounds[:, 1], "right")
         ok = lo < hi
-        marks = np.bincount(lo[ok], minlength=len(firsts) + 1) - np.bincount(hi[ok], minlength=len(firsts) + 1)
+        size = len(firsts) + 1
+        marks = np.bincount(lo[ok], minlength=size) - np.bincount(hi[ok], minlength=size)
         wanted = np.flatnonzero(np.cumsum(marks[:-1]) > 0)
         out = []
         for i in np.unique(part_of[wanted]).tolist():
