@@ -735,14 +735,23 @@ def _window_neighbourhood(query: Query, units: Units, hits: np.ndarray) -> np.nd
     """Units meeting the window around some hit unit ``h``: time ``[h.lo_ts − d, h.hi_ts + d]``, or seqs
     ``[h.lo_seq − (n−1), h.hi_seq + (n−1)]``."""
     h = np.flatnonzero(hits)
+    if not len(h):
+        return np.zeros(len(units), dtype=bool)
+    # A run of consecutive hit units is one neighbourhood: a unit before the run meets some hit's window
+    # iff it meets the run's first one's (the earliest), a unit after it iff the last one's, and the run's
+    # own units are hits.
+    new_run = np.ones(len(h), dtype=bool)
+    new_run[1:] = np.diff(h) != 1
+    run_first = h[new_run]
+    run_last = h[np.append(np.flatnonzero(new_run)[1:], len(h)) - 1]
     w = query.within
     if isinstance(w, WithinTime):
-        first = np.searchsorted(units.hi_ts, units.lo_ts[h] - w.micros, "left")
-        last = np.searchsorted(units.lo_ts, units.hi_ts[h] + w.micros, "right")
+        first = np.searchsorted(units.hi_ts, units.lo_ts[run_first] - w.micros, "left")
+        last = np.searchsorted(units.lo_ts, units.hi_ts[run_last] + w.micros, "right")
     else:
         assert isinstance(w, WithinEvents)
-        first = np.searchsorted(units.hi_seq, units.lo_seq[h] - (w.count - 1), "left")
-        last = np.searchsorted(units.lo_seq, units.hi_seq[h] + (w.count - 1), "right")
+        first = np.searchsorted(units.hi_seq, units.lo_seq[run_first] - (w.count - 1), "left")
+        last = np.searchsorted(units.lo_seq, units.hi_seq[run_last] + (w.count - 1), "right")
     size = len(units) + 1
     diff = np.bincount(first, minlength=size) - np.bincount(last, minlength=size)
     return np.cumsum(diff[:-1]) > 0

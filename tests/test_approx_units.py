@@ -301,3 +301,31 @@ def test_region_reads_join_consecutive_units_up_to_the_read_end(seed: int, leaf:
             spans = [(int(units.lo_seq[r[0]]), min(int(units.hi_seq[r[-1]]), region.read_end)) for r in runs]
             expected.append([(a, b) for a, b in spans if a <= b])
         assert _region_ranges(approx, regions) == expected
+
+
+@given(seed=st.integers(0, 10_000), leaf=st.integers(1, 6), window=st.integers(1, 60),
+       in_events=st.booleans(), density=st.sampled_from([0.02, 0.3, 0.9]))
+@settings(max_examples=60, deadline=None)
+def test_window_neighbourhood_is_every_unit_meeting_a_hit_s_window(seed: int, leaf: int, window: int,
+                                                                   in_events: bool, density: float) -> None:
+    """The units the rarest-first walk probes: each unit meeting the window around some hit unit (time
+    [lo_ts - d, hi_ts + d] or seqs [lo_seq - (n-1), hi_seq + (n-1)]), checked hit by hit, on streams with
+    idle gaps longer than the window."""
+    from sketch.evaluate import _window_neighbourhood
+
+    rng = np.random.default_rng(seed)
+    n = 600
+    ts = np.cumsum(np.where(rng.random(n) < 0.03, rng.integers(100, 400, n), rng.integers(0, 3, n))).tolist()
+    units = TreeIndex(tree_of([f"t{i % 5}" for i in range(n)], ts, leaf)).units
+    hits = rng.random(len(units)) < density
+    w = WithinEvents(window) if in_events else WithinTime(window)
+    query = Query(pattern=(Single(Var("a", "t0")), Single(Var("b", "t1"))), within=w)
+    expected = np.zeros(len(units), dtype=bool)
+    for h in np.flatnonzero(hits).tolist():
+        if in_events:
+            lo, hi = int(units.lo_seq[h]) - (window - 1), int(units.hi_seq[h]) + (window - 1)
+            expected |= (units.hi_seq >= lo) & (units.lo_seq <= hi)
+        else:
+            lo, hi = int(units.lo_ts[h]) - window, int(units.hi_ts[h]) + window
+            expected |= (units.hi_ts >= lo) & (units.lo_ts <= hi)
+    assert _window_neighbourhood(query, units, hits).tolist() == expected.tolist()
