@@ -684,15 +684,16 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
     bound = _window_bound(query, units, starts)
     if contiguous:
         bound = np.minimum(bound, _contiguity_bound(plan, units, any_hit, starts))
-    nxts = [[_next_hit(h) for h in row] for row in hits]
+    # per position, its hit units followed by U (the next hit at or after x is looked up by search)
+    hit_units = [[np.append(np.flatnonzero(h), U) for h in row] for row in hits]
 
     # The greedy earliest chain, element by element; a start fails once its chain leaves the window.
     e = starts
     alive = np.ones(len(starts), dtype=bool)
     reached = np.zeros(len(starts), dtype=_I64)  # elements placed per start (for explain)
     last_unit_of = []
-    for i, row in enumerate(nxts):
-        e = np.max(np.stack([nxt[e] for nxt in row]), axis=0)
+    for i, row in enumerate(hit_units):
+        e = np.max(np.stack([at[np.searchsorted(at, e, "left")] for at in row]), axis=0)
         alive &= (e < U) & (e <= bound)
         reached[alive] = i + 1
         last_unit_of.append(np.where(alive, e, -1))
