@@ -8,6 +8,7 @@ do and fails loudly when they do not.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,12 +45,26 @@ QUESTIONS = (
 )
 
 
-def find_log(explicit: str | None = None) -> Path:
-    """The bundled BPI 2012 log: ``--data``, ``$SEQSKETCH_DEMO_DATA``, or ``shared/data`` beside the repo."""
-    candidates = [explicit, os.environ.get("SEQSKETCH_DEMO_DATA")]
+def shared_data_dirs() -> list[Path]:
+    """Where the project's real data (``shared/data``) may be: beside this checkout, beside the working
+    directory, or beside the local repository this checkout was cloned from (a fresh clone made elsewhere)."""
     repo = Path(__file__).resolve().parents[1]
-    for base in (repo.parent, Path.cwd()):
-        candidates.append(str(base / "shared" / "data" / LOG_NAME))
+    bases = [repo.parent, Path.cwd()]
+    try:
+        origin = subprocess.run(["git", "-C", str(repo), "config", "--get", "remote.origin.url"],
+                                capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        origin = ""
+    if origin and Path(origin).is_dir():
+        bases.append(Path(origin).resolve().parent)
+    return [base / "shared" / "data" for base in bases]
+
+
+def find_log(explicit: str | None = None) -> Path:
+    """The bundled BPI 2012 log: ``--data``, ``$SEQSKETCH_DEMO_DATA``, or ``shared/data`` (see
+    :func:`shared_data_dirs`)."""
+    candidates = [explicit, os.environ.get("SEQSKETCH_DEMO_DATA")]
+    candidates += [str(d / LOG_NAME) for d in shared_data_dirs()]
     for c in candidates:
         if c and Path(c).is_file():
             return Path(c)

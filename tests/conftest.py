@@ -7,18 +7,19 @@ from pathlib import Path
 
 import pytest
 
-#: The repository sits beside ``shared/`` (at /work/main, and in CI's fresh clone alike).
-_SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The read-only real data directory: shared/data beside the repository, or $SEQSKETCH_SHARED_DATA."""
-    path = Path(os.environ.get("SEQSKETCH_SHARED_DATA") or _SHARED_DATA)
-    if not (path / "running-example.xes").is_file():
-        pytest.fail(f"real data not found at {path}: put shared/ beside the repository "
-                    "or set SEQSKETCH_SHARED_DATA")
-    return path
+    """The read-only real data directory: $SEQSKETCH_SHARED_DATA, or shared/data beside the repository
+    (or beside the one it was cloned from)."""
+    from api.demo import shared_data_dirs
+
+    explicit = os.environ.get("SEQSKETCH_SHARED_DATA")
+    candidates = [Path(explicit)] if explicit else shared_data_dirs()
+    for path in candidates:
+        if (path / "running-example.xes").is_file():
+            return path
+    pytest.fail(f"real data not found at {', '.join(map(str, candidates))}: put shared/ beside the "
+                "repository or set SEQSKETCH_SHARED_DATA")
 
 
 @pytest.fixture
