@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The read-only real data directory: $SEQSKETCH_SHARED_DATA, or shared/data beside the repository
