@@ -130,6 +130,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         roots = [r for r in roots.split(os.pathsep) if r]
     roots = [Path(r) for r in roots] if roots else input_roots_from_env(home)
 
+    from api.service import prepare_queries
+
+    prepare_queries()  # the first query is not charged for the parser's tables
     state = ServiceState(home=home, catalog=catalog, input_roots=roots, config=app.config)
     interrupted = catalog.fail_unfinished_jobs("the server stopped before the job finished")
     if interrupted:

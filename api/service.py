@@ -344,6 +344,18 @@ def _refuse_exact_scan_over(home: Path, name: str, max_events: int) -> None:
                               f"limit of {max_events:,}; use mode 'verified'", where="mode")
 
 
+def prepare_queries() -> None:
+    """Load what every query needs once per process — the query modules and the parser's LALR tables
+    (about 0.1–0.3 s) — so that a server's first query is not charged for them (nor refused by its time
+    limit for them)."""
+    import exact.engine  # noqa: F401
+    import sketch.dataset  # noqa: F401
+    import sketch.verify  # noqa: F401
+    from exact.language import parse
+
+    parse("PATTERN SEQ(A a)")
+
+
 def _query_runner() -> Callable[..., dict[str, Any]]:
     """This module's ``run_query`` (the query orchestration), looked up when a query arrives."""
     runner = globals().get("run_query")
