@@ -32,11 +32,11 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from exact.ast import Field, Query, Return, Strategy
 from exact.engine import Match, answer, evaluate, iso_ts_many
 from exact.normalize import Plan, normalize
+from exact.store import type_mask
 from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
 
 _I64 = np.int64
@@ -59,11 +59,6 @@ class EventSource(Protocol):
     def type_counts(self) -> dict[str, int] | None: ...
 
 
-def _of_types(column: pa.ChunkedArray | pa.Array, types: frozenset[str]) -> pa.ChunkedArray | pa.Array:
-    """Per row: is its type one of ``types``?"""
-    return pc.fill_null(pc.is_in(column, value_set=pa.array(sorted(types), pa.string())), False)
-
-
 class TableSource:
     """A stream held in memory as an Arrow table (seq-sorted)."""
 
@@ -82,7 +77,7 @@ class TableSource:
         table = pa.concat_tables(pieces) if pieces else self.table.select(cols).slice(0, 0)
         decoded = table.num_rows
         if types is not None and decoded:
-            table = table.filter(_of_types(table.column("type"), types))
+            table = table.filter(type_mask(table.column("type"), pa.array(sorted(types), pa.string())))
         return table, decoded
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
