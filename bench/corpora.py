@@ -20,7 +20,22 @@ import pyarrow as pa
 from exact.events import SEQ, TS
 from exact.ingest import IngestOptions, ingest, order_by_time, read_inputs, with_seq
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+def shared_data() -> Path:
+    """The real data directory: ``$SEQSKETCH_SHARED_DATA``, else the first ``shared/data`` that exists beside
+    this checkout, the working directory or the repository it was cloned from (the first of them if none)."""
+    import os
+
+    from api.demo import shared_data_dirs
+
+    explicit = os.environ.get("SEQSKETCH_SHARED_DATA")
+    if explicit:
+        return Path(explicit)
+    candidates = shared_data_dirs()
+    return next((d for d in candidates if d.is_dir()), candidates[0])
+
+
+DEFAULT_DATA = shared_data()
 BPIC = "bpic2012.xes.gz"
 BROWN = "brown.zip"
 

@@ -30,11 +30,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from bench.corpora import BPIC, DEFAULT_DATA
 from exact.ast import Query, Strategy
 from exact.engine import evaluate
 from exact.language import parse
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bpic2012.xes.gz"
+DATA = DEFAULT_DATA / BPIC
 
 SEQ3 = "PATTERN SEQ(A_ACCEPTED a, O_SENT_BACK b, A_ACTIVATED c) WITHIN 1 hour"
 CASE_KLEENE = ("PATTERN SEQ(A_SUBMITTED a, 'W_Completeren aanvraag'+ w, A_ACCEPTED b) PARTITION BY case "

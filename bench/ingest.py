@@ -26,11 +26,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bench.corpora import DEFAULT_DATA
 from exact.events import ATTRS, TS, concat_batches
 from exact.ingest import IngestOptions, order_by_time, read_inputs, with_seq
 from exact.store import EventStore
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = DEFAULT_DATA
 _REPO = Path(__file__).resolve().parents[1]
 
 

@@ -349,7 +349,9 @@ def run(quick: bool) -> dict[str, Any]:
                        "PATTERN SEQ(T18 a, T19 b) RETURN exists"]
             dataset = "synthetic"
         else:
-            source = Path(__file__).resolve().parents[2] / "shared" / "data" / "bpic2012.xes.gz"
+            from bench.corpora import BPIC, DEFAULT_DATA
+
+            source = DEFAULT_DATA / BPIC
             queries = ["PATTERN SEQ(A_SUBMITTED a, A_DECLINED d) PARTITION BY case WITHIN 1 h",
                        "PATTERN SEQ(O_SELECTED o, O_CANCELLED c) PARTITION BY case WITHIN 30 days "
                        "RETURN count",

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from bench.corpora import DEFAULT_DATA
 from exact.ingest import IngestOptions, ingest, order_by_time, read_inputs, with_seq
 from exact.store import EventStore
 from sketch import persist
@@ -33,7 +34,7 @@ from sketch.bloom import sorted_unique
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_tree
 from sketch.tree import BloomTree, encode_types
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = DEFAULT_DATA
 GOAL_EVENTS_PER_S = 2_000_000
 GOAL_BPIC_INDEX_SHARE = 0.05
 #: Baltus 2021, Table 5.4: construction time of the tree per dataset (events, seconds).
