@@ -245,28 +245,58 @@ def _reading_progress(inputs: Sequence[Path], progress: Callable[..., None]) -> 
     return report
 
 
+class _Abandoned(BaseException):
+    """Raised inside a query's worker thread once its caller has stopped waiting for it (a BaseException, so
+    that no ``except Exception`` on the way swallows it)."""
+
+
 def call_with_timeout(fn: Callable[[], Any], timeout_ms: int | None, what: str) -> Any:
-    """``fn()``, or :class:`QueryLimitError` once ``timeout_ms`` pass (the work is abandoned to finish in the
-    background: Python cannot interrupt it, but the caller gets its answer on time)."""
+    """``fn()``, or :class:`QueryLimitError` once ``timeout_ms`` pass.
+
+    The work runs on a worker thread.  When the limit passes, the caller is answered at once and the worker
+    is stopped: :class:`_Abandoned` is raised in it at its next Python instruction (a running numpy or Arrow
+    call finishes first), so an abandoned query does not keep a core busy until it would have ended.  The
+    work it leaves behind is only its own (caches it was filling are filled atomically or under ``with``).
+    """
     if not timeout_ms:
         return fn()
     box: dict[str, Any] = {}
+    guard = threading.Lock()  # held while the worker may be told to stop, and by the worker as it ends
+    running = [True]
 
     def run() -> None:
         try:
-            box["value"] = fn()
-        except BaseException as err:  # handed to the caller's thread
-            box["error"] = err
+            try:
+                box["value"] = fn()
+            except BaseException as err:  # handed to the caller's thread
+                box["error"] = err
+            finally:
+                with guard:
+                    running[0] = False
+        except _Abandoned:  # told to stop while ending
+            pass
 
     worker = threading.Thread(target=run, name="seqsketch-query", daemon=True)
     worker.start()
     worker.join(timeout_ms / 1000.0)
     if worker.is_alive():
+        with guard:
+            if running[0]:  # still inside run(): the thread id is this worker's
+                _raise_in(worker, _Abandoned)
         raise QueryLimitError(f"{what} took longer than the server's limit of {timeout_ms} ms; narrow it "
                               "(WITHIN, BETWEEN, PARTITION BY) or use mode 'approximate'")
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _raise_in(thread: threading.Thread, error: type[BaseException]) -> None:
+    """Have ``thread`` raise ``error`` at its next Python instruction (CPython's asynchronous exception)."""
+    import ctypes
+
+    ident = thread.ident
+    if ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(error))
 
 
 def bound_events(home: Path, name: str, matches: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:

@@ -380,6 +380,32 @@ def test_call_with_timeout_answers_on_time() -> None:
         service.call_with_timeout(lambda: 1 / 0, 1000, "x")
 
 
+def test_work_past_the_time_limit_is_stopped() -> None:
+    """The worker of a refused query stops within moments, not when its work would have ended (a minute)."""
+    import threading
+    import time
+
+    from exact.errors import QueryLimitError
+
+    steps, workers, finished = [0], [], []
+
+    def busy() -> None:  # pure Python, as the engine's loops are
+        workers.append(threading.current_thread())
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            steps[0] += 1
+        finished.append(True)
+
+    with pytest.raises(QueryLimitError):
+        service.call_with_timeout(busy, 50, "the query")
+    (worker,) = workers
+    worker.join(10)
+    assert not worker.is_alive() and not finished
+    seen = steps[0]
+    time.sleep(0.1)
+    assert steps[0] == seen > 0
+
+
 def test_scan_limit_refuses_exact_queries_over_it(home: Path, shared_data: Path) -> None:
     app = make_app(home, shared_data, QUERY_MAX_EVENTS=10)
     client = app.test_client()
