@@ -137,6 +137,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     interrupted = catalog.fail_unfinished_jobs("the server stopped before the job finished")
     if interrupted:
         log.warning("marked %d unfinished build job(s) failed: %s", len(interrupted), ", ".join(interrupted))
+    from exact.store import datasets_dir, sweep_abandoned
+
+    swept = sweep_abandoned(datasets_dir(home))
+    if swept:
+        log.warning("removed what %d killed build(s) left: %s", len(swept), ", ".join(swept))
     state.jobs = JobRunner(catalog, state.run_build, workers=int(app.config["BUILD_WORKERS"]))
     app.extensions[EXTENSION] = state
 

@@ -120,33 +120,103 @@ def staged_dataset(name: str, home: Path | None = None, *, replace: bool = False
 
     A failing block removes the directory, so a failed build leaves nothing behind.  An existing dataset is
     refused with :class:`Conflict` unless ``replace``; then it is swapped out only once the new one is
-    complete.
+    complete.  The stage is owned through a lock file beside it that the system releases when its process
+    dies, so that what a killed build left is found and swept by the next one (:func:`sweep_abandoned`).
     """
     final = dataset_dir(name, home)
     if final.exists() and not replace:
         raise Conflict(f"dataset {name!r} exists already (use --replace to rebuild it)", where=str(final))
     final.parent.mkdir(parents=True, exist_ok=True)
-    stage = final.parent / f".staging-{name}-{uuid.uuid4().hex[:8]}"
-    stage.mkdir()
-    try:
-        yield stage
-        if final.exists() and not replace:
-            raise Conflict(f"dataset {name!r} was created meanwhile", where=str(final))
-        if final.exists():
-            if _exchange(stage, final):  # one atomic step: the stage now holds the old dataset
-                shutil.rmtree(stage, ignore_errors=True)
+    sweep_abandoned(final.parent)
+    key = f"{name}-{uuid.uuid4().hex[:8]}"
+    stage = final.parent / f"{_STAGING}{key}"
+    with _owned(final.parent / f"{_STAGING}{key}{_OWNER}"):
+        stage.mkdir()
+        try:
+            yield stage
+            if final.exists() and not replace:
+                raise Conflict(f"dataset {name!r} was created meanwhile", where=str(final))
+            if final.exists():
+                if _exchange(stage, final):  # one atomic step: the stage now holds the old dataset
+                    shutil.rmtree(stage, ignore_errors=True)
+                else:
+                    # Two steps where the system cannot swap directories: a crash between them leaves the
+                    # old dataset in .trash-KEY, which the next sweep renames back.
+                    trash = final.parent / f"{_TRASH}{key}"
+                    os.replace(final, trash)
+                    os.replace(stage, final)
+                    shutil.rmtree(trash, ignore_errors=True)
             else:
-                # Two steps where the system cannot swap directories: a crash between them leaves the old
-                # dataset in the hidden .trash- directory beside it (see docs/operations.md).
-                trash = final.parent / f".trash-{name}-{uuid.uuid4().hex[:8]}"
-                os.replace(final, trash)
                 os.replace(stage, final)
-                shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.replace(stage, final)
+        finally:
+            if stage.exists():
+                shutil.rmtree(stage, ignore_errors=True)
+
+
+_STAGING, _TRASH, _OWNER = ".staging-", ".trash-", ".owner"
+_STAGE_KEY = re.compile(r"(?P<name>[a-z0-9][a-z0-9_-]{0,63})-[0-9a-f]{8}")
+
+
+@contextmanager
+def _owned(path: Path, *, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive ``flock`` on the file ``path`` (made if missing) for the block, then delete the file.
+
+    Yields False at once (holding nothing) when ``wait`` is off and another process holds it.  A lock taken on
+    a file that was deleted meanwhile (by a sweeper that held it) is retaken on a new file.
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            yield False
+            return
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        yield True
     finally:
-        if stage.exists():
-            shutil.rmtree(stage, ignore_errors=True)
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def sweep_abandoned(datasets: Path) -> list[str]:
+    """Clean up after builds whose process died (the owner lock of their stage is free): their stage is
+    deleted and, where a ``--replace`` died between its two renames, the old dataset moved back from its
+    trash directory.  Stages of running builds are left alone.  Returns the stage keys swept."""
+    if not datasets.is_dir():
+        return []
+    keys = set()
+    for entry in datasets.iterdir():
+        if entry.name.startswith(_STAGING):
+            key = entry.name[len(_STAGING):].removesuffix(_OWNER)
+        elif entry.name.startswith(_TRASH):
+            key = entry.name[len(_TRASH):]
+        else:
+            continue
+        if _STAGE_KEY.fullmatch(key):
+            keys.add(key)
+    swept = []
+    for key in sorted(keys):
+        with _owned(datasets / f"{_STAGING}{key}{_OWNER}", wait=False) as free:
+            if not free:
+                continue  # its build is running
+            final = datasets / _STAGE_KEY.fullmatch(key)["name"]  # type: ignore[index]
+            trash = datasets / f"{_TRASH}{key}"
+            if trash.is_dir():
+                if final.exists():
+                    shutil.rmtree(trash, ignore_errors=True)
+                else:
+                    os.replace(trash, final)  # the replace died between its renames: keep the old dataset
+            shutil.rmtree(datasets / f"{_STAGING}{key}", ignore_errors=True)
+            swept.append(key)
+    return swept
 
 
 # ------------------------------------------------------------------------------------------ snapshots
@@ -503,6 +573,9 @@ class EventStore:
                     f.unlink(missing_ok=True)
         for f in self.root.glob(f".{MANIFEST}.*.tmp"):
             f.unlink(missing_ok=True)
+        # a Spark job's staging beside the store is made and removed under this lock: any left is a dead job's
+        for d in self.root.parent.glob(".spark-staging-*"):
+            shutil.rmtree(d, ignore_errors=True)
 
     # -- reading events
 

@@ -331,8 +331,14 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
     extended in place with its own configuration.  ``leaves_per_task`` fixes the window (``L`` leaves of ``C``
     events; default: :func:`window_geometry`).  Parts written by a failing job are removed.
     """
-    ingest = ingest or IngestOptions()
-    build = build or BuildOptions()
+    with store.writing():  # the staging beside the store is the lock holder's (see EventStore._clean_orphans)
+        return _run_job(spark, inputs, store, ingest or IngestOptions(), build or BuildOptions(), tree,
+                        snapshot, progress, staging, leaves_per_task)
+
+
+def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest: IngestOptions,
+             build: BuildOptions, tree: BloomTree | None, snapshot: Snapshot | None, progress: Progress,
+             staging: Path | None, leaves_per_task: int | None) -> JobResult:
     timings = Timings()
     stage = ["checking the inputs"]
     files = plan_inputs(inputs, ingest)

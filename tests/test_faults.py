@@ -34,7 +34,7 @@ import pytest
 
 from api.commands import build_dataset, dataset_info
 from exact.errors import IndexCorrupt, SeqsketchError
-from exact.store import EventStore, dataset_dir, dataset_names, store_dir
+from exact.store import EventStore, dataset_dir, dataset_names, staged_dataset, store_dir, sweep_abandoned
 from sketch.dataset import Dataset
 from sketch.tree import BloomTree
 
@@ -63,6 +63,11 @@ def arm(name):
 
 for name in ("replace", "rename"):
     arm(name)
+
+if os.environ.get("FAULT_NO_EXCHANGE"):  # as on a system that cannot swap two directories in one step
+    import exact.store
+
+    exact.store._exchange = lambda a, b: False
 
 from api.cli import main  # noqa: E402
 
@@ -106,8 +111,10 @@ def stream(home: Path, name: str) -> pa.Table:
     return store.read_table(columns=["seq", "ts", "type"])
 
 
-def run_child(home: Path, kill_at: int, args: list[str], script: Path) -> int:
+def run_child(home: Path, kill_at: int, args: list[str], script: Path, *, exchange: bool = True) -> int:
     env = {**os.environ, "SEQSKETCH_HOME": str(home), "FAULT_KILL_AT": str(kill_at)}
+    if not exchange:
+        env["FAULT_NO_EXCHANGE"] = "1"
     done = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, timeout=120)
     if done.returncode not in (0, -signal.SIGKILL):
         raise AssertionError(f"child failed: {done.returncode}: {done.stderr.decode()[-2000:]}")
@@ -198,10 +205,18 @@ def assert_no_leftovers(home: Path, name: str) -> None:
     assert not [p for p in (root / "index").iterdir() if p.name.startswith(".")]
 
 
-@pytest.mark.parametrize("replace", [pytest.param(False, marks=pytest.mark.slow), True])
+def hidden(home: Path) -> list[str]:
+    folder = home / "datasets"
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) if folder.is_dir() else []
+
+
+@pytest.mark.parametrize(("replace", "exchange"), [pytest.param(False, True, marks=pytest.mark.slow),
+                                                   (True, True), (True, False)])
 def test_build_killed_at_every_step(tmp_path: Path, base_home: Path, inputs: dict[str, Path], child: Path,
-                                    replace: bool) -> None:
-    """A new build appears whole or not at all; a --replace build leaves the old dataset or the new one."""
+                                    replace: bool, exchange: bool) -> None:
+    """A new build appears whole or not at all; a --replace build leaves the old dataset or the new one —
+    at once where directories are swapped in one step, after the restart's sweep where it takes two renames.
+    The next build leaves nothing of the killed one behind."""
     old = stream(base_home, "ds").select(["ts", "type"])
     oracle = tmp_path / "oracle"
     build_dataset(oracle, "ds", [str(inputs["other"])], leaf_size=64)
@@ -211,7 +226,9 @@ def test_build_killed_at_every_step(tmp_path: Path, base_home: Path, inputs: dic
         home = fresh_copy(base_home, tmp_path / f"home-{kill_at}")
         if not replace:
             shutil.rmtree(dataset_dir("ds", home))
-        code = run_child(home, kill_at, args + (["--replace"] if replace else []), child)
+        code = run_child(home, kill_at, args + (["--replace"] if replace else []), child, exchange=exchange)
+        if not exchange:
+            sweep_abandoned(home / "datasets")  # the restart
         if "ds" in dataset_names(home):
             state = assert_committed_state(home, "ds", [old, new] if replace else [new])
             assert replace or state == 0
@@ -221,10 +238,39 @@ def test_build_killed_at_every_step(tmp_path: Path, base_home: Path, inputs: dic
         visible = [p.name for p in (home / "datasets").iterdir() if not p.name.startswith(".")]
         assert visible == (["ds"] if "ds" in dataset_names(home) else [])
         if code == 0:
+            assert hidden(home) == []
             break
+        build_dataset(home, "next", [str(inputs["other"])], leaf_size=64)
+        assert hidden(home) == [], "the next build should sweep what the killed one left"
         shutil.rmtree(home)
     else:
         pytest.fail("the build never completed")
+
+
+def test_a_running_build_is_not_swept_a_dead_one_is(tmp_path: Path, base_home: Path) -> None:
+    home = fresh_copy(base_home, tmp_path / "home")
+    datasets = home / "datasets"
+    with staged_dataset("live", home) as stage:
+        (stage / "work").write_text("in progress")
+        # a build killed long ago: its stage and a trash directory of a --replace, their owner gone
+        (datasets / ".staging-gone-0123abcd").mkdir()
+        (datasets / ".trash-ds-0123abcd").mkdir()
+        (datasets / ".trash-lost-4567cdef").mkdir()
+        (datasets / ".trash-lost-4567cdef" / "kept").write_text("the old dataset")
+        assert sweep_abandoned(datasets) == ["ds-0123abcd", "gone-0123abcd", "lost-4567cdef"]
+        assert stage.is_dir() and (stage / "work").read_text() == "in progress"
+        assert "ds" in dataset_names(home)  # it existed: its trash was deleted, not moved back
+        assert (datasets / "lost" / "kept").read_text() == "the old dataset"  # it did not: moved back
+        assert [p for p in hidden(home) if not p.startswith(stage.name)] == []
+    assert hidden(home) == []
+
+
+def test_a_killed_spark_appends_staging_goes_with_the_next_write(tmp_path: Path, base_home: Path) -> None:
+    home = fresh_copy(base_home, tmp_path / "home")
+    left = dataset_dir("ds", home) / ".spark-staging-0123abcd"
+    (left / "chunk").mkdir(parents=True)
+    Dataset.open(home, "ds").append(_later_events(stream(home, "ds")))
+    assert not left.exists()
 
 
 # --- kills at random moments, from outside ------------------------------------------------------------------
@@ -407,6 +453,7 @@ def test_server_killed_during_a_build_job(tmp_path: Path) -> None:
         if "big" in dataset_names(home):  # the kill came after the build published: then it is whole
             assert_index_equals_rebuild(home, "big")
         process, client = start()
+        assert hidden(home) == [], "the restarted server should sweep what the killed build left"
         state = client.job(job["job_id"])
         assert state["state"] in ("failed", "succeeded"), state
         if state["state"] == "failed":
