@@ -1,7 +1,7 @@
 """Catalog database plumbing: where it is, engines, sessions, and the migration-head check.
 
 The catalog lives at ``$SEQSKETCH_DATABASE_URL`` or, by default, in SQLite at ``$SEQSKETCH_HOME/catalog.db``.
-Its schema belongs to the Alembic migrations in ``migrations/``.  Two rules keep a deployment honest:
+Its schema belongs to the Alembic migrations in ``api/migrations/``.  Two rules keep a deployment honest:
 
 * a database **behind** the migration head is refused (:class:`CatalogOutOfDate`), by the app and by every CLI
   command, with the command that fixes it — nothing migrates an existing database silently;
@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from exact.errors import SeqsketchError
 
 #: The Alembic script directory (a sibling of the ``api`` package in a checkout and in an installed wheel).
-MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 DEFAULT_HOME = "./.seqsketch"
 
 

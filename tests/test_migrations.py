@@ -129,6 +129,40 @@ def test_cli_db_commands_and_refusal_behind_head(tmp_path: Path, monkeypatch: py
     assert code == 0 and json.loads(out)["current"] is None
 
 
+def test_an_installed_package_carries_its_migrations(tmp_path: Path) -> None:
+    """The wheel holds the migrations, and the package installed from it alone — run outside the checkout —
+    migrates a new catalog to head with ``seqsketch db upgrade``."""
+    import sys
+    import zipfile
+
+    repo = Path(__file__).resolve().parents[1]
+    source = tmp_path / "source"  # built from a copy: a build writes into its source tree
+    shutil.copytree(repo, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info",
+                                                                 ".hypothesis", "__pycache__", "bench"))
+    wheels = tmp_path / "wheels"
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--quiet", "-w",
+                            str(wheels)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = wheels.glob("seqsketch-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    versions = [f"api/migrations/versions/{p.name}" for p in (repo / "api/migrations/versions").glob("0*.py")]
+    for path in ("api/migrations/env.py", "api/migrations/script.py.mako", *versions):
+        assert path in names, f"{path} is not in the wheel"
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site),
+                    str(wheel)], check=True, capture_output=True, timeout=300)
+    home = tmp_path / "home"
+    env = {**os.environ, "PYTHONPATH": str(site), "SEQSKETCH_HOME": str(home)}
+    script = ("import api, sys; from api.cli import main; "
+              "assert api.__file__.startswith(sys.argv[1]), api.__file__; "
+              "sys.exit(main(['db', 'upgrade', '--json']))")
+    done = subprocess.run([sys.executable, "-c", script, str(site)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["at_head"] is True
+    assert tables(db.make_engine(sqlite_url(home / "catalog.db"))) == CATALOG_TABLES
+
+
 # --- PostgreSQL ---------------------------------------------------------------------------------------------
 
 
