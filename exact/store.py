@@ -33,7 +33,6 @@ import re
 import shutil
 import threading
 import uuid
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -583,24 +582,9 @@ class EventStore:
              snapshot: Snapshot | None = None) -> list[tuple[PartInfo, list[int]]]:
         """The parts and row-group indices a read of ``[start_seq, end_seq]`` (inclusive) opens."""
         snap = snapshot or self.snapshot()
-        if snap.events == 0:
-            return []
         end = snap.events - 1 if end_seq is None else min(end_seq, snap.events - 1)
         start = max(start_seq, 0)
-        if start > end:
-            return []
-        firsts = [p.first_seq for p in snap.parts]
-        out = []
-        for part in snap.parts[max(bisect_right(firsts, start) - 1, 0):]:
-            if part.first_seq > end:
-                break
-            if part.last_seq < start:
-                continue
-            group_lasts = [g[1] for g in part.row_groups]
-            lo = bisect_left(group_lasts, start)
-            hi = bisect_right([g[0] for g in part.row_groups], end)
-            out.append((part, list(range(lo, hi))))
-        return out
+        return snap.groups_of([(start, end)]) if start <= end else []
 
     def read(self, start_seq: int = 0, end_seq: int | None = None, columns: Sequence[str] | None = None,
              snapshot: Snapshot | None = None) -> Iterator[pa.RecordBatch]:
