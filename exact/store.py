@@ -153,7 +153,7 @@ def staged_dataset(name: str, home: Path | None = None, *, replace: bool = False
 
 
 _STAGING, _TRASH, _OWNER = ".staging-", ".trash-", ".owner"
-_STAGE_KEY = re.compile(r"(?P<name>[a-z0-9][a-z0-9_-]{0,63})-[0-9a-f]{8}")
+_STAGE_KEY = re.compile(rf"(?P<name>{_DATASET_NAME.pattern})-[0-9a-f]{{8}}")  # a stage's dataset and token
 
 
 @contextmanager
