@@ -37,7 +37,7 @@ from werkzeug.exceptions import HTTPException
 
 from api.catalog import Catalog, open_catalog
 from api.db import database_url, seqsketch_home
-from api.jobs import JobRunner, Progress, input_roots_from_env
+from api.jobs import JobRunner, Progress, input_roots_from_env, recover_published_builds
 from exact.errors import SeqsketchError
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     prepare_queries()  # the first query is not charged for the parser's tables
     state = ServiceState(home=home, catalog=catalog, input_roots=roots, config=app.config)
+    finished = recover_published_builds(catalog, home)
+    if finished:
+        log.warning("recorded %d build job(s) that had published before the server stopped: %s",
+                    len(finished), ", ".join(finished))
     interrupted = catalog.fail_unfinished_jobs("the server stopped before the job finished")
     if interrupted:
         log.warning("marked %d unfinished build job(s) failed: %s", len(interrupted), ", ".join(interrupted))

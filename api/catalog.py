@@ -381,6 +381,13 @@ class Catalog:
             )
             return None if job is None else job.to_dict()
 
+    def unfinished_jobs(self) -> list[tuple[str, str, dt.datetime | None]]:
+        """``(id, dataset, started)`` of every queued or running job, oldest first."""
+        with self.session() as s:
+            return [(job.id, job.dataset, job.started) for job in s.scalars(
+                select(BuildJob).where(BuildJob.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))
+                .order_by(BuildJob.created))]
+
     def fail_unfinished_jobs(self, reason: str) -> list[str]:
         """Mark every queued or running job failed (their worker is gone, e.g. after a restart), and the
         datasets whose first build they were."""

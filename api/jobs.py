@@ -178,6 +178,35 @@ class JobRunner:
                                 finished=utcnow())
 
 
+def recover_published_builds(catalog: Catalog, home: Path) -> list[str]:
+    """Record as succeeded the unfinished build jobs whose build had published when their server stopped.
+
+    A build publishes by one atomic replace of its store's manifest, and the job is recorded a moment later;
+    a server stopped in between leaves a complete dataset under a running job.  A job whose dataset's
+    manifest was written after the job started is that case (builds of one dataset do not overlap): it is
+    recorded from the dataset as it is on disk.  Returns the jobs recorded.
+    """
+    from api.service import dataset_info
+    from exact.store import MANIFEST, dataset_dir, store_dir
+
+    recorded = []
+    for job_id, dataset, started in catalog.unfinished_jobs():
+        if started is None:
+            continue  # it never began
+        try:
+            written = (store_dir(dataset_dir(dataset, home)) / MANIFEST).stat().st_mtime
+        except (OSError, SeqsketchError):
+            continue  # nothing published
+        if written < started.timestamp():
+            continue  # the dataset it would have replaced
+        info = dataset_info(home, dataset)
+        publish_build(catalog, dataset, info)
+        catalog.update_job(job_id, state=JobState.SUCCEEDED, progress=1.0, result=_jsonable(info),
+                           message="done (recorded when the server restarted)", finished=utcnow())
+        recorded.append(job_id)
+    return recorded
+
+
 def publish_build(catalog: Catalog, dataset: str, info: Mapping[str, Any]) -> None:
     """Record a finished build (or append) in the catalog: events, and the index version it published."""
     events = int(info.get("events") or 0)

@@ -356,6 +356,35 @@ def test_jobs_left_running_by_a_stopped_server_are_marked_failed(home: Path, sha
     service_state(restarted).jobs.shutdown()  # type: ignore[union-attr]
 
 
+def test_a_restart_records_a_build_that_had_published(home: Path, shared_data: Path) -> None:
+    """A server stopped between a build's publish and recording it: the restart finds the dataset written
+    after the job started and records the job succeeded; a job whose dataset is older, or absent, failed."""
+    from api.catalog import utcnow
+    from api.commands import build_dataset
+
+    log = str(shared_data / "running-example.xes")
+    app = make_app(home, shared_data)
+    catalog = service_state(app).catalog
+    build_dataset(home, "older", [log])  # exists before its (replacing) job starts, which then dies
+    jobs = {}
+    for name in ("published", "older", "absent"):
+        jobs[name] = catalog.create_job(name, ["running-example.xes"], {"replace": True})["id"]
+        catalog.update_job(jobs[name], state="running", started=utcnow())
+    build_dataset(home, "published", [log])  # the build that published, its job not yet recorded
+    service_state(app).jobs.shutdown()  # type: ignore[union-attr]
+
+    restarted = make_app(home, shared_data)
+    client = restarted.test_client()
+    states = {name: client.get(f"/v1/jobs/{job}").json for name, job in jobs.items()}
+    assert states["published"]["state"] == "succeeded"
+    assert states["published"]["result"]["events"] == client.get("/v1/datasets/published").json["events"] > 0
+    versions = service_state(restarted).catalog.index_versions("published")
+    assert [v["number"] for v in versions] == [1]
+    for name in ("older", "absent"):
+        assert states[name]["state"] == "failed" and states[name]["error"]["code"] == "interrupted"
+    service_state(restarted).jobs.shutdown()  # type: ignore[union-attr]
+
+
 def test_environment_configures_the_app(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SEQSKETCH_MAX_APPEND_BYTES", "1234")
     monkeypatch.setenv("SEQSKETCH_INPUT_ROOTS", os.pathsep.join(["/nonexistent/a", str(home)]))
