@@ -250,39 +250,64 @@ class _Abandoned(BaseException):
     that no ``except Exception`` on the way swallows it)."""
 
 
+def _unraisable(previous: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``sys.unraisablehook`` that stays quiet about a stop swallowed by a destructor (it is raised again)."""
+
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, _Abandoned):
+            previous(unraisable)
+
+    hook.quiet_about_stops = True  # type: ignore[attr-defined]
+    return hook
+
+
 def call_with_timeout(fn: Callable[[], Any], timeout_ms: int | None, what: str) -> Any:
     """``fn()``, or :class:`QueryLimitError` once ``timeout_ms`` pass.
 
     The work runs on a worker thread.  When the limit passes, the caller is answered at once and the worker
     is stopped: :class:`_Abandoned` is raised in it at its next Python instruction (a running numpy or Arrow
-    call finishes first), so an abandoned query does not keep a core busy until it would have ended.  The
-    work it leaves behind is only its own (caches it was filling are filled atomically or under ``with``).
+    call finishes first), again every 50 ms until it ends — an exception raised while the worker runs a
+    destructor or a weak-reference callback is swallowed there — so an abandoned query does not keep a core
+    busy until it would have ended.  The work it leaves behind is only its own (caches it was filling are
+    filled atomically or under ``with``).
     """
     if not timeout_ms:
         return fn()
     box: dict[str, Any] = {}
-    guard = threading.Lock()  # held while the worker may be told to stop, and by the worker as it ends
+    guard = threading.Lock()  # the worker is told to stop only while it holds no claim to have ended
     running = [True]
 
     def run() -> None:
         try:
-            try:
-                box["value"] = fn()
-            except BaseException as err:  # handed to the caller's thread
-                box["error"] = err
-            finally:
-                with guard:
-                    running[0] = False
-        except _Abandoned:  # told to stop while ending
-            pass
+            box["value"] = fn()
+        except BaseException as err:  # handed to the caller's thread
+            box["error"] = err
+        finally:
+            while True:  # a stop arriving here is caught and the flag set again
+                try:
+                    with guard:
+                        running[0] = False
+                    break
+                except _Abandoned:
+                    continue
+
+    def stop() -> None:
+        while worker.is_alive():
+            with guard:
+                if not running[0]:
+                    return
+                _raise_in(worker, _Abandoned)  # alive and inside run(): the thread id is the worker's
+            worker.join(0.05)
 
     worker = threading.Thread(target=run, name="seqsketch-query", daemon=True)
     worker.start()
     worker.join(timeout_ms / 1000.0)
     if worker.is_alive():
-        with guard:
-            if running[0]:  # still inside run(): the thread id is this worker's
-                _raise_in(worker, _Abandoned)
+        import sys
+
+        if not getattr(sys.unraisablehook, "quiet_about_stops", False):
+            sys.unraisablehook = _unraisable(sys.unraisablehook)
+        threading.Thread(target=stop, name="seqsketch-query-stop", daemon=True).start()
         raise QueryLimitError(f"{what} took longer than the server's limit of {timeout_ms} ms; narrow it "
                               "(WITHIN, BETWEEN, PARTITION BY) or use mode 'approximate'")
     if "error" in box:
