@@ -178,9 +178,15 @@ class TreeIndex:
         # per node, the units it spans: [first, last) (a node at or above the units' level spans a run)
         self._first_unit = np.searchsorted(self.units.lo_seq, cols["lo_seq"], "left")
         self._last_unit = np.searchsorted(self.units.lo_seq, cols["hi_seq"], "right")
-        # The units' filters bit-sliced, so a key is probed over every unit in a few passes (None when
-        # that copy would be too large; the units are then probed like any node).
-        self._sliced = tree.sliced(self.units.nodes)
+        # The filters of the units and of the top level (where every walk starts) bit-sliced, so a key is
+        # probed over all of them in a few passes (None when that copy would be too large; they are then
+        # probed like any node).  Per node, its column in that copy, or -1.
+        top_only = self._top[self._level[self._top] > granularity]
+        sliced_nodes = np.concatenate((self.units.nodes.astype(_I64), top_only))
+        self._sliced = tree.sliced(sliced_nodes)
+        self._sliced_col = np.full(self._rows, -1, dtype=_I64)
+        if self._sliced is not None:
+            self._sliced_col[sliced_nodes] = np.arange(len(sliced_nodes), dtype=_I64)
 
     @classmethod
     def shared(cls, tree, granularity: int = 0) -> TreeIndex:
@@ -244,16 +250,19 @@ class TreeIndex:
             return np.stack([hit[nodes] for _, hit in memos], axis=1)
 
     def _probe_fresh(self, nodes: np.ndarray, keys: list[str]) -> np.ndarray:
-        """:meth:`BloomTree.probe`, the units among ``nodes`` answered from their sliced filters."""
+        """:meth:`BloomTree.probe`, the units and top-level nodes among ``nodes`` answered from their sliced
+        filters."""
         if self._sliced is None:
             return self.tree.probe(nodes, keys)
-        is_unit = self._level[nodes] <= self._granularity
-        if not is_unit.any():
+        col = self._sliced_col[nodes]
+        have = col >= 0
+        if have.all():
+            return self._sliced.probe(keys)[col]
+        if not have.any():
             return self.tree.probe(nodes, keys)
         out = np.empty((len(nodes), len(keys)), dtype=bool)
-        out[is_unit] = self._sliced.probe(keys)[self._first_unit[nodes[is_unit]]]
-        if not is_unit.all():
-            out[~is_unit] = self.tree.probe(nodes[~is_unit], keys)
+        out[have] = self._sliced.probe(keys)[col[have]]
+        out[~have] = self.tree.probe(nodes[~have], keys)
         return out
 
     def _within(self, nodes: np.ndarray, between: Between | None) -> np.ndarray:
