@@ -46,8 +46,12 @@ QUESTIONS = (
 
 
 def shared_data_dirs() -> list[Path]:
-    """Where the project's real data (``shared/data``) may be: beside this checkout, beside the working
-    directory, or beside the local repository this checkout was cloned from (a fresh clone made elsewhere)."""
+    """Where the project's real data (``shared/data``) may be: ``$SEQSKETCH_SHARED_DATA`` alone when set,
+    else beside this checkout, beside the working directory, or beside the local repository this checkout
+    was cloned from (a fresh clone made elsewhere)."""
+    explicit = os.environ.get("SEQSKETCH_SHARED_DATA")
+    if explicit:
+        return [Path(explicit)]
     repo = Path(__file__).resolve().parents[1]
     bases = [repo.parent, Path.cwd()]
     try:

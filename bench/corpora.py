@@ -22,15 +22,9 @@ from exact.ingest import IngestOptions, ingest, order_by_time, read_inputs, with
 
 
 def shared_data() -> Path:
-    """The real data directory: ``$SEQSKETCH_SHARED_DATA``, else the first ``shared/data`` that exists beside
-    this checkout, the working directory or the repository it was cloned from (the first of them if none)."""
-    import os
-
+    """The first of :func:`api.demo.shared_data_dirs` that exists (the first of them if none)."""
     from api.demo import shared_data_dirs
 
-    explicit = os.environ.get("SEQSKETCH_SHARED_DATA")
-    if explicit:
-        return Path(explicit)
     candidates = shared_data_dirs()
     return next((d for d in candidates if d.is_dir()), candidates[0])
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,7 @@ def shared_data() -> Path:
     (or beside the one it was cloned from)."""
     from api.demo import shared_data_dirs
 
-    explicit = os.environ.get("SEQSKETCH_SHARED_DATA")
-    candidates = [Path(explicit)] if explicit else shared_data_dirs()
+    candidates = shared_data_dirs()
     for path in candidates:
         if (path / "running-example.xes").is_file():
             return path
