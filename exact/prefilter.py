@@ -115,8 +115,13 @@ class EventFrame:
     def type_codes(self) -> tuple[np.ndarray, pa.Array]:
         """Each event's type as a code into the frame's distinct types (made once per frame)."""
         if self._codes is None:
-            column = self.array("type")
-            encoded = column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)
+            column = self.table.column("type")
+            if pa.types.is_dictionary(column.type):
+                # as the event store reads it: one dictionary per part, unified here (the dictionaries,
+                # not the rows, are compared)
+                encoded = column.unify_dictionaries().combine_chunks()
+            else:
+                encoded = pc.dictionary_encode(column.combine_chunks())
             self._codes = (encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary)
         return self._codes
 
@@ -131,6 +136,9 @@ class EventFrame:
             arr = pa.array(self.ts)
         elif attr == "type":
             arr = self.table.column("type").combine_chunks()
+            if pa.types.is_dictionary(arr.type):
+                # conditions compare strings: a dictionary-encoded column is decoded when one names it
+                arr = arr.cast(arr.type.value_type)
         elif "attrs" in self.table.column_names:
             attrs = self.table.column("attrs")
             struct_type = attrs.type

@@ -4,6 +4,7 @@ streams and random patterns, for every strategy, with and without two-phase eval
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -124,6 +125,16 @@ def queries(draw: st.DrawFn, strategy: Strategy | None = None) -> Query:
     return Query(tuple(elements), tuple(conds), partition, within, between, strat)
 
 
+def dictionary_typed(table: pa.Table) -> pa.Table:
+    """``table`` with ``type`` dictionary-encoded as the event store reads it: one dictionary per chunk
+    (here two chunks, whose dictionaries differ in content and order)."""
+    half = table.num_rows // 2
+    chunks = [table.column("type").combine_chunks().slice(a, b - a).dictionary_encode()
+              for a, b in ((0, half), (half, table.num_rows))]
+    at = table.column_names.index("type")
+    return table.set_column(at, "type", pa.chunked_array(chunks, chunks[0].type))
+
+
 def _check(query: Query, rows: list[dict]) -> None:
     table = stream_table(rows)
     expected = reference_matches(query, table)
@@ -131,6 +142,7 @@ def _check(query: Query, rows: list[dict]) -> None:
         for prefilter in (True, False):
             got = evaluate(query, table, two_phase=two_phase, prefilter=prefilter)
             assert got == expected, (two_phase, prefilter, query)
+    assert evaluate(query, dictionary_typed(table)) == expected, query
 
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
