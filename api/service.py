@@ -463,7 +463,8 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: st
     # attributes are read only when a condition or the partition names one
     attrs_used = bool(parsed.partition_by) or any(
         o.attr not in BUILTIN_FIELDS for c in parsed.where for o in (c.left, c.right) if isinstance(o, Field))
-    table = store.read_table(snapshot=snap, columns=None if attrs_used else ["seq", "ts", "type"])
+    table = store.read_table(snapshot=snap, columns=None if attrs_used else ["seq", "ts", "type"],
+                             type_dictionary=True)
     verify_started = time.perf_counter()
     matches = evaluate(parsed, table, type_counts=snap.type_counts)
     verify_ms = (time.perf_counter() - verify_started) * 1000

@@ -587,11 +587,13 @@ class EventStore:
         return snap.groups_of([(start, end)]) if start <= end else []
 
     def read(self, start_seq: int = 0, end_seq: int | None = None, columns: Sequence[str] | None = None,
-             snapshot: Snapshot | None = None) -> Iterator[pa.RecordBatch]:
+             snapshot: Snapshot | None = None, *, type_dictionary: bool = False) -> Iterator[pa.RecordBatch]:
         """Batches of the events with ``start_seq <= seq <= end_seq`` (inclusive; ``None`` = to the end).
 
         ``columns`` picks among ``seq``, ``ts``, ``type``, ``attrs`` (default all); every batch has the
-        snapshot's unified schema.  Only the row groups that overlap the range are read.
+        snapshot's unified schema, but with ``type_dictionary`` ``type`` stays dictionary-encoded as
+        stored (one dictionary per part; the exact engine works on the codes, and decoding every row to a
+        string costs more than the rest of a scan).  Only the row groups that overlap the range are read.
         """
         snap = snapshot or self.snapshot()
         cols = _columns(columns, snap)
@@ -605,18 +607,18 @@ class EventStore:
             lo = max(start_seq - first, 0)
             hi = min(end - first + 1, table.num_rows)
             table = table.slice(lo, max(hi - lo, 0))
-            yield from conform_columns(table, cols, attrs).to_batches()
+            yield from conform_columns(table, cols, attrs, type_dictionary=type_dictionary).to_batches()
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str] | None = None,
-                    types: frozenset[str] | None = None, snapshot: Snapshot | None = None
-                    ) -> tuple[pa.Table, int]:
+                    types: frozenset[str] | None = None, snapshot: Snapshot | None = None, *,
+                    type_dictionary: bool = False) -> tuple[pa.Table, int]:
         """The events inside the seq ``ranges`` (inclusive, sorted, disjoint) — only those of ``types``
         unless None — as one seq-sorted table in the snapshot's schema, and the rows decoded to find them.
 
         Each part meeting a range is opened once and every row group it needs decoded in one call.  ``seq``
         is never decoded (a part's rows are consecutive seqs, so a row's seq is its position), rows are
         selected before anything is converted, and ``type`` is tested once per row group's dictionary, so
-        the cost beyond decoding follows the rows kept.
+        the cost beyond decoding follows the rows kept.  ``type_dictionary`` as in :meth:`read`.
         """
         snap = snapshot or self.snapshot()
         cols = _columns(columns, snap)
@@ -637,9 +639,8 @@ class EventStore:
             if not len(rows):
                 continue
             kept = raw.take(pa.array(rows)).append_column(SEQ, pa.array(seq))
-            tables.append(conform_columns(kept, cols, attrs))
-        schema = snap.schema()
-        schema = pa.schema([schema.field(c) for c in cols])
+            tables.append(conform_columns(kept, cols, attrs, type_dictionary=type_dictionary))
+        schema = _read_schema(snap, cols, type_dictionary)
         if not tables:
             return schema.empty_table(), decoded
         return pa.concat_tables(tables), decoded
@@ -656,13 +657,12 @@ class EventStore:
                            where=str(self.root)) from None
 
     def read_table(self, start_seq: int = 0, end_seq: int | None = None, columns: Sequence[str] | None = None,
-                   snapshot: Snapshot | None = None) -> pa.Table:
+                   snapshot: Snapshot | None = None, *, type_dictionary: bool = False) -> pa.Table:
         """:meth:`read` as one table (empty with the right schema when nothing is in range)."""
         snap = snapshot or self.snapshot()
         cols = _columns(columns, snap)
-        schema = snap.schema()
-        schema = pa.schema([schema.field(c) for c in cols])
-        return pa.Table.from_batches(list(self.read(start_seq, end_seq, cols, snap)), schema=schema)
+        batches = list(self.read(start_seq, end_seq, cols, snap, type_dictionary=type_dictionary))
+        return pa.Table.from_batches(batches, schema=_read_schema(snap, cols, type_dictionary))
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -732,17 +732,39 @@ def _columns(columns: Sequence[str] | None, snap: Snapshot) -> list[str]:
     return [c for c in COLUMNS if c in wanted and (c != ATTRS or snap.attrs)]
 
 
-def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataType]) -> pa.Table:
-    """``cols`` of a part's rows in the snapshot's unified schema (attributes widened, missing ones null)."""
+#: ``type`` as parts store it and :meth:`EventStore.read` keeps it on request.
+TYPE_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
+
+
+def _read_schema(snap: Snapshot, cols: list[str], type_dictionary: bool) -> pa.Schema:
+    schema = snap.schema()
+    fields = [schema.field(c) for c in cols]
+    if type_dictionary:
+        fields = [f.with_type(TYPE_DICTIONARY) if f.name == TYPE else f for f in fields]
+    return pa.schema(fields)
+
+
+def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataType], *,
+                    type_dictionary: bool = False) -> pa.Table:
+    """``cols`` of a part's rows in the snapshot's unified schema (attributes widened, missing ones null;
+    ``type`` dictionary-encoded with ``type_dictionary``)."""
     schema = event_schema(attrs)
-    arrays = []
+    fields, arrays = [], []
     for c in cols:
+        field = schema.field(c)
         if c == ATTRS:
             struct = table.column(ATTRS).combine_chunks() if ATTRS in table.column_names else None
             arrays.append(conform_attrs(struct, table.num_rows, attrs))
+        elif c == TYPE and type_dictionary:
+            column = table.column(c)
+            if column.type != TYPE_DICTIONARY:
+                column = pc.dictionary_encode(column.cast(pa.string())).cast(TYPE_DICTIONARY)
+            field = field.with_type(TYPE_DICTIONARY)
+            arrays.append(column)
         else:
-            arrays.append(table.column(c).cast(schema.field(c).type))
-    return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(c) for c in cols]))
+            arrays.append(table.column(c).cast(field.type))
+        fields.append(field)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def _rows_in_ranges(part: PartInfo, groups: list[int], bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

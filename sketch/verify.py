@@ -89,7 +89,8 @@ class TableSource:
 
 class StoreSource:
     """A snapshot of an :class:`~exact.store.EventStore`: ranges are read row group by row group, each
-    needed row group once (neighbouring ranges within one row group are read together)."""
+    needed row group once (neighbouring ranges within one row group are read together); ``type`` comes
+    dictionary-encoded as stored, which the exact engine works on directly."""
 
     def __init__(self, store, snapshot=None) -> None:
         self.store = store
@@ -102,11 +103,11 @@ class StoreSource:
         from exact.events import ATTRS
 
         cols = [c for c in columns if c != ATTRS or self.snapshot.attrs]
-        return self.store.read_ranges(ranges, cols, types, snapshot=self.snapshot)
+        return self.store.read_ranges(ranges, cols, types, snapshot=self.snapshot, type_dictionary=True)
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
         cols = [c for c in columns if c != "attrs" or self.snapshot.attrs]
-        return self.store.read_table(0, None, cols, snapshot=self.snapshot)
+        return self.store.read_table(0, None, cols, snapshot=self.snapshot, type_dictionary=True)
 
     def type_counts(self) -> dict[str, int] | None:
         return dict(self.snapshot.type_counts)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from exact.errors import Conflict, InputError, NotFound, StoreCorrupt
 from exact.events import SEQ, records_to_table, to_records
 from exact.ingest import ingest, ingest_tables
-from exact.store import MANIFEST, PARTS, EventStore, check_dataset_name, dataset_names, staged_dataset
+from exact.store import MANIFEST, PARTS, TYPE_DICTIONARY, EventStore, check_dataset_name, dataset_names, staged_dataset
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -78,6 +78,16 @@ def test_round_trip_and_range_reads(tmp_path_factory: pytest.TempPathFactory, st
     only = store.read_table(start, end, columns=["seq", "type"])
     assert only.column_names == ["seq", "type"]
     assert only.column("type").equals(got.column("type"))
+    encoded = store.read_table(start, end, type_dictionary=True)
+    assert encoded.schema.field("type").type == TYPE_DICTIONARY
+    assert decoded_types(encoded).equals(got)
+
+
+def decoded_types(table: pa.Table) -> pa.Table:
+    """``table`` with a dictionary-encoded ``type`` decoded to strings."""
+    at = table.column_names.index("type")
+    return table.set_column(at, table.schema.field("type").with_type(pa.string()),
+                            table.column("type").cast(pa.string()))
 
 
 @SETTINGS
@@ -106,6 +116,12 @@ def test_reads_of_many_ranges_equal_the_rows_they_name(tmp_path_factory: pytest.
     # a store without attributes has no attrs column to give
     want = full.select([c for c in columns if c in full.column_names]).take(pa.array(keep, pa.int64()))
     assert got.equals(want)
+    encoded, decoded_too = store.read_ranges(ranges, columns, types, type_dictionary=True)
+    assert decoded_too == decoded
+    if "type" in columns:
+        assert encoded.schema.field("type").type == TYPE_DICTIONARY
+        encoded = decoded_types(encoded)
+    assert encoded.equals(want)
     met = {(part.file, g) for part in store.snapshot().parts for g, (a, b) in enumerate(part.row_groups)
            if any(a <= hi and lo <= b for lo, hi in ranges)}
     sizes = {(part.file, g): b - a + 1 for part in store.snapshot().parts
