@@ -62,7 +62,7 @@ from exact.ast import Field, Query, Return, Strategy, WithinEvents, WithinTime
 from exact.automaton import Buffer, Runner, automaton_for, condition_attrs
 from exact.errors import QueryLimitError
 from exact.normalize import FLIPPED, Plan, compare, normalize
-from exact.prefilter import EventFrame, property_mask
+from exact.prefilter import EventFrame, property_mask, variable_bits
 from exact.strategies import (
     PartitionViews,
     View,
@@ -133,12 +133,7 @@ class _Evaluation:
         self.type_counts = type_counts
         self.starts = starts
         n = len(frame)
-        evmask = np.zeros(n, dtype=np.int64)
-        self.var_counts = []
-        for v in plan.positives:
-            m = property_mask(frame, v)
-            self.var_counts.append(int(m.sum()))
-            evmask |= m.astype(np.int64) << v.index
+        evmask, self.var_counts = variable_bits(frame, plan.positives)
         self.idx = np.flatnonzero(evmask) if prefilter else np.arange(n)
         self.evmask_np = np.ascontiguousarray(evmask[self.idx])
         self.evmask = self.evmask_np.tolist()

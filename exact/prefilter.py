@@ -246,6 +246,43 @@ def property_mask(frame: EventFrame, var: VarPlan) -> np.ndarray:
     return mask
 
 
+def variable_bits(frame: EventFrame, variables: Iterable[VarPlan]) -> tuple[np.ndarray, list[int]]:
+    """Per event, the bits (``1 << v.index``) of the ``variables`` it satisfies Θ^p_v of, and per variable
+    the number of such events: :func:`property_mask` of each, combined.  Types are resolved per distinct
+    type into one bit pattern, so the stream is passed once for all variables' types (a long pattern cost
+    one pass per variable before); only variables with properties pass it again, for their conditions."""
+    variables = list(variables)
+    n = len(frame)
+    if not variables:
+        return np.zeros(n, dtype=np.int64), []
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), [0] * len(variables)
+    codes, distinct = frame.type_codes()
+    by_type = np.zeros(len(distinct), dtype=np.int64)
+    for v in variables:
+        if v.types is None:
+            by_type |= np.int64(1) << v.index
+        elif v.types:
+            lut = pc.fill_null(pc.is_in(distinct, value_set=pa.array(sorted(v.types), pa.string())), False)
+            by_type |= lut.to_numpy(zero_copy_only=False).astype(np.int64) << v.index
+    bits = by_type[codes]
+    per_type = np.bincount(codes, minlength=len(distinct))
+    counts = []
+    for v in variables:
+        bit = np.int64(1) << v.index
+        if not v.properties:
+            counts.append(int(per_type[(by_type & bit) != 0].sum()))
+            continue
+        mask = (bits & bit) != 0
+        for cond in v.properties:
+            if not mask.any():
+                break
+            mask &= condition_mask(frame, cond)
+        bits[~mask] &= ~bit
+        counts.append(int(mask.sum()))
+    return bits, counts
+
+
 def variable_masks(plan: Plan, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame
                    ) -> dict[str, np.ndarray]:
     """Per variable (positive and negated) of ``plan``: which events of ``events`` satisfy its type and
