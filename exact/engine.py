@@ -133,9 +133,11 @@ class _Evaluation:
         self.type_counts = type_counts
         self.starts = starts
         n = len(frame)
-        evmask, self.var_counts = variable_bits(frame, plan.positives)
+        # per variable, the events it can bind; needed for rarest-first only without the stream's type counts
+        evmask, var_counts = variable_bits(frame, plan.positives, counts=type_counts is None)
+        self.var_counts = var_counts or []
         self.idx = np.flatnonzero(evmask) if prefilter else np.arange(n)
-        self.evmask_np = np.ascontiguousarray(evmask[self.idx])
+        self.evmask_np = evmask[self.idx].astype(np.int64)
         self.evmask = self.evmask_np.tolist()
         self.seq = frame.seq[self.idx]
         self.ts = frame.ts[self.idx]

@@ -246,32 +246,39 @@ def property_mask(frame: EventFrame, var: VarPlan) -> np.ndarray:
     return mask
 
 
-def variable_bits(frame: EventFrame, variables: Iterable[VarPlan]) -> tuple[np.ndarray, list[int]]:
-    """Per event, the bits (``1 << v.index``) of the ``variables`` it satisfies Θ^p_v of, and per variable
-    the number of such events: :func:`property_mask` of each, combined.  Types are resolved per distinct
-    type into one bit pattern, so the stream is passed once for all variables' types (a long pattern cost
-    one pass per variable before); only variables with properties pass it again, for their conditions."""
+def variable_bits(frame: EventFrame, variables: Iterable[VarPlan], *, counts: bool = True
+                  ) -> tuple[np.ndarray, list[int] | None]:
+    """Per event, the bits (``1 << v.index``) of the ``variables`` whose Θ^p_v it satisfies, and (with
+    ``counts``) per variable the number of such events: :func:`property_mask` of each, combined.
+
+    Types are resolved per distinct type into one bit pattern, so the stream is passed once for all
+    variables' types (a long pattern cost one pass per variable before); only variables with properties
+    pass it again, for their conditions.  The bits come in the narrowest unsigned integer type that holds
+    them (a smaller array to gather into and scan)."""
     variables = list(variables)
     n = len(frame)
-    if not variables:
-        return np.zeros(n, dtype=np.int64), []
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), [0] * len(variables)
+    width = max((v.index for v in variables), default=0)
+    dtype = next(t for t, bits in ((np.uint8, 8), (np.uint16, 16), (np.uint32, 32), (np.uint64, 64))
+                 if width < bits)
+    if not variables or n == 0:
+        return np.zeros(n, dtype=dtype), ([0] * len(variables) if counts else None)
     codes, distinct = frame.type_codes()
-    by_type = np.zeros(len(distinct), dtype=np.int64)
+    by_type = np.zeros(len(distinct), dtype=dtype)
     for v in variables:
+        bit = dtype(1) << dtype(v.index)
         if v.types is None:
-            by_type |= np.int64(1) << v.index
+            by_type |= bit
         elif v.types:
             lut = pc.fill_null(pc.is_in(distinct, value_set=pa.array(sorted(v.types), pa.string())), False)
-            by_type |= lut.to_numpy(zero_copy_only=False).astype(np.int64) << v.index
+            by_type[lut.to_numpy(zero_copy_only=False)] |= bit
     bits = by_type[codes]
-    per_type = np.bincount(codes, minlength=len(distinct))
-    counts = []
+    per_type = np.bincount(codes, minlength=len(distinct)) if counts else None
+    out: list[int] = []
     for v in variables:
-        bit = np.int64(1) << v.index
+        bit = dtype(1) << dtype(v.index)
         if not v.properties:
-            counts.append(int(per_type[(by_type & bit) != 0].sum()))
+            if per_type is not None:
+                out.append(int(per_type[(by_type & bit) != 0].sum()))
             continue
         mask = (bits & bit) != 0
         for cond in v.properties:
@@ -279,8 +286,9 @@ def variable_bits(frame: EventFrame, variables: Iterable[VarPlan]) -> tuple[np.n
                 break
             mask &= condition_mask(frame, cond)
         bits[~mask] &= ~bit
-        counts.append(int(mask.sum()))
-    return bits, counts
+        if counts:
+            out.append(int(mask.sum()))
+    return bits, (out if counts else None)
 
 
 def variable_masks(plan: Plan, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame
