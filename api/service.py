@@ -439,10 +439,8 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: st
     """
     import time
 
-    import numpy as np
-
     from exact.ast import BUILTIN_FIELDS, Field
-    from exact.engine import answer, evaluate
+    from exact.engine import answer, evaluate, match_ts
     from exact.language import load
     from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 
@@ -468,14 +466,8 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: st
     verify_started = time.perf_counter()
     matches = evaluate(parsed, table, type_counts=snap.type_counts)
     verify_ms = (time.perf_counter() - verify_started) * 1000
-    seqs = table.column("seq").to_numpy()
-    micros = table.column("ts").cast("int64").to_numpy()
-
-    def ts_of(seq: int) -> int:
-        return int(micros[int(np.searchsorted(seqs, seq))])
-
     out: dict[str, Any] = {"dataset": name, "index_version": None, "mode": mode}
-    out.update(answer(parsed, matches, ts_of, limit=limit))
+    out.update(answer(parsed, matches, match_ts(table, matches), limit=limit))
     out["stats"] = {"approximate_ms": 0.0, "verify_ms": round(verify_ms, 3),
                     "total_ms": round((time.perf_counter() - started) * 1000, 3), "nodes_probed": 0,
                     "candidate_intervals": 0, "events_scanned": table.num_rows,

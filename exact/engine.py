@@ -499,6 +499,27 @@ def answer(query: Query, matches: list[Match], ts_of: Mapping[int, int] | Callab
     return out
 
 
+def match_ts(events: pa.Table, matches: Sequence[Match]) -> dict[int, int]:
+    """seq → ts (UTC microseconds) of the first and last events of ``matches`` (for :func:`answer`), found
+    in the seq-sorted ``events`` chunk by chunk: a full scan's columns are never converted as a whole."""
+    if not matches or events.num_rows == 0:
+        return {}
+    wanted = np.unique(np.fromiter((s for m in matches for s in (m.start_seq, m.end_seq)), dtype=np.int64))
+    chunks = [c for c in events.column("seq").chunks if len(c)]
+    firsts = np.asarray([c[0].as_py() for c in chunks], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum([len(c) for c in chunks])))
+    which = np.searchsorted(firsts, wanted, "right") - 1
+    positions = np.empty(len(wanted), dtype=np.int64)
+    for k in np.unique(which).tolist():
+        at = which == k
+        seqs = chunks[k].to_numpy(zero_copy_only=False)
+        positions[at] = offsets[k] + np.searchsorted(seqs, wanted[at])
+    ts = events.column("ts").take(pa.array(positions))
+    if pa.types.is_timestamp(ts.type):
+        ts = ts.cast(pa.timestamp("us", tz=ts.type.tz))
+    return dict(zip(wanted.tolist(), ts.cast(pa.int64()).to_pylist(), strict=True))
+
+
 def ts_lookup(events: pa.Table | Iterable[pa.RecordBatch]) -> dict[int, int]:
     """seq → ts (UTC microseconds) of a stream, for :func:`answer`."""
     frame = EventFrame.build(events)

@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from exact.ast import Field, Query, Return, Strategy
-from exact.engine import Match, answer, evaluate, iso_ts_many
+from exact.engine import Match, answer, evaluate, iso_ts_many, match_ts
 from exact.normalize import Plan, normalize
 from exact.store import type_mask
 from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
@@ -208,12 +208,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
 
     def run(region: Region, table: pa.Table) -> list[Match]:
         found = evaluate(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi))
-        if found:
-            seq = int_column(table, "seq")
-            ts = int_column(table, "ts")
-            wanted = np.unique(np.asarray([s for m in found for s in (m.start_seq, m.end_seq)], dtype=_I64))
-            at = np.searchsorted(seq, wanted)
-            ts_of.update(zip(wanted.tolist(), ts[at].tolist(), strict=True))
+        ts_of.update(match_ts(table, found))
         return found
 
     if stop_at_first:
@@ -308,13 +303,7 @@ def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "veri
         table = source.read_all(needed_columns(query))
         matches = evaluate(query, table, type_counts=source.type_counts())
         stats["events_scanned"] = table.num_rows
-        seq = int_column(table, "seq")
-        ts = int_column(table, "ts")
-
-        def lookup(s: int) -> int:
-            return int(ts[np.searchsorted(seq, s)])
-
-        body = answer(query, matches, lookup, limit=limit)
+        body = answer(query, matches, match_ts(table, matches), limit=limit)
         stats["verify_ms"] = _ms(started)
         stats["total_ms"] = stats["verify_ms"]
         return {"mode": mode, **body, "stats": stats}

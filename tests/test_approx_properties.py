@@ -168,7 +168,8 @@ def longest_stream(query: Query, wanted: int) -> int:
     to compute many times over: under skip-till-any-match a Kleene variable binds any subset of the
     events of its type in a window, so the matches grow as 2^n with the events n a window can hold: a
     window of at most 12 events (2^12 per start) or a stream of at most 16 (2^16 in all) keeps it small."""
-    if query.strategy != Strategy.SKIP_TILL_ANY_MATCH or not any(v.kleene for v in query.positive_variables()):
+    kleene = any(v.kleene for v in query.positive_variables())
+    if query.strategy != Strategy.SKIP_TILL_ANY_MATCH or not kleene:
         return wanted
     if isinstance(query.within, WithinEvents) and query.within.count <= 12:
         return wanted

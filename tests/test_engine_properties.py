@@ -24,7 +24,7 @@ from exact.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.engine import evaluate
+from exact.engine import evaluate, match_ts, ts_lookup
 from exact.reference import reference_matches, stream_table
 
 TYPES = ("A", "B", "C")
@@ -165,6 +165,19 @@ def test_starts_slicing_matches_filtering(query: Query, rows: list[dict], lo: in
     for two_phase in (True, False):
         part = evaluate(query, table, starts=(lo, lo + width), two_phase=two_phase)
         assert part == [m for m in full if lo <= m.start_seq <= lo + width]
+
+
+@SETTINGS
+@given(query=queries(), rows=streams(), cuts=st.lists(st.integers(0, 10), max_size=4))
+def test_match_times_are_the_events_times(query: Query, rows: list[dict], cuts: list[int]) -> None:
+    """match_ts finds the ts of every match's first and last event, however the table is chunked."""
+    table = stream_table(rows)
+    bounds = sorted({0, table.num_rows, *(c for c in cuts if c < table.num_rows)})
+    chunked = pa.Table.from_batches([b for lo, hi in zip(bounds, bounds[1:], strict=False)
+                                     for b in table.slice(lo, hi - lo).to_batches()], schema=table.schema)
+    matches = evaluate(query, chunked)
+    times = ts_lookup(table)
+    assert match_ts(chunked, matches) == {s: times[s] for m in matches for s in (m.start_seq, m.end_seq)}
 
 
 @pytest.mark.slow

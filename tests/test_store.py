@@ -15,7 +15,15 @@ from hypothesis import strategies as st
 from exact.errors import Conflict, InputError, NotFound, StoreCorrupt
 from exact.events import SEQ, records_to_table, to_records
 from exact.ingest import ingest, ingest_tables
-from exact.store import MANIFEST, PARTS, TYPE_DICTIONARY, EventStore, check_dataset_name, dataset_names, staged_dataset
+from exact.store import (
+    MANIFEST,
+    PARTS,
+    TYPE_DICTIONARY,
+    EventStore,
+    check_dataset_name,
+    dataset_names,
+    staged_dataset,
+)
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
