@@ -486,15 +486,23 @@ def answer(query: Query, matches: list[Match], ts_of: Mapping[int, int] | Callab
     out: dict[str, Any] = {"strategy": query.strategy.value, "exists": bool(matches),
                            "count": len(matches)}
     truncated = False
+    shown: list[Match] = []
+    spans: list[tuple[int, int]] = []
     if query.returns == Return.MATCHES:
         shown = matches if limit is None else matches[:max(limit, 0)]
         truncated = len(shown) < len(matches)
-        out["matches"] = [
-            {"start_seq": m.start_seq, "end_seq": m.end_seq, "start_ts": iso_ts(lookup(m.start_seq)),
-             "end_ts": iso_ts(lookup(m.end_seq)), "bindings": m.bindings_dict()} for m in shown]
     if query.returns in (Return.MATCHES, Return.INTERVALS):
-        out["intervals"] = [{"start_seq": s, "end_seq": e, "start_ts": iso_ts(lookup(s)),
-                             "end_ts": iso_ts(lookup(e))} for s, e in merge_intervals(matches)]
+        spans = merge_intervals(matches)
+    # every time shown is formatted once, all together
+    seqs = sorted({s for m in shown for s in (m.start_seq, m.end_seq)} | {s for span in spans for s in span})
+    text = dict(zip(seqs, iso_ts_many([lookup(s) for s in seqs]), strict=True))
+    if query.returns == Return.MATCHES:
+        out["matches"] = [
+            {"start_seq": m.start_seq, "end_seq": m.end_seq, "start_ts": text[m.start_seq],
+             "end_ts": text[m.end_seq], "bindings": m.bindings_dict()} for m in shown]
+    if query.returns in (Return.MATCHES, Return.INTERVALS):
+        out["intervals"] = [{"start_seq": s, "end_seq": e, "start_ts": text[s], "end_ts": text[e]}
+                            for s, e in spans]
     out["truncated"] = truncated
     return out
 

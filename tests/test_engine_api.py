@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from exact.ast import (
     Absent,
@@ -23,8 +25,9 @@ from exact.ast import (
     Var,
     WithinTime,
 )
-from exact.engine import Match, answer, evaluate, iso_ts, merge_intervals
+from exact.engine import Match, answer, evaluate, iso_ts, iso_ts_many, merge_intervals
 from exact.errors import InputError, QuerySemanticError
+from exact.events import MAX_MICROS, MIN_MICROS
 from exact.language import parse
 from exact.normalize import compare, normalize
 from exact.reference import reference_matches, stream_table
@@ -175,6 +178,14 @@ def test_merge_intervals_and_iso() -> None:
     ms = [Match(5, 9, ()), Match(0, 2, ()), Match(2, 3, ()), Match(4, 4, ())]
     assert merge_intervals(ms) == [(0, 3), (4, 4), (5, 9)]
     assert iso_ts(0) == "1970-01-01T00:00:00.000000+00:00"
+
+
+@settings(max_examples=300, deadline=None)
+@given(micros=st.lists(st.one_of(st.integers(MIN_MICROS, MAX_MICROS), st.integers(-10**7, 10**7)),
+                       max_size=20))
+def test_times_formatted_together_read_as_one_at_a_time(micros: list[int]) -> None:
+    """Answers format their times with iso_ts_many: the same text as iso_ts, over the whole valid range."""
+    assert iso_ts_many(micros) == [iso_ts(m) for m in micros]
 
 
 def test_text_queries_match_the_reference_on_a_small_stream() -> None:
