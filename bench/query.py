@@ -9,7 +9,8 @@ Queries (Baltus 2021, §5.1/§5.2): random ``SEQ`` of each length 2–8 with typ
 then types among its eight rarest, within 10 min or 1 h (their candidates cover a sliver of the stream); and
 the four operator forms of Tables 5.5/5.6 under strict contiguity and skip-till-next-match.
 
-Per query: approximate latency cold (as the first query after a process loaded the index version: the
+Per query (each latency the median of up to five runs within a second, at least one): approximate
+latency cold (as the first query after a process loaded the index version: the
 load prepares the version's units — timed apart as ``prepare_ms`` — and no probe answer is known yet)
 and warm (the same query again on the index the service keeps per version, its probe answers remembered
 from every query before), verified and exact
@@ -81,6 +82,25 @@ def _timed_cpu(fn: Any) -> tuple[Any, float, float]:
     return value, (time.perf_counter() - t0) * 1000.0, (time.process_time() - c0) * 1000.0
 
 
+#: Each latency is the median of up to this many runs, as many as fit in the budget (at least one).
+SAMPLES, SAMPLE_BUDGET_MS = 5, 1000.0
+
+
+def _median_of(fn: Any, *, timed: bool = False) -> tuple[Any, float, float]:
+    """The value of ``fn`` and the median wall and CPU ms of up to :data:`SAMPLES` runs (fewer when they
+    exceed :data:`SAMPLE_BUDGET_MS` together).  A single run on a shared machine is at the mercy of whatever
+    else runs then; a cheap query's median is not.  With ``timed``, ``fn`` returns (value, wall, cpu) itself
+    (for work it must not count)."""
+    walls: list[float] = []
+    cpus: list[float] = []
+    value = None
+    while len(walls) < SAMPLES and (not walls or sum(walls) < SAMPLE_BUDGET_MS):
+        value, wall, cpu = fn() if timed else _timed_cpu(fn)
+        walls.append(wall)
+        cpus.append(cpu)
+    return value, statistics.median(walls), statistics.median(cpus)
+
+
 def measure(name: str, stream: pa.Table, per_length: int, forms: int, seed: int,
             lengths: range = range(2, 9)) -> dict[str, Any]:
     """Build ``stream`` as a dataset and run the query protocol on it in all three modes."""
@@ -97,18 +117,25 @@ def measure(name: str, stream: pa.Table, per_length: int, forms: int, seed: int,
         rows = []
         for kind, text in queries(types, counts, random.Random(seed), per_length, forms, lengths):
             q = parse(text)
-            # cold: as a process that just loaded the version (the load prepares it), no probe answer known
-            tree.drop_cached()
-            _, prepare_ms = _timed(lambda: TreeIndex.prepare(tree))
-            approx_body, approx_cold, approx_cold_cpu = _timed_cpu(
-                lambda q=q: answer_indexed(q, tree, source, mode="approximate"))
+            prepares: list[float] = []
+
+            def cold(q=q, prepares=prepares) -> tuple[dict[str, Any], float, float]:
+                # as a process that just loaded the version (the load prepares it), no probe answer known
+                tree.drop_cached()
+                prepares.append(_timed(lambda: TreeIndex.prepare(tree))[1])
+                c0, t0 = time.process_time(), time.perf_counter()
+                body = answer_indexed(q, tree, source, mode="approximate")
+                return body, (time.perf_counter() - t0) * 1000.0, (time.process_time() - c0) * 1000.0
+
+            approx_body, approx_cold, approx_cold_cpu = _median_of(cold, timed=True)
+            prepare_ms = statistics.median(prepares)
             # warm: the service's steady state, its index of this version shared by every query so far
-            _, approx_warm, approx_warm_cpu = _timed_cpu(
+            _, approx_warm, approx_warm_cpu = _median_of(
                 lambda q=q: answer_indexed(q, tree, source, mode="approximate"))
             approx = approximate(q, warm, type_counts=counts)
-            verified, verified_ms, verified_cpu = _timed_cpu(
+            verified, verified_ms, verified_cpu = _median_of(
                 lambda q=q: answer_indexed(q, tree, source, mode="verified"))
-            exact, exact_ms, exact_cpu = _timed_cpu(lambda q=q: answer_indexed(q, tree, source, mode="exact"))
+            exact, exact_ms, exact_cpu = _median_of(lambda q=q: answer_indexed(q, tree, source, mode="exact"))
             truth = approximate(q, perfect)
             true_ivs = {(iv["start_seq"], iv["end_seq"]) for iv in truth.intervals()}
             ivs = [(iv["start_seq"], iv["end_seq"]) for iv in approx.intervals()]
