@@ -232,18 +232,27 @@ def type_mask(frame: EventFrame, types: frozenset[str] | None) -> np.ndarray:
     if not types:
         return np.zeros(len(frame), dtype=bool)
     codes, distinct = frame.type_codes()
+    return _distinct_in(distinct, types)[codes]
+
+
+def _distinct_in(distinct: pa.Array, types: frozenset[str]) -> np.ndarray:
+    """Per distinct type of a frame: is it one of ``types``?"""
     lut = pc.fill_null(pc.is_in(distinct, value_set=pa.array(sorted(types), pa.string())), False)
-    return lut.to_numpy(zero_copy_only=False)[codes]
+    return lut.to_numpy(zero_copy_only=False)
 
 
-def property_mask(frame: EventFrame, var: VarPlan) -> np.ndarray:
-    """Θ^p_v over the frame: the events ``var`` can bind on their own (type and properties)."""
-    mask = np.array(type_mask(frame, var.types), dtype=bool, copy=True)
+def _with_properties(frame: EventFrame, mask: np.ndarray, var: VarPlan) -> np.ndarray:
+    """``mask`` (the events of ``var``'s types; changed in place) narrowed by its properties."""
     for cond in var.properties:
         if not mask.any():
             break
         mask &= condition_mask(frame, cond)
     return mask
+
+
+def property_mask(frame: EventFrame, var: VarPlan) -> np.ndarray:
+    """Θ^p_v over the frame: the events ``var`` can bind on their own (type and properties)."""
+    return _with_properties(frame, np.array(type_mask(frame, var.types), dtype=bool, copy=True), var)
 
 
 def variable_bits(frame: EventFrame, variables: Iterable[VarPlan], *, counts: bool = True
@@ -269,8 +278,7 @@ def variable_bits(frame: EventFrame, variables: Iterable[VarPlan], *, counts: bo
         if v.types is None:
             by_type |= bit
         elif v.types:
-            lut = pc.fill_null(pc.is_in(distinct, value_set=pa.array(sorted(v.types), pa.string())), False)
-            by_type[lut.to_numpy(zero_copy_only=False)] |= bit
+            by_type[_distinct_in(distinct, v.types)] |= bit
     bits = by_type[codes]
     per_type = np.bincount(codes, minlength=len(distinct)) if counts else None
     out: list[int] = []
@@ -280,11 +288,7 @@ def variable_bits(frame: EventFrame, variables: Iterable[VarPlan], *, counts: bo
             if per_type is not None:
                 out.append(int(per_type[(by_type & bit) != 0].sum()))
             continue
-        mask = (bits & bit) != 0
-        for cond in v.properties:
-            if not mask.any():
-                break
-            mask &= condition_mask(frame, cond)
+        mask = _with_properties(frame, (bits & bit) != 0, v)
         bits[~mask] &= ~bit
         if counts:
             out.append(int(mask.sum()))
