@@ -28,6 +28,7 @@ import ctypes
 import errno
 import fcntl
 import json
+import logging
 import os
 import re
 import shutil
@@ -51,6 +52,7 @@ from exact.events import (
     ATTRS,
     SEQ,
     TS,
+    TS_TYPE,
     TYPE,
     attr_types,
     conform_attrs,
@@ -62,6 +64,11 @@ from exact.events import (
     unify_attr_types,
 )
 from exact.ingest import order_by_time, with_seq
+from exact.seek import SUFFIX as SEEK_SUFFIX
+from exact.seek import SeekUnavailable, open_seek, seek_name
+from exact.seek import write as write_seek
+
+_log = logging.getLogger(__name__)
 
 FORMAT = "seqsketch-event-store"
 FORMAT_VERSION = 1
@@ -234,6 +241,8 @@ class PartInfo:
     row_groups: tuple[tuple[int, int], ...]
     attrs: tuple[tuple[str, str], ...] = ()
     bytes: int = 0
+    #: Size of the part's seek file (:mod:`exact.seek`); 0 = none (a part written before seek files).
+    seek_bytes: int = 0
     #: Per-type counts of this part; carried from write_part to commit, not persisted per part.
     type_counts: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
 
@@ -241,14 +250,25 @@ class PartInfo:
         return {"file": self.file, "first_seq": self.first_seq, "last_seq": self.last_seq,
                 "rows": self.rows, "min_ts": self.min_ts, "max_ts": self.max_ts,
                 "row_groups": [list(r) for r in self.row_groups], "attrs": dict(self.attrs),
-                "bytes": self.bytes}
+                "bytes": self.bytes} | ({"seek_bytes": self.seek_bytes} if self.seek_bytes else {})
+
+    @property
+    def seek_file(self) -> str | None:
+        """The part's seek file name, if it has one."""
+        return seek_name(self.file) if self.seek_bytes else None
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every file of the part: the Parquet file and its seek file."""
+        return (self.file,) if not self.seek_bytes else (self.file, seek_name(self.file))
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> PartInfo:
         return cls(file=d["file"], first_seq=d["first_seq"], last_seq=d["last_seq"], rows=d["rows"],
                    min_ts=d["min_ts"], max_ts=d["max_ts"],
                    row_groups=tuple((int(a), int(b)) for a, b in d["row_groups"]),
-                   attrs=tuple(d.get("attrs", {}).items()), bytes=d.get("bytes", 0))
+                   attrs=tuple(d.get("attrs", {}).items()), bytes=d.get("bytes", 0),
+                   seek_bytes=d.get("seek_bytes", 0))
 
 
 @dataclass(frozen=True)
@@ -396,10 +416,14 @@ class EventStore:
         self._cached = (key, snap)
         return snap
 
+    def seek_bytes(self, snapshot: Snapshot | None = None) -> int:
+        """Bytes on disk of the snapshot's seek files (a part of :meth:`size_bytes`)."""
+        return sum(p.seek_bytes for p in (snapshot or self.snapshot()).parts)
+
     def size_bytes(self, snapshot: Snapshot | None = None) -> int:
-        """Bytes on disk of the snapshot's parts and the manifest."""
+        """Bytes on disk of the snapshot's parts (with their seek files) and the manifest."""
         snap = snapshot or self.snapshot()
-        return sum(p.bytes for p in snap.parts) + (self.root / MANIFEST).stat().st_size
+        return sum(p.bytes + p.seek_bytes for p in snap.parts) + (self.root / MANIFEST).stat().st_size
 
     # -- writing
 
@@ -434,8 +458,14 @@ class EventStore:
         token = uuid.uuid4().hex[:12]
         tmp = parts_dir / f".tmp-{token}.parquet"
         final = parts_dir / f"part-{first_seq:012d}-{token}.parquet"
+        seek_tmp = parts_dir / f".tmp-{token}{SEEK_SUFFIX}"
+        seek_final = parts_dir / seek_name(final.name)
         table = finish_table(table).combine_chunks()
         try:
+            # The seek file first: a part on disk always has its seek file beside it.
+            seek_bytes = write_seek(seek_tmp, table.column(TS).combine_chunks().view(pa.int64()).to_numpy(),
+                                    table.column(TYPE).combine_chunks())
+            os.replace(seek_tmp, seek_final)
             # Page checksums (CRC-32) let a read detect damaged data pages instead of decoding them.  seq and
             # ts only grow, so delta encoding stores them in a few bits per row (a dictionary of unique
             # values would store each twice); type and attribute values repeat, so they keep dictionaries.
@@ -452,10 +482,10 @@ class EventStore:
             os.replace(tmp, final)
             _fsync_dir(parts_dir)
         except BaseException:
-            tmp.unlink(missing_ok=True)
-            final.unlink(missing_ok=True)
+            for f in (tmp, final, seek_tmp, seek_final):
+                f.unlink(missing_ok=True)
             raise
-        return _part_info(final, table, first_seq)
+        return _part_info(final, table, first_seq, seek_bytes)
 
     def commit(self, parts: Sequence[PartInfo] = (), extra_update: Mapping[str, Any] | None = None, *,
                expect_version: int | None = None) -> Snapshot:
@@ -470,9 +500,10 @@ class EventStore:
                 raise Conflict(f"the dataset changed meanwhile (version {current.version}, expected "
                                f"{expect_version}); retry", where=str(self.root))
             for p in parts:
-                if not (self.root / PARTS / p.file).is_file():
-                    raise Conflict(f"part {p.file} is missing; was it written outside writing()?",
-                                   where=str(self.root))
+                for f in p.files:
+                    if not (self.root / PARTS / f).is_file():
+                        raise Conflict(f"part file {f} is missing; was it written outside writing()?",
+                                       where=str(self.root))
             snap = self._next_snapshot(current, parts, extra_update)
             self._publish(snap)
             return snap
@@ -500,7 +531,8 @@ class EventStore:
                 return self.commit(written, extra_update, expect_version=snap.version)
             except BaseException:
                 for p in written:
-                    (self.root / PARTS / p.file).unlink(missing_ok=True)
+                    for f in p.files:
+                        (self.root / PARTS / f).unlink(missing_ok=True)
                 raise
 
     def _write_parts(self, table: pa.Table, first_seq: int, row_group_size: int) -> list[PartInfo]:
@@ -513,7 +545,8 @@ class EventStore:
                 parts.append(self.write_part(chunk, first_seq + offset, row_group_size=row_group_size))
         except BaseException:
             for p in parts:
-                (self.root / PARTS / p.file).unlink(missing_ok=True)
+                for f in p.files:
+                    (self.root / PARTS / f).unlink(missing_ok=True)
             raise
         return parts
 
@@ -569,7 +602,7 @@ class EventStore:
     def _clean_orphans(self, snap: Snapshot | None = None) -> None:
         """Delete part and temp files the manifest does not name (only ever called holding the lock)."""
         snap = snap or self.snapshot_or_empty()
-        named = {p.file for p in snap.parts}
+        named = {f for p in snap.parts for f in p.files}
         parts_dir = self.root / PARTS
         if parts_dir.is_dir():
             for f in parts_dir.iterdir():
@@ -620,10 +653,13 @@ class EventStore:
         """The events inside the seq ``ranges`` (inclusive, sorted, disjoint) — only those of ``types``
         unless None — as one seq-sorted table in the snapshot's schema, and the rows decoded to find them.
 
-        Each part meeting a range is opened once and every row group it needs decoded in one call.  ``seq``
-        is never decoded (a part's rows are consecutive seqs, so a row's seq is its position), rows are
-        selected before anything is converted, and ``type`` is tested once per row group's dictionary, so
-        the cost beyond decoding follows the rows kept.  ``type_dictionary`` as in :meth:`read`.
+        Without ``attrs``, a part with a seek file (:mod:`exact.seek`) is read in place: only the rows in
+        the ranges are touched, and only those of ``types`` converted; "decoded" counts the rows in the
+        ranges.  Otherwise each part meeting a range is opened once and every row group it needs decoded in
+        one call.  ``seq`` is never decoded (a part's rows are consecutive seqs, so a row's seq is its
+        position), rows are selected before anything is converted, and ``type`` is tested once per row
+        group's dictionary, so the cost beyond decoding follows the rows kept.  ``type_dictionary`` as in
+        :meth:`read`.
         """
         snap = snapshot or self.snapshot()
         cols = _columns(columns, snap)
@@ -633,8 +669,29 @@ class EventStore:
         if types is not None and TYPE not in read_cols:
             read_cols.append(TYPE)
         value_set = None if types is None else pa.array(sorted(types), pa.string())
+        seekable = ATTRS not in cols
         tables, decoded = [], 0
+        pieces: list[_SeekPiece] = []  # consecutive parts read from seek files, made one table at once
+
+        def flush() -> None:
+            if pieces:
+                tables.append(conform_columns(_seek_table(pieces, cols), cols, attrs,
+                                              type_dictionary=type_dictionary))
+                pieces.clear()
+
         for part, groups in snap.groups_of(bounds):
+            if seekable and part.seek_bytes:
+                try:
+                    piece = self._seek_ranges(part, bounds, types)
+                except SeekUnavailable as err:
+                    _log.warning("reading part %s from Parquet: its seek file cannot serve (%s)",
+                                 part.file, err)
+                else:
+                    decoded += piece.rows_in
+                    if len(piece.seq):
+                        pieces.append(piece)
+                    continue
+            flush()
             raw = self._read_groups(part, groups, read_cols)
             decoded += raw.num_rows
             rows, seq = _rows_in_ranges(part, groups, bounds)
@@ -645,10 +702,21 @@ class EventStore:
                 continue
             kept = raw.take(pa.array(rows)).append_column(SEQ, pa.array(seq))
             tables.append(conform_columns(kept, cols, attrs, type_dictionary=type_dictionary))
+        flush()
         schema = _read_schema(snap, cols, type_dictionary)
         if not tables:
             return schema.empty_table(), decoded
-        return pa.concat_tables(tables), decoded
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0], decoded
+
+    def _seek_ranges(self, part: PartInfo, bounds: np.ndarray, types: frozenset[str] | None) -> _SeekPiece:
+        """The rows of ``part`` inside ``bounds`` (of ``types`` unless None) from its seek file."""
+        seek = open_seek(self.root / PARTS / seek_name(part.file), part.rows)
+        lo = np.maximum(bounds[:, 0], part.first_seq)
+        hi = np.minimum(bounds[:, 1], part.last_seq)
+        ok = lo <= hi
+        lo, hi = lo[ok] - part.first_seq, hi[ok] - part.first_seq
+        rows, codes = seek.select(lo, hi, seek.allowed(types))
+        return _SeekPiece(rows + part.first_seq, seek.ts(rows), codes, seek.types, int((hi - lo + 1).sum()))
 
     def _read_groups(self, part: PartInfo, groups: list[int], cols: list[str]) -> pa.Table:
         try:
@@ -772,6 +840,38 @@ def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataTy
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
+@dataclass(frozen=True)
+class _SeekPiece:
+    """Rows of one part read from its seek file: seqs, ts (µs), type codes into ``types``."""
+
+    seq: np.ndarray
+    ts: np.ndarray
+    codes: np.ndarray
+    types: tuple[str, ...]
+    rows_in: int  # rows inside the ranges, of any type
+
+
+def _seek_table(pieces: Sequence[_SeekPiece], cols: list[str]) -> pa.Table:
+    """``cols`` (of seq, ts, type) of consecutive parts' pieces as one table; ``type`` dictionary-encoded
+    over the union of the parts' types (one dictionary: parts of one stream mostly share their types)."""
+    out: dict[str, pa.Array] = {}
+    if SEQ in cols:
+        out[SEQ] = pa.array(np.concatenate([p.seq for p in pieces]))
+    if TS in cols:
+        out[TS] = pa.array(np.concatenate([p.ts for p in pieces]), TS_TYPE)
+    if TYPE in cols:
+        names = pieces[0].types
+        if all(p.types == names for p in pieces):
+            codes = np.concatenate([p.codes for p in pieces]).astype(np.int32)
+        else:
+            names = tuple(sorted({t for p in pieces for t in p.types}))
+            at = {t: i for i, t in enumerate(names)}
+            codes = np.concatenate([np.asarray([at[t] for t in p.types], dtype=np.int32)[p.codes]
+                                    for p in pieces])
+        out[TYPE] = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(names, pa.string()))
+    return pa.table(out)
+
+
 def _rows_in_ranges(part: PartInfo, groups: list[int], bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The rows (positions in the table of ``groups`` of ``part`` read together) whose seqs lie in the
     sorted, disjoint, inclusive ``bounds`` (n, 2), and those seqs.  Every row group a bound meets is among
@@ -836,7 +936,7 @@ def _check_not_older(table: pa.Table, snap: Snapshot) -> None:
                        "in time, so nothing of this batch was written", where="append")
 
 
-def _part_info(path: Path, table: pa.Table, first_seq: int) -> PartInfo:
+def _part_info(path: Path, table: pa.Table, first_seq: int, seek_bytes: int = 0) -> PartInfo:
     md = pq.ParquetFile(path).metadata
     groups = []
     start = first_seq
@@ -852,7 +952,7 @@ def _part_info(path: Path, table: pa.Table, first_seq: int) -> PartInfo:
                     rows=table.num_rows, min_ts=ts[0].as_py(), max_ts=ts[-1].as_py(),
                     row_groups=tuple(groups),
                     attrs=tuple((k, type_name(v)) for k, v in attr_types(table.schema).items()),
-                    bytes=path.stat().st_size, type_counts=type_counts)
+                    bytes=path.stat().st_size, seek_bytes=seek_bytes, type_counts=type_counts)
 
 
 _AT_FDCWD = -100

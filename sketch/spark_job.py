@@ -390,7 +390,8 @@ def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest
                          timings=dict(timings.stages))
     except BaseException:
         for part in written:
-            (store.root / "parts" / part.file).unlink(missing_ok=True)
+            for f in part.files:
+                (store.root / "parts" / f).unlink(missing_ok=True)
         raise
     finally:
         for frame in cached:

@@ -198,7 +198,7 @@ def assert_no_leftovers(home: Path, name: str) -> None:
     """Files the manifest does not name are removed by the next write."""
     root = dataset_dir(name, home)
     snap = EventStore.open(store_dir(root)).snapshot()
-    named = {p.file for p in snap.parts}
+    named = {f for p in snap.parts for f in p.files}  # each part's Parquet file and seek file
     parts = {p.name for p in (store_dir(root) / "parts").iterdir()}
     assert parts == named, f"leftover part files: {parts - named}"
     assert not list(store_dir(root).glob(".manifest.json.*.tmp"))

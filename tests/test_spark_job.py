@@ -270,7 +270,8 @@ def assert_untouched(home: Path, name: str, before: tuple[pa.Table, str, dict]) 
     assert store_table(home, name).equals(before[0]) and digest(home, name) == before[1]
     assert query_answer(home, name) == before[2] and before[2]["count"] > 0  # live and queryable
     assert Dataset.open(home, name).snapshot().tree.n_events == snap.events
-    assert sorted(p.name for p in (root / "parts").iterdir()) == sorted(p.file for p in snap.parts)
+    on_disk = sorted(p.name for p in (root / "parts").iterdir())
+    assert on_disk == sorted(f for p in snap.parts for f in p.files)
     live = snap.extra["index"]["file"]
     assert [p.name for p in (dataset_dir(name, home) / "index").iterdir()] == [Path(live).name]
     assert not [p for p in dataset_dir(name, home).iterdir() if p.name.startswith(".spark")]

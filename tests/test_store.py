@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from exact.errors import Conflict, InputError, NotFound, StoreCorrupt
 from exact.events import SEQ, records_to_table, to_records
 from exact.ingest import ingest, ingest_tables
+from exact.seek import seek_name
 from exact.store import (
     MANIFEST,
     PARTS,
@@ -111,6 +112,10 @@ def test_reads_of_many_ranges_equal_the_rows_they_name(tmp_path_factory: pytest.
                               part_rows=data.draw(st.integers(3, 40)))
     if cut < n:
         store.append(stream.slice(cut).drop_columns([SEQ]))
+    # some parts lose their seek files (damage; a reader falls back to Parquet for those)
+    lost = data.draw(st.sets(st.sampled_from([p.file for p in store.snapshot().parts])))
+    for f in lost:
+        (root / "parts" / seek_name(f)).unlink()
     points = sorted(data.draw(st.sets(st.integers(-1, n), max_size=8)))
     ranges = [(a, b) for a, b in zip(points[::2], points[1::2], strict=False) if a <= b]
     types = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from("ABCZ"))))
@@ -130,21 +135,81 @@ def test_reads_of_many_ranges_equal_the_rows_they_name(tmp_path_factory: pytest.
         assert encoded.schema.field("type").type == TYPE_DICTIONARY
         encoded = decoded_types(encoded)
     assert encoded.equals(want)
-    met = {(part.file, g) for part in store.snapshot().parts for g, (a, b) in enumerate(part.row_groups)
-           if any(a <= hi and lo <= b for lo, hi in ranges)}
-    sizes = {(part.file, g): b - a + 1 for part in store.snapshot().parts
-             for g, (a, b) in enumerate(part.row_groups)}
-    assert decoded == sum(sizes[k] for k in met)
+    # Parquet decodes whole row groups; a seek file touches the rows in the ranges only (without attrs)
+    parts = store.snapshot().parts
+    seeking = {p.file for p in parts if p.file not in lost and "attrs" not in full.select(
+        [c for c in columns if c in full.column_names]).column_names}
+    met = sum(b - a + 1 for part in parts if part.file not in seeking for a, b in part.row_groups
+              if any(a <= hi and lo <= b for lo, hi in ranges))
+    touched = sum(max(0, min(hi, p.last_seq) - max(lo, p.first_seq) + 1) for p in parts if p.file in seeking
+                  for lo, hi in ranges)
+    assert decoded == met + touched
 
 
 def test_reads_of_ranges_report_a_damaged_part(tmp_path: Path) -> None:
-    stream = records_to_table([{"ts": i, "type": "AB"[i % 2], "attrs": {}} for i in range(200)])
+    stream = records_to_table([{"ts": i, "type": "AB"[i % 2], "attrs": {"i": i}} for i in range(200)])
     store = EventStore.create(tmp_path / "s", stream, row_group_size=16, part_rows=100)
-    victim = sorted((tmp_path / "s" / PARTS).iterdir())[1]
+    victim = sorted((tmp_path / "s" / PARTS).glob("part-*.parquet"))[1]
     victim.write_bytes(victim.read_bytes()[:-40] + bytes(40))
     assert store.read_ranges([(3, 9)], ["seq", "ts"])[0].column(SEQ).to_pylist() == list(range(3, 10))
     with pytest.raises(StoreCorrupt, match="damaged event-store part"):
+        store.read_ranges([(3, 9), (150, 151)], ["seq", "ts", "attrs"])
+    # without attrs the part's seek file serves the rows, and it is intact; without it, the damage shows
+    (tmp_path / "s" / PARTS / seek_name(victim.name)).unlink()
+    with pytest.raises(StoreCorrupt, match="damaged event-store part"):
         store.read_ranges([(3, 9), (150, 151)], ["seq", "ts"])
+
+
+def test_a_store_written_before_seek_files_reads_from_parquet(tmp_path: Path) -> None:
+    """A manifest without seek files (an older store) reads its parts from Parquet, and an append to it
+    writes seek files for its new parts only; the rows are the same either way."""
+    stream = records_to_table([{"ts": i, "type": "AB"[i % 2], "attrs": {}} for i in range(300)])
+    store = EventStore.create(tmp_path / "s", stream.slice(0, 200), row_group_size=16, part_rows=100)
+    manifest = tmp_path / "s" / MANIFEST
+    data = json.loads(manifest.read_text())
+    for part in data["parts"]:
+        del part["seek_bytes"]
+        (tmp_path / "s" / PARTS / seek_name(part["file"])).unlink()
+    manifest.write_text(json.dumps(data))
+    store = EventStore(tmp_path / "s")
+    store.append(stream.slice(200).drop_columns([SEQ]))
+    parts = store.snapshot().parts
+    assert [p.seek_bytes > 0 for p in parts] == [False, False, True]
+    got, decoded = store.read_ranges([(10, 12), (150, 250)], ["seq", "ts", "type"], frozenset({"A"}))
+    assert got.column(SEQ).to_pylist() == [10, 12, *range(150, 251, 2)]
+    # whole row groups from Parquet (part 1 groups from seq 100 by 16: 148..199), the rows in range from seek
+    assert decoded == 16 + (200 - 148) + 51
+    on_disk = sorted(f.name for f in (tmp_path / "s" / PARTS).iterdir())
+    assert on_disk == sorted(f for p in parts for f in p.files)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "version", "empty", "other_part"])
+def test_a_damaged_seek_file_falls_back_to_parquet(tmp_path: Path, damage: str,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """A seek file that cannot serve costs a Parquet read, never a wrong row; the log names the part."""
+    stream = records_to_table([{"ts": i * 1000, "type": "ABC"[i % 3], "attrs": {}} for i in range(600)])
+    store = EventStore.create(tmp_path / "s", stream, row_group_size=16, part_rows=300)
+    ranges, want_types = [(5, 40), (290, 333), (590, 599)], frozenset({"A", "C"})
+    want, _ = store.read_ranges(ranges, ["seq", "ts", "type"], want_types)
+    parts = store.snapshot().parts
+    victim = tmp_path / "s" / PARTS / seek_name(parts[1].file)
+    data = victim.read_bytes()
+    if damage == "flip":  # one bit of a ts step
+        victim.write_bytes(data[:-7] + bytes([data[-7] ^ 1]) + data[-6:])
+    elif damage == "truncate":
+        victim.write_bytes(data[: len(data) // 2])
+    elif damage == "version":
+        victim.write_bytes(data[:8] + (99).to_bytes(4, "little") + data[12:])
+    elif damage == "empty":
+        victim.write_bytes(b"")
+    else:  # a seek file of the wrong part (other rows)
+        victim.write_bytes((tmp_path / "s" / PARTS / seek_name(parts[0].file)).read_bytes()[:-64])
+    with caplog.at_level("WARNING", logger="exact.store"):
+        got, decoded = store.read_ranges(ranges, ["seq", "ts", "type"], want_types)
+    assert got.equals(want)
+    assert any(parts[1].file in r.getMessage() for r in caplog.records)
+    # the Parquet part decodes its whole row groups: 290..299 is group 18 (288..299), 300..333 groups 0..2
+    assert decoded == (40 - 5 + 1) + 12 + 48 + (599 - 590 + 1)
 
 
 def test_range_read_calls_parquet_for_the_needed_row_groups_only(tmp_path: Path,
@@ -163,7 +228,8 @@ def test_range_read_calls_parquet_for_the_needed_row_groups_only(tmp_path: Path,
     assert got.column(SEQ).to_pylist() == list(range(290, 331))
     # seq 290..299 lie in part 1 (rows 0..299: groups of 64 → group 4 = 256..299); 300..330 in part 2 group 0
     assert calls == [(4,), (0,)]
-    total_groups = sum(pq.ParquetFile(p).metadata.num_row_groups for p in (tmp_path / "s" / PARTS).iterdir())
+    total_groups = sum(pq.ParquetFile(p).metadata.num_row_groups
+                       for p in (tmp_path / "s" / PARTS).glob("part-*.parquet"))
     assert total_groups == 5 + 5 + 7
 
 

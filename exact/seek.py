@@ -1,0 +1,228 @@
+"""Seek files: a part's ``ts`` and ``type`` as fixed-width arrays, so that a few rows are read in place.
+
+A Parquet row group is the smallest unit a reader can decode, and decoding one costs about 0.1 ms whatever
+the rows it holds.  Verification wants a few hundred rows spread over tens of candidate intervals; from
+Parquet that means decoding every row group they meet (hundreds of thousands of rows).  A seek file holds the
+two columns the automaton strategies read, fixed-width and uncompressed, so the rows of a range are a slice of
+a memory map: finding the rows of the wanted types in a range and their ts costs what those rows cost.
+
+Layout (little-endian), every section aligned to 64 bytes::
+
+    b"SQSKSEEK"  uint32 version  uint32 header length  header (JSON)  sections…
+
+The header names ``rows``, ``block`` (rows per ts block), ``unit`` (µs per ts step), the dtypes, the part's
+sorted distinct ``types``, each section's offset and length, and the CRC-32 of everything after the header.
+Sections: ``type`` (a code per row into ``types``: uint8, uint16 or uint32 as the part needs), ``base`` (the
+ts of each block's first row, int64 µs) and ``ts`` (per row ``(ts - base) / unit``: uint32 when it fits,
+else int64).  Event logs keep ts to the millisecond or second, so ``unit`` is usually 1,000 or 1,000,000
+and a 256-row block spans at most about 50 days in uint32 steps: 5 bytes per event for most logs.
+
+A seek file is derived from its part and written with it.  A reader that finds it missing, damaged (its
+checksum is verified on the first open in a process) or of another version reads the Parquet part instead,
+so a bad seek file costs time, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import threading
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+MAGIC = b"SQSKSEEK"
+VERSION = 1
+SUFFIX = ".seek"
+#: Rows per ts block: a block's offsets from its first ts fit uint32 steps for any log with ms or coarser ts.
+BLOCK = 256
+_ALIGN = 64
+_PREFIX = struct.Struct("<8sII")
+#: Up to this many ranges are tested slice by slice; more (short ones) through one gather of their rows.
+_SLICED_RANGES = 16
+
+
+class SeekUnavailable(Exception):
+    """The seek file cannot serve this part (missing, damaged, another version); read the Parquet part."""
+
+
+def seek_name(part_file: str) -> str:
+    """The seek file beside a part file."""
+    stem = part_file[: -len(".parquet")] if part_file.endswith(".parquet") else part_file
+    return stem + SUFFIX
+
+
+def _pad(n: int) -> int:
+    return -n % _ALIGN
+
+
+def _codes_dtype(n_types: int) -> np.dtype:
+    return np.dtype(np.uint8 if n_types <= 1 << 8 else np.uint16 if n_types <= 1 << 16 else np.uint32)
+
+
+def encode(ts: np.ndarray, types: pa.Array) -> bytes:
+    """A part's seek file: ``ts`` (int64 µs, not decreasing) and ``types`` (strings, no nulls) per row."""
+    ts = np.ascontiguousarray(ts, dtype=np.int64)
+    rows = len(ts)
+    if rows != len(types):
+        raise ValueError(f"ts has {rows} rows, types {len(types)}")
+    encoded = pa.chunked_array([types]).combine_chunks().dictionary_encode() if rows else None
+    names = [] if encoded is None else encoded.dictionary.to_pylist()
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    sorted_names = [names[i] for i in order]
+    codes_dtype = _codes_dtype(len(names))
+    codes = (rank[encoded.indices.to_numpy(zero_copy_only=False)] if rows else np.zeros(0, np.int64)
+             ).astype(codes_dtype)
+    base = ts[::BLOCK].copy()
+    offsets = ts - np.repeat(base, BLOCK)[:rows]
+    unit = int(np.gcd.reduce(offsets)) if rows else 1
+    unit = unit if unit > 0 else 1
+    steps = offsets // unit
+    ts_dtype = np.dtype(np.uint32) if rows == 0 or int(steps.max()) < 1 << 32 else np.dtype(np.int64)
+    sections = {"type": codes.tobytes(), "base": base.tobytes(), "ts": steps.astype(ts_dtype).tobytes()}
+    layout, payload, at = {}, bytearray(), 0
+    for name, data in sections.items():
+        layout[name] = [at, len(data)]
+        payload += data + b"\0" * _pad(len(data))
+        at += len(data) + _pad(len(data))
+    header = json.dumps({"rows": rows, "block": BLOCK, "unit": unit, "type_dtype": codes_dtype.str,
+                         "ts_dtype": ts_dtype.str, "types": sorted_names, "sections": layout,
+                         "crc32": zlib.crc32(payload)}, separators=(",", ":")).encode()
+    header += b" " * _pad(_PREFIX.size + len(header))
+    return _PREFIX.pack(MAGIC, VERSION, len(header)) + header + bytes(payload)
+
+
+def write(path: Path, ts: np.ndarray, types: pa.Array) -> int:
+    """Write and fsync the seek file at ``path`` (the caller renames it into place); its size."""
+    data = encode(ts, types)
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return len(data)
+
+
+@dataclass(frozen=True)
+class SeekFile:
+    """An open seek file: its arrays are views of a read-only memory map."""
+
+    rows: int
+    types: tuple[str, ...]
+    codes: np.ndarray
+    base: np.ndarray
+    steps: np.ndarray
+    unit: int
+    block: int
+
+    def select(self, lo: np.ndarray, hi: np.ndarray, allowed: np.ndarray | None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows in the inclusive row ranges ``lo[i]..hi[i]`` (sorted, disjoint) whose type code is allowed
+        (``allowed``: a bool per code; None = all), and their codes."""
+        counts = hi - lo + 1
+        if not len(counts):
+            return np.zeros(0, np.int64), np.zeros(0, self.codes.dtype)
+        if allowed is not None and len(counts) <= _SLICED_RANGES:
+            # few ranges: test each one's codes in place (a scan of the whole part is one such range)
+            found = [np.flatnonzero(allowed[self.codes[a:b + 1]]) + a
+                     for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+            rows = np.concatenate(found) if len(found) > 1 else found[0].astype(np.int64, copy=False)
+            return rows, self.codes[rows]
+        run_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        rows = np.repeat(lo - run_start, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+        codes = self.codes[rows]
+        if allowed is not None:
+            keep = allowed[codes]
+            rows, codes = rows[keep], codes[keep]
+        return rows, codes
+
+    def ts(self, rows: np.ndarray) -> np.ndarray:
+        """The ts (int64 µs) of ``rows``."""
+        return self.base[rows // self.block] + self.steps[rows].astype(np.int64) * self.unit
+
+    def allowed(self, wanted: frozenset[str] | None) -> np.ndarray | None:
+        if wanted is None:
+            return None
+        return np.fromiter((t in wanted for t in self.types), dtype=bool, count=len(self.types))
+
+    def type_array(self, codes: np.ndarray) -> pa.DictionaryArray:
+        """``codes`` as a dictionary-encoded string array over this part's types."""
+        return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32, copy=False)),
+                                              pa.array(self.types, pa.string()))
+
+
+def _parse(buf: mmap.mmap | bytes) -> SeekFile:
+    if len(buf) < _PREFIX.size:
+        raise SeekUnavailable("shorter than its prefix")
+    magic, version, header_len = _PREFIX.unpack_from(buf, 0)
+    if magic != MAGIC:
+        raise SeekUnavailable("not a seek file")
+    if version != VERSION:
+        raise SeekUnavailable(f"seek file version {version}, this reader knows {VERSION}")
+    start = _PREFIX.size + header_len
+    try:
+        head = json.loads(bytes(buf[_PREFIX.size:start]))
+        rows, block, unit = int(head["rows"]), int(head["block"]), int(head["unit"])
+        types = tuple(head["types"])
+        type_dtype, ts_dtype = np.dtype(head["type_dtype"]), np.dtype(head["ts_dtype"])
+        sections = {k: (start + int(a), int(n)) for k, (a, n) in head["sections"].items()}
+        crc = int(head["crc32"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise SeekUnavailable(f"unreadable header: {err}") from None
+    view = memoryview(buf)
+    if zlib.crc32(view[start:]) != crc:
+        raise SeekUnavailable("checksum mismatch")
+
+    def section(name: str, dtype: np.dtype, count: int) -> np.ndarray:
+        at, n = sections[name]
+        if n != count * dtype.itemsize or at + n > len(buf):
+            raise SeekUnavailable(f"section {name} has {n} bytes, expected {count * dtype.itemsize}")
+        return np.frombuffer(view, dtype=dtype, count=count, offset=at)
+
+    try:
+        out = SeekFile(rows=rows, types=types, codes=section("type", type_dtype, rows),
+                       base=section("base", np.dtype(np.int64), -(-rows // block)),
+                       steps=section("ts", ts_dtype, rows), unit=unit, block=block)
+    except KeyError as err:
+        raise SeekUnavailable(f"missing section {err}") from None
+    if rows and int(out.codes.max()) >= len(types):
+        raise SeekUnavailable("a type code beyond the part's types")
+    return out
+
+
+#: Seek files opened lately, by (path, size, mtime, inode): parts never change once written, and the
+#: checksum is verified once per process.
+_OPEN: dict[tuple[str, int, int, int], SeekFile] = {}
+_OPEN_MAX = 256
+_OPEN_LOCK = threading.Lock()
+
+
+def open_seek(path: Path, rows: int) -> SeekFile:
+    """The seek file at ``path`` for a part of ``rows`` rows, or :class:`SeekUnavailable`."""
+    try:
+        st = path.stat()
+    except OSError:
+        raise SeekUnavailable("missing") from None
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    with _OPEN_LOCK:
+        found = _OPEN.get(key)
+    if found is None:
+        try:
+            with open(path, "rb") as fh:
+                buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
+        except (OSError, ValueError) as err:
+            raise SeekUnavailable(f"cannot map: {err}") from None
+        found = _parse(buf)
+        with _OPEN_LOCK:
+            if len(_OPEN) >= _OPEN_MAX:
+                _OPEN.pop(next(iter(_OPEN)))
+            _OPEN[key] = found
+    if found.rows != rows:
+        raise SeekUnavailable(f"holds {found.rows} rows, the part {rows}")
+    return found

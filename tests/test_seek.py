@@ -1,0 +1,76 @@
+"""Seek files: a part's ts and types, fixed-width, read in place.  Held to the arrays they were made from on
+random parts (every width of codes and steps), and to a brute-force selection of rows in ranges."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from exact.seek import BLOCK, SeekUnavailable, encode, open_seek, write
+
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@st.composite
+def parts(draw: st.DrawFn) -> tuple[np.ndarray, list[str]]:
+    """ts (not decreasing, in one of several granularities and gap sizes) and types of a part."""
+    n = draw(st.integers(1, 3 * BLOCK + 7))
+    unit = draw(st.sampled_from([1, 1000, 1_000_000]))
+    big = draw(st.sampled_from([3, 10**6, 10**9]))  # gaps in units: µs jitter … days between events
+    gaps = np.asarray(draw(st.lists(st.integers(0, big), min_size=n, max_size=n)), dtype=np.int64)
+    ts = 1_600_000_000_000_000 + np.cumsum(gaps) * unit
+    alphabet = draw(st.sampled_from([["A"], ["A", "B", "C"], [f"t{i}" for i in range(300)]]))
+    types = [alphabet[i] for i in draw(st.lists(st.integers(0, len(alphabet) - 1), min_size=n, max_size=n))]
+    return ts, types
+
+
+@SETTINGS
+@given(part=parts(), data=st.data())
+def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactory,
+                                         part: tuple[np.ndarray, list[str]], data: st.DataObject) -> None:
+    ts, types = part
+    n = len(ts)
+    path = tmp_path_factory.mktemp("seek") / "p.seek"
+    size = write(path, ts, pa.array(types))
+    assert size == path.stat().st_size
+    seek = open_seek(path, n)
+    assert seek.types == tuple(sorted(set(types)))
+    assert [seek.types[c] for c in seek.codes.tolist()] == types
+    assert seek.ts(np.arange(n)).tolist() == ts.tolist()
+    # rows in random sorted, disjoint ranges (few: tested in place; many: gathered), of random wanted
+    # types, as a brute force picks them
+    points = sorted(data.draw(st.sets(st.integers(0, n), max_size=40)))
+    ranges = [(a, b - 1) for a, b in zip(points[::2], points[1::2], strict=False)]  # some of one row
+    wanted = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from(sorted(set(types)) + ["absent"]))))
+    lo = np.asarray([a for a, _ in ranges], dtype=np.int64)
+    hi = np.asarray([b for _, b in ranges], dtype=np.int64)
+    rows, codes = seek.select(lo, hi, seek.allowed(wanted))
+    want = [i for a, b in ranges for i in range(a, b + 1) if wanted is None or types[i] in wanted]
+    assert rows.tolist() == want
+    assert [seek.types[c] for c in codes.tolist()] == [types[i] for i in want]
+    assert seek.ts(rows).tolist() == ts[want].tolist()
+
+
+def test_ts_steps_are_narrow_when_the_log_allows() -> None:
+    """Millisecond ts a minute apart: 4-byte steps, 1 byte per type (5 bytes an event plus the header)."""
+    n = 10_000
+    ts = 1_600_000_000_000_000 + np.arange(n, dtype=np.int64) * 60_000_000
+    data = encode(ts, pa.array(["A", "B"] * (n // 2)))
+    assert len(data) < 5 * n + 8 * (n // BLOCK + 1) + 1024
+    fine = encode(ts + np.arange(n) % 7, pa.array(["A", "B"] * (n // 2)))  # µs jitter over hours: 8 bytes
+    assert len(fine) > 9 * n
+
+
+def test_a_seek_file_of_another_row_count_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "p.seek"
+    write(path, np.arange(10, dtype=np.int64), pa.array(["A"] * 10))
+    with pytest.raises(SeekUnavailable, match="holds 10 rows"):
+        open_seek(path, 11)
+    with pytest.raises(SeekUnavailable, match="missing"):
+        open_seek(tmp_path / "none.seek", 10)
