@@ -47,12 +47,13 @@ def ingest_throughput(path: Path, fmt: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         _, t_store = _timed(lambda: EventStore.create(Path(tmp) / "store", stream))
         store_bytes = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
+        seek_bytes = sum(f.stat().st_size for f in Path(tmp).rglob("*.seek"))
     n = stream.num_rows
     return {"input": path.name, "events": n, "read_s": round(t_read, 3), "order_and_seq_s": round(t_order, 3),
             "store_write_s": round(t_store, 3), "ingest_events_per_s": round(n / (t_read + t_order)),
             "read_events_per_s": round(n / t_read), "store_write_events_per_s": round(n / t_store),
             "end_to_end_events_per_s": round(n / (t_read + t_order + t_store)), "store_bytes": store_bytes,
-            "arrow_bytes": stream.nbytes}
+            "seek_bytes": seek_bytes, "arrow_bytes": stream.nbytes}
 
 
 _PROBES = {

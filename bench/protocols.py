@@ -302,7 +302,8 @@ def _word_dataset(bench: Bench, rng: np.random.Generator, asked: int, checked: i
             "build_s_mean": round(float(np.mean(builds)), 3), "build_s_runs": [round(b, 3) for b in builds],
             "build_events_per_s": round(bench.stream.num_rows / float(np.mean(builds))),
             "index": bench.tree.info(), "index_bytes": bench.tree.stored_bytes(),
-            "store_bytes": bench.store.size_bytes(), "cells": cells, "violations": _violations(all_rows),
+            "store_bytes": bench.store.size_bytes(), "seek_bytes": bench.store.seek_bytes(),
+            "cells": cells, "violations": _violations(all_rows),
             "queries": _drop_seconds(all_rows)}
 
 
@@ -349,7 +350,8 @@ def build_scaling(scale: Scale, corpora: Corpora, workdir: Path) -> dict[str, An
         stream = corpora.bpic_events(n)
         m = measure(f"bpic2012 {n}", stream, repeat=2 if n <= 1_000_000 else 1, fp=False)
         rows.append({k: m[k] for k in ("events", "build_seconds", "build_events_per_s", "index_bytes",
-                                        "index_bytes_per_event", "store_bytes", "index_share_of_store",
+                                        "index_bytes_per_event", "store_bytes", "seek_bytes",
+                                        "index_share_of_store",
                                         "levels", "nodes", "m", "k", "expected_fpq")})
     return {"protocol": "build_scaling", "options": asdict(BuildOptions()), "local": rows,
             "spark": "local vs Spark end to end comes from the spark benchmark (bench/spark.py)"}

@@ -24,7 +24,8 @@ SECTIONS = (
     "3. Build throughput and index size against N (local and Spark)",
     "4. Accuracy: false positives against the configured fpq, and recall",
     "5. The exact engine: strategies, two-phase, prefilter, window growth (Cadonna §4.7, §5.4)",
-    "6. Other benchmarks",
+    "6. Query latency by answer mode: approximate, verified, exact",
+    "7. Other benchmarks",
 )
 
 
@@ -279,10 +280,12 @@ def section_words(record: dict[str, Any] | None, plots: Plots) -> str:
               + [(*row, "Baltus Table 5.3") for row in seeds.BALTUS_T53.rows]),
         "**Construction time** (Table 5.4; ours: mean of the timed builds, in-process builder, sizing "
         "included):",
-        table(("dataset", "events", "build s", "events/s", "index bytes", "store bytes", "source"),
+        table(("dataset", "events", "build s", "events/s", "index bytes", "store bytes",
+               "of which seek files", "source"),
               [(n, d["events"], d["build_s_mean"], d["build_events_per_s"], d["index_bytes"],
-                d["store_bytes"], f"ours ({len(d['build_s_runs'])} builds)") for n, d in ds.items()]
-              + [(name, events, secs, round(events / secs), None, None, "Baltus Table 5.4")
+                d["store_bytes"], d.get("seek_bytes"), f"ours ({len(d['build_s_runs'])} builds)")
+               for n, d in ds.items()]
+              + [(name, events, secs, round(events / secs), None, None, None, "Baltus Table 5.4")
                  for (name, events, _), (_, secs) in zip(seeds.BALTUS_T53.rows, seeds.BALTUS_T54.rows,
                                                           strict=True)]),
     ]
@@ -373,10 +376,13 @@ def section_scaling(record: dict[str, Any] | None, spark: dict[str, Any] | None,
         f"built with the project's defaults (C = {o['leaf_size']}, fpq = {o['fpq']:g}) by the in-process "
         "builder (sizing from the measured profile + Alg. 1/2; best of 2 runs up to 1M events). The thesis "
         "builds at C = 100, fpq = 1e-4 (its Table 5.4, converted to events/s, is shown beside).",
-        table(("events", "build s", "events/s", "index bytes", "bytes/event", "store bytes", "index / store",
-               "levels", "nodes", "m", "k"),
+        "Store bytes count the Parquet parts and their seek files (ts and type, fixed-width, for "
+        "verification's reads in place); the seek files' share is shown beside.",
+        table(("events", "build s", "events/s", "index bytes", "bytes/event", "store bytes",
+               "of which seek files", "index / store", "levels", "nodes", "m", "k"),
               [(x["events"], x["build_seconds"], x["build_events_per_s"], x["index_bytes"],
-                x["index_bytes_per_event"], x["store_bytes"], x["index_share_of_store"], x["levels"],
+                x["index_bytes_per_event"], x["store_bytes"], x.get("seek_bytes"), x["index_share_of_store"],
+                x["levels"],
                 x["nodes"], x["m"], x["k"]) for x in r["local"]]),
         table(("Baltus Table 5.4", "events", "seconds", "events/s"),
               [(name, events, secs, round(events / secs)) for (name, events, _), (_, secs)
@@ -557,8 +563,58 @@ def flatten(value: Any, prefix: str = "", depth: int = 3) -> list[tuple[str, Any
     return [(prefix, "{…}")]
 
 
+def section_query(record: dict[str, Any] | None) -> str:
+    note = _missing(record, "query")
+    if note:
+        return f"**Query latency by mode** (`python -m bench query`): {note}"
+    kind = "quick" if record.get("quick") else "full"
+    parts = [f"`python -m bench query` ({kind} run at {record.get('ran_at', '–')}). Per query the median of "
+             "up to five runs within a second. *Exact* is the reference: the engine over every event of the "
+             "stream. *Pruned scan* is the engine over the whole stream read as verification reads a "
+             "candidate (only the types some variable can bind, from the seek files when the query names no "
+             "attribute), with no index. Approximate *cold* is the first query after a process loaded the "
+             "index version, *warm* the same query again."]
+    for name, d in record["results"].items():
+        s = d["summary"]
+        thin = s["exact_over_verified_coverage_lt_1pct"]
+        pruned = s.get("pruned_scan_over_verified_coverage_lt_1pct") or {}
+        fp = s["false_positive_rate"]
+        parts.append(
+            f"**{name}** — {d['events']:,} events, {s['queries']} queries; verified = exact on all: "
+            f"{'yes' if s['verified_equals_exact'] else '**no**'}; pruned scan = exact: "
+            f"{fmt(s.get('pruned_scan_equals_exact'))}.")
+        parts.append(table(
+            ("figure", "approximate cold", "approximate warm", "verified", "exact", "pruned scan"),
+            [("p50 ms, all queries", s["p50_ms"]["approximate_cold"], s["p50_ms"]["approximate_warm"],
+              s["p50_ms"]["verified"], s["p50_ms"]["exact"], s.get("pruned_scan_p50_ms")),
+             ("p90 ms, all queries", s["p90_ms"]["approximate_cold"], s["p90_ms"]["approximate_warm"],
+              s["p90_ms"]["verified"], s["p90_ms"]["exact"], None),
+             ("p50 ms, `RETURN exists`", s["approximate_p50_ms_exists"]["cold"],
+              s["approximate_p50_ms_exists"]["warm"], None, None, None),
+             (f"p50 ms, ≤ 100 candidate intervals ({s['approximate_p50_ms_le_100_intervals']['queries']} "
+              "queries)", s["approximate_p50_ms_le_100_intervals"]["cold"],
+              s["approximate_p50_ms_le_100_intervals"]["warm"], None, None, None)]))
+        parts.append(
+            f"Candidates under 1 % of the stream ({thin['queries']} queries): exact / verified median "
+            f"{fmt(thin['median'])}× (min {fmt(thin['min'])}×, max {fmt(thin.get('max'))}×); pruned scan / "
+            f"verified median {fmt(pruned.get('median'))}× (min {fmt(pruned.get('min'))}×). All queries: "
+            f"exact / verified median {fmt(s['exact_over_verified_median'])}×, events scanned / total median "
+            f"{fmt(s['scanned_over_total_median'])}. False positives: {fmt(fp['intervals'])} of "
+            f"{fp['candidate_intervals']:,} candidate intervals, {fmt(fp['exists'])} of `exists` answers "
+            f"(expected rate, eq. 4.3, mean {fmt(fp['expected_mean'])}).")
+        rows = [q for q in d["queries"] if q["coverage"] < 0.01]
+        if rows:
+            parts.append(table(
+                ("query (candidates < 1 %)", "coverage", "approx warm ms", "verified ms", "exact ms",
+                 "pruned scan ms", "exact / verified", "pruned / verified", "scanned"),
+                [(f"`{q['query']}`", f"{q['coverage']:.2%}", q["approximate_ms_warm"], q["verified_ms"],
+                  q["exact_ms"], q.get("pruned_scan_ms"), q["exact_over_verified"],
+                  q.get("pruned_scan_over_verified"), q["events_scanned"]) for q in rows]))
+    return "\n\n".join(parts)
+
+
 def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
-    others = [n for n in records if n not in PROTOCOLS]
+    others = [n for n in records if n not in PROTOCOLS and n != "query"]
     if not others:
         return "_No other benchmark records in `bench/results/`._"
     parts = ["The registry's other benchmarks (`python -m bench NAME`), each owned by the module's author; "
@@ -604,6 +660,7 @@ def generate(results: Path, docs: Path, *, command: str, host: dict[str, Any], g
         section_scaling(records.get("seeds_build_scaling"), records.get("spark"), plots),
         section_accuracy(records.get("seeds_accuracy"), plots),
         section_engine(records.get("seeds_exact_engine"), plots),
+        section_query(records.get("query")),
         section_others(records),
     ]
     scales = {rec.get("scale", {}).get("name") for n, rec in records.items() if n in PROTOCOLS}

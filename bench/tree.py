@@ -51,9 +51,11 @@ def _best_time(fn: Any, repeat: int) -> tuple[Any, float]:
     return out, best
 
 
-def _store_bytes(table: pa.Table) -> int:
+def _store_bytes(table: pa.Table) -> tuple[int, int]:
+    """Bytes of the table's event store on disk, and of its seek files among them."""
     with tempfile.TemporaryDirectory() as tmp:
-        return EventStore.create(Path(tmp) / "store", table).size_bytes()
+        store = EventStore.create(Path(tmp) / "store", table)
+        return store.size_bytes(), store.seek_bytes()
 
 
 def _load_ms(tree: BloomTree) -> float:
@@ -107,8 +109,9 @@ def measure(name: str, table: pa.Table, *, repeat: int, options: BuildOptions = 
         "expected_fpq": tree.expected_fpq(), "load_ms": _load_ms(tree),
     }
     if store:
-        store_bytes = _store_bytes(table)
+        store_bytes, seek_bytes = _store_bytes(table)
         out["store_bytes"] = store_bytes
+        out["seek_bytes"] = seek_bytes
         out["index_share_of_store"] = round(index_bytes / store_bytes, 4)
     if fp:
         out["false_positives"] = false_positive_rate(tree, table)

@@ -45,8 +45,9 @@ def test_report_has_every_section_in_order(tiny_run: tuple[Path, Path, list[str]
     assert "`python -m bench all --quick (tiny test scale)`" in text
     positions = [text.index(f"## {title}\n") for title in SECTIONS]
     assert positions == sorted(positions)
-    # Only the registry's Spark comparison is absent: the smoke test runs the seed protocols alone.
-    assert text.count("Not run:") == 1 and "(`python -m bench spark`): _Not run: no" in text
+    # Only the registry's Spark and query benchmarks are absent: the smoke test runs the seed protocols alone.
+    assert text.count("Not run:") == 2 and "(`python -m bench spark`): _Not run: no" in text
+    assert "(`python -m bench query`): _Not run: no" in text
     for note in ("Failed:", "No figures"):
         assert note not in text
 
@@ -81,8 +82,28 @@ def test_failed_or_missing_benchmarks_keep_their_section(tmp_path: Path) -> None
     text = report.read_text()
     assert all(f"## {title}\n" in text for title in SECTIONS)
     assert "**Failed:** `RecallError: 3 exact matches missed`" in text
-    assert text.count("_Not run: no `bench/results/") == 5  # four protocols and the Spark comparison
+    # four protocols, the Spark comparison and the query benchmark
+    assert text.count("_Not run: no `bench/results/") == 6
     assert "This run had failures" in text
+
+
+def test_query_benchmark_answers_every_mode_alike_and_reports_it(shared_data: Path) -> None:
+    """The query benchmark on a BPI 2012 prefix: verified and the pruned scan answer as exact does, every
+    figure the report shows is recorded, and the report's section shows them."""
+    from bench.corpora import Corpora
+    from bench.query import measure
+    from bench.report import section_query
+
+    stream = Corpora(data=shared_data).bpic_events(30_000)
+    out = measure("bpic2012", stream, per_length=1, forms=1, seed=7, lengths=range(2, 4))
+    s = out["summary"]
+    assert s["verified_equals_exact"] and s["pruned_scan_equals_exact"]
+    rows = out["queries"]
+    assert all(r["verified_equals_exact"] and r["pruned_scan_equals_exact"] for r in rows)
+    assert all(r["pruned_scan_ms"] > 0 and r["events_scanned"] <= r["events_total"] == 30_000 for r in rows)
+    text = section_query({"benchmark": "query", "ran_at": "then", "results": {"bpic2012": out}})
+    assert "**bpic2012** — 30,000 events" in text and "pruned scan = exact: yes" in text
+    assert f"{s['queries']} queries" in text
 
 
 def test_inside_counts_matches_outside_every_interval() -> None:
