@@ -43,8 +43,9 @@ SUFFIX = ".seek"
 BLOCK = 256
 _ALIGN = 64
 _PREFIX = struct.Struct("<8sII")
-#: Up to this many ranges are tested slice by slice; more (short ones) through one gather of their rows.
-_SLICED_RANGES = 16
+#: Ranges this long on average are tested slice by slice in place (a scan of a whole part is one such
+#: range); shorter ones through one gather of all their rows, which costs less than a call per range.
+_SLICED_MEAN_ROWS = 4096
 
 
 class SeekUnavailable(Exception):
@@ -128,7 +129,7 @@ class SeekFile:
         counts = hi - lo + 1
         if not len(counts):
             return np.zeros(0, np.int64), np.zeros(0, self.codes.dtype)
-        if allowed is not None and len(counts) <= _SLICED_RANGES:
+        if allowed is not None and int(counts.sum()) >= _SLICED_MEAN_ROWS * len(counts):
             # few ranges: test each one's codes in place (a scan of the whole part is one such range)
             found = [np.flatnonzero(allowed[self.codes[a:b + 1]]) + a
                      for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
@@ -203,10 +204,10 @@ _OPEN_MAX = 256
 _OPEN_LOCK = threading.Lock()
 
 
-def open_seek(path: Path, rows: int) -> SeekFile:
+def open_seek(path: str | Path, rows: int) -> SeekFile:
     """The seek file at ``path`` for a part of ``rows`` rows, or :class:`SeekUnavailable`."""
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         raise SeekUnavailable("missing") from None
     key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)

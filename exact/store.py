@@ -357,6 +357,7 @@ class EventStore:
         self._lock_file: Any = None
         # The last manifest read, keyed by its file identity: os.replace gives every commit a new inode.
         self._cached: tuple[tuple[int, int, int], Snapshot] | None = None
+        self._seek_paths: dict[str, str] = {}  # part file → its seek file path (names are never reused)
 
     # -- opening
 
@@ -710,7 +711,10 @@ class EventStore:
 
     def _seek_ranges(self, part: PartInfo, bounds: np.ndarray, types: frozenset[str] | None) -> _SeekPiece:
         """The rows of ``part`` inside ``bounds`` (of ``types`` unless None) from its seek file."""
-        seek = open_seek(self.root / PARTS / seek_name(part.file), part.rows)
+        path = self._seek_paths.get(part.file)
+        if path is None:
+            path = self._seek_paths[part.file] = str(self.root / PARTS / seek_name(part.file))
+        seek = open_seek(path, part.rows)
         lo = np.maximum(bounds[:, 0], part.first_seq)
         hi = np.minimum(bounds[:, 1], part.last_seq)
         ok = lo <= hi

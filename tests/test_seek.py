@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import exact.seek as seek_module
 from exact.seek import BLOCK, SeekUnavailable, encode, open_seek, write
 
 SETTINGS = settings(max_examples=60, deadline=None,
@@ -43,14 +44,19 @@ def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactor
     assert seek.types == tuple(sorted(set(types)))
     assert [seek.types[c] for c in seek.codes.tolist()] == types
     assert seek.ts(np.arange(n)).tolist() == ts.tolist()
-    # rows in random sorted, disjoint ranges (few: tested in place; many: gathered), of random wanted
-    # types, as a brute force picks them
+    # rows in random sorted, disjoint ranges, of random wanted types, as a brute force picks them
     points = sorted(data.draw(st.sets(st.integers(0, n), max_size=40)))
     ranges = [(a, b - 1) for a, b in zip(points[::2], points[1::2], strict=False)]  # some of one row
     wanted = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from(sorted(set(types)) + ["absent"]))))
     lo = np.asarray([a for a, _ in ranges], dtype=np.int64)
     hi = np.asarray([b for _, b in ranges], dtype=np.int64)
-    rows, codes = seek.select(lo, hi, seek.allowed(wanted))
+    in_place = data.draw(st.booleans())  # test ranges slice by slice, or gather their rows
+    saved = seek_module._SLICED_MEAN_ROWS
+    seek_module._SLICED_MEAN_ROWS = 1 if in_place else 10**9
+    try:
+        rows, codes = seek.select(lo, hi, seek.allowed(wanted))
+    finally:
+        seek_module._SLICED_MEAN_ROWS = saved
     want = [i for a, b in ranges for i in range(a, b + 1) if wanted is None or types[i] in wanted]
     assert rows.tolist() == want
     assert [seek.types[c] for c in codes.tolist()] == [types[i] for i in want]
