@@ -194,14 +194,10 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     """
     query = approx.query
     plan = normalize(query)
-    regions = approx.regions(merge_gap)
     cols = needed_columns(query)
     contiguous = query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)
     keep_types = None if contiguous else _relevant_types(plan)
     counts = source.type_counts()
-    per_region = _region_ranges(approx, regions)
-    # Regions have disjoint start ranges in stream order and the engine returns each one's matches sorted,
-    # so their concatenation is sorted and free of duplicates.
     matches: list[Match] = []
     ts_of: dict[int, int] = {}
     scanned = checked = 0
@@ -211,6 +207,20 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         ts_of.update(match_ts(table, found))
         return found
 
+    if not stop_at_first and not contiguous:
+        # The automaton strategies in one engine call over all regions' rows: a run from a start in one
+        # region cannot reach the next one's rows (that would be a match of the positive pattern ending
+        # beyond the region's reach), so the unread gaps change nothing.
+        ranges, n_regions, whole = approx.read_plan(merge_gap)
+        table, scanned = source.read_ranges(ranges, cols, keep_types)
+        if whole is not None:
+            matches = run(whole, table)
+        return Verification(matches, scanned, n_regions, ts_of, table.num_rows)
+
+    regions = approx.regions(merge_gap)
+    per_region = _region_ranges(approx, regions)
+    # Regions have disjoint start ranges in stream order and the engine returns each one's matches sorted,
+    # so their concatenation is sorted and free of duplicates.
     if stop_at_first:
         for region, ranges in zip(regions, per_region, strict=True):
             table, decoded = source.read_ranges(ranges, cols, keep_types)
@@ -225,15 +235,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         merged = _merge_ranges(everything)
         table, scanned = source.read_ranges(merged, cols, keep_types)
         checked = table.num_rows
-        if not contiguous and regions:
-            # The automaton strategies in one engine call over all regions' rows: a run from a start in one
-            # region cannot reach the next one's rows (that would be a match of the positive pattern
-            # ending beyond the region's reach), so the unread gaps change nothing; the contiguity
-            # strategies would read a gap as adjacency, so they go region by region.
-            whole = Region(regions[0].start_lo, regions[-1].start_hi, regions[-1].end, regions[-1].read_end,
-                           np.zeros(0, dtype=_I64))
-            matches.extend(run(whole, table))
-            return Verification(matches, scanned, len(regions), ts_of, table.num_rows)
+        # the contiguity strategies would read a gap between regions as adjacency: region by region
         seq = int_column(table, "seq")
         for region, ranges in zip(regions, per_region, strict=True):
             if not ranges:

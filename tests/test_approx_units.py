@@ -303,6 +303,31 @@ def test_region_reads_join_consecutive_units_up_to_the_read_end(seed: int, leaf:
         assert _region_ranges(approx, regions) == expected
 
 
+@given(seed=st.integers(0, 10_000), leaf=st.integers(1, 5), gap=st.sampled_from([0, 1, 7, 64]))
+@settings(max_examples=30, deadline=None)
+def test_the_read_plan_is_every_region_s_reads_joined(seed: int, leaf: int, gap: int) -> None:
+    """The vectorised read plan: the regions' read ranges (checked above) joined where they touch, with the
+    region count and one region from the first start to the last."""
+    types, ts = skewed_stream(1500, 12, seed)
+    index = TreeIndex(tree_of(types, ts, leaf))
+    for q in _random_queries(np.random.default_rng(seed), 6, types=14):
+        approx = approximate(q, index)
+        regions = approx.regions(gap)
+        joined: list[list[int]] = []
+        for a, b in (r for ranges in _region_ranges(approx, regions) for r in ranges):
+            if joined and a <= joined[-1][1] + 1:
+                joined[-1][1] = max(joined[-1][1], b)
+            else:
+                joined.append([a, b])
+        ranges, count, whole = approx.read_plan(gap)
+        assert ranges.tolist() == joined and count == len(regions)
+        if regions:
+            assert whole is not None and (whole.start_lo, whole.start_hi, whole.end, whole.read_end) == (
+                regions[0].start_lo, regions[-1].start_hi, regions[-1].end, regions[-1].read_end)
+        else:
+            assert whole is None
+
+
 @given(seed=st.integers(0, 10_000), leaf=st.integers(1, 6), window=st.integers(1, 60),
        in_events=st.booleans(), density=st.sampled_from([0.02, 0.3, 0.9]))
 @settings(max_examples=60, deadline=None)
