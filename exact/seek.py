@@ -198,10 +198,19 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
 
 
 #: Seek files opened lately, by (path, size, mtime, inode): parts never change once written, and the
-#: checksum is verified once per process.
+#: checksum is verified once per process.  A mapped file keeps its disk space after it is deleted, so each
+#: new entry first drops the entries whose file is gone or replaced (a deleted or rebuilt dataset).
 _OPEN: dict[tuple[str, int, int, int], SeekFile] = {}
 _OPEN_MAX = 256
 _OPEN_LOCK = threading.Lock()
+
+
+def _same_file(key: tuple[str, int, int, int]) -> bool:
+    try:
+        st = os.stat(key[0])
+    except OSError:
+        return False
+    return (st.st_size, st.st_mtime_ns, st.st_ino) == key[1:]
 
 
 def open_seek(path: str | Path, rows: int) -> SeekFile:
@@ -221,6 +230,8 @@ def open_seek(path: str | Path, rows: int) -> SeekFile:
             raise SeekUnavailable(f"cannot map: {err}") from None
         found = _parse(buf)
         with _OPEN_LOCK:
+            for gone in [k for k in _OPEN if not _same_file(k)]:
+                del _OPEN[gone]
             if len(_OPEN) >= _OPEN_MAX:
                 _OPEN.pop(next(iter(_OPEN)))
             _OPEN[key] = found

@@ -80,3 +80,16 @@ def test_a_seek_file_of_another_row_count_is_refused(tmp_path: Path) -> None:
         open_seek(path, 11)
     with pytest.raises(SeekUnavailable, match="missing"):
         open_seek(tmp_path / "none.seek", 10)
+
+
+def test_files_deleted_or_replaced_leave_the_open_maps(tmp_path: Path) -> None:
+    """A mapped file keeps its disk space: opening another seek file lets go of those deleted or replaced."""
+    old, other = tmp_path / "old.seek", tmp_path / "other.seek"
+    write(old, np.arange(10, dtype=np.int64), pa.array(["A"] * 10))
+    open_seek(old, 10)
+    assert any(k[0] == str(old) for k in seek_module._OPEN)
+    old.unlink()
+    write(other, np.arange(5, dtype=np.int64), pa.array(["B"] * 5))
+    open_seek(other, 5)
+    assert not any(k[0] == str(old) for k in seek_module._OPEN)
+    assert any(k[0] == str(other) for k in seek_module._OPEN)
