@@ -253,11 +253,6 @@ class PartInfo:
                 "bytes": self.bytes} | ({"seek_bytes": self.seek_bytes} if self.seek_bytes else {})
 
     @property
-    def seek_file(self) -> str | None:
-        """The part's seek file name, if it has one."""
-        return seek_name(self.file) if self.seek_bytes else None
-
-    @property
     def files(self) -> tuple[str, ...]:
         """Every file of the part: the Parquet file and its seek file."""
         return (self.file,) if not self.seek_bytes else (self.file, seek_name(self.file))
@@ -450,7 +445,8 @@ class EventStore:
         """Write one part (not yet visible: :meth:`commit` publishes it).
 
         ``table`` is a stream table whose ``seq`` runs ``first_seq, first_seq+1, …`` and whose ts never
-        decreases.  The file is written under a temporary name, fsynced, then renamed.
+        decreases.  Its Parquet file and its seek file (:mod:`exact.seek`) are each written under a
+        temporary name, fsynced, then renamed.
         """
         _check_part_table(table, first_seq)
         size = row_group_size or self.snapshot_or_empty().row_group_size
