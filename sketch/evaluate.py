@@ -549,18 +549,20 @@ class Approximation:
         last = np.append(first[1:], len(lo)) - 1
         read_end = reach[last]
         last_unit = units.index_of_seq(read_end).astype(_I64)
-        # the units inside some region's span [first start unit, unit of its reach] (spans are disjoint)
+        # the units inside some region's span [first start unit, unit of its reach]; spans overlap only
+        # with a negative gap, where a region may start in the unit the one before ends in
         U = len(units.lo_seq)
-        cover = np.zeros(U + 1, dtype=_I64)
-        np.add.at(cover, starts[first], 1)
-        np.add.at(cover, last_unit + 1, -1)
-        read = np.flatnonzero((np.cumsum(cover[:U]) > 0) & self.relevant)
+        inner = np.zeros(U + 1, dtype=_I64)  # spans without their last unit
+        np.add.at(inner, starts[first], 1)
+        np.add.at(inner, last_unit, -1)
+        inner = np.cumsum(inner[:U]) > 0
+        limit = np.full(U, -1, dtype=_I64)  # a region's last unit is read to its read end only
+        np.maximum.at(limit, last_unit, read_end)
+        read = np.flatnonzero((inner | (limit >= 0)) & self.relevant)
         r_lo = units.lo_seq[read].astype(_I64)
         r_hi = units.hi_seq[read].astype(_I64)
-        # a region's last unit is read to its read end only
-        at = np.searchsorted(read, last_unit)
-        ends_here = (at < len(read)) & (read[np.minimum(at, max(len(read) - 1, 0))] == last_unit)
-        r_hi[at[ends_here]] = np.minimum(r_hi[at[ends_here]], read_end[ends_here])
+        cut = ~inner[read] & (limit[read] >= 0)
+        r_hi[cut] = np.minimum(r_hi[cut], limit[read][cut])
         ok = r_lo <= r_hi
         r_lo, r_hi = r_lo[ok], r_hi[ok]
         if len(r_lo):
