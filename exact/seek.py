@@ -10,12 +10,15 @@ Layout (little-endian), every section aligned to 64 bytes::
 
     b"SQSKSEEK"  uint32 version  uint32 header length  header (JSON)  sections…
 
-The header names ``rows``, ``block`` (rows per ts block), ``unit`` (µs per ts step), the dtypes, the part's
-sorted distinct ``types``, each section's offset and length, and the CRC-32 of everything after the header.
-Sections: ``type`` (a code per row into ``types``: uint8, uint16 or uint32 as the part needs), ``base`` (the
-ts of each block's first row, int64 µs) and ``ts`` (per row ``(ts - base) / unit``: uint32 when it fits,
-else int64).  Event logs keep ts to the millisecond or second, so ``unit`` is usually 1,000 or 1,000,000
-and a 256-row block spans at most about 50 days in uint32 steps: 5 bytes per event for most logs.
+The header names ``rows``, ``block`` (rows per ts block), ``unit`` (µs per ts step), the type codes' dtype,
+the part's sorted distinct ``types``, each section's offset and length, and the CRC-32 of everything after
+the header.  Sections: ``type`` (a code per row into ``types``: uint8, uint16 or uint32 as the part needs),
+``base`` (the ts of each block's first row, int64 µs), ``ts`` (per row ``(ts - base) / unit``, uint32, or
+``0xFFFFFFFF`` where that does not fit) and the rows that do not fit with their ts, as ``wide_rows`` and
+``wide_ts`` (int64).  ``unit`` is the greatest common divisor of the offsets (1,000 for a log kept to the
+millisecond).  Blocks are short (32 rows), so their offsets fit uint32 steps (71 minutes even in
+microseconds) except where a block straddles a long pause: 5.25 bytes per event plus 16 per wide row, and a
+row's ts is found in place.
 
 A seek file is derived from its part and written with it.  A reader that finds it missing, damaged (its
 checksum is verified on the first open in a process) or of another version reads the Parquet part instead,
@@ -37,12 +40,15 @@ import numpy as np
 import pyarrow as pa
 
 MAGIC = b"SQSKSEEK"
-VERSION = 1
+VERSION = 2  # 1: offsets from 256-row blocks, uint32 or int64 for a whole part
 SUFFIX = ".seek"
-#: Rows per ts block: a block's offsets from its first ts fit uint32 steps for any log with ms or coarser ts.
-BLOCK = 256
+#: Rows per ts block: short, so that a block's offsets from its first ts fit uint32 steps but where it
+#: straddles a pause of over 71 minutes (in µs; 49 days in ms), and long enough for its base to cost little.
+BLOCK = 32
 _ALIGN = 64
 _PREFIX = struct.Struct("<8sII")
+#: A ts offset of this many units or more is kept apart, as an int64 ts ("wide").
+_WIDE = 0xFFFFFFFF
 #: Ranges this long on average are tested slice by slice in place (a scan of a whole part is one such
 #: range); shorter ones through one gather of all their rows, which costs less than a call per range.
 _SLICED_MEAN_ROWS = 4096
@@ -86,15 +92,18 @@ def encode(ts: np.ndarray, types: pa.Array) -> bytes:
     unit = int(np.gcd.reduce(offsets)) if rows else 1
     unit = unit if unit > 0 else 1
     steps = offsets // unit
-    ts_dtype = np.dtype(np.uint32) if rows == 0 or int(steps.max()) < 1 << 32 else np.dtype(np.int64)
-    sections = {"type": codes.tobytes(), "base": base.tobytes(), "ts": steps.astype(ts_dtype).tobytes()}
+    wide_rows = np.flatnonzero(steps >= _WIDE)
+    narrow = steps.astype(np.uint32)  # the wide ones are overwritten just below
+    narrow[wide_rows] = _WIDE
+    sections = {"type": codes.tobytes(), "base": base.tobytes(), "ts": narrow.tobytes(),
+                "wide_rows": wide_rows.astype(np.int64).tobytes(), "wide_ts": ts[wide_rows].tobytes()}
     layout, payload, at = {}, bytearray(), 0
     for name, data in sections.items():
         layout[name] = [at, len(data)]
         payload += data + b"\0" * _pad(len(data))
         at += len(data) + _pad(len(data))
     header = json.dumps({"rows": rows, "block": BLOCK, "unit": unit, "type_dtype": codes_dtype.str,
-                         "ts_dtype": ts_dtype.str, "types": sorted_names, "sections": layout,
+                         "wide": len(wide_rows), "types": sorted_names, "sections": layout,
                          "crc32": zlib.crc32(payload)}, separators=(",", ":")).encode()
     header += b" " * _pad(_PREFIX.size + len(header))
     return _PREFIX.pack(MAGIC, VERSION, len(header)) + header + bytes(payload)
@@ -121,6 +130,8 @@ class SeekFile:
     steps: np.ndarray
     unit: int
     block: int
+    wide_rows: np.ndarray
+    wide_ts: np.ndarray
 
     def select(self, lo: np.ndarray, hi: np.ndarray, allowed: np.ndarray | None
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -145,7 +156,13 @@ class SeekFile:
 
     def ts(self, rows: np.ndarray) -> np.ndarray:
         """The ts (int64 µs) of ``rows``."""
-        return self.base[rows // self.block] + self.steps[rows].astype(np.int64) * self.unit
+        steps = self.steps[rows]
+        out = self.base[rows // self.block] + steps.astype(np.int64) * self.unit
+        if len(self.wide_rows):
+            wide = np.flatnonzero(steps == _WIDE)
+            if len(wide):
+                out[wide] = self.wide_ts[np.searchsorted(self.wide_rows, rows[wide])]
+        return out
 
     def allowed(self, wanted: frozenset[str] | None) -> np.ndarray | None:
         if wanted is None:
@@ -171,7 +188,7 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
         head = json.loads(bytes(buf[_PREFIX.size:start]))
         rows, block, unit = int(head["rows"]), int(head["block"]), int(head["unit"])
         types = tuple(head["types"])
-        type_dtype, ts_dtype = np.dtype(head["type_dtype"]), np.dtype(head["ts_dtype"])
+        type_dtype, wide = np.dtype(head["type_dtype"]), int(head["wide"])
         sections = {k: (start + int(a), int(n)) for k, (a, n) in head["sections"].items()}
         crc = int(head["crc32"])
     except (ValueError, KeyError, TypeError) as err:
@@ -187,9 +204,11 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
         return np.frombuffer(view, dtype=dtype, count=count, offset=at)
 
     try:
+        i64 = np.dtype(np.int64)
         out = SeekFile(rows=rows, types=types, codes=section("type", type_dtype, rows),
-                       base=section("base", np.dtype(np.int64), -(-rows // block)),
-                       steps=section("ts", ts_dtype, rows), unit=unit, block=block)
+                       base=section("base", i64, -(-rows // block)),
+                       steps=section("ts", np.dtype(np.uint32), rows), unit=unit, block=block,
+                       wide_rows=section("wide_rows", i64, wide), wide_ts=section("wide_ts", i64, wide))
     except KeyError as err:
         raise SeekUnavailable(f"missing section {err}") from None
     if rows and int(out.codes.max()) >= len(types):

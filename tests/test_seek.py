@@ -63,14 +63,25 @@ def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactor
     assert seek.ts(rows).tolist() == ts[want].tolist()
 
 
-def test_ts_steps_are_narrow_when_the_log_allows() -> None:
-    """Millisecond ts a minute apart: 4-byte steps, 1 byte per type (5 bytes an event plus the header)."""
+def test_an_event_takes_about_five_bytes_unless_it_follows_a_long_pause(tmp_path: Path) -> None:
+    """A 1-byte type code and a 4-byte ts offset per event (and a block base per 32), whatever the ts
+    precision; only rows 2^32 units or more (71 minutes in µs) after their block's first row are kept
+    apart, at 16 bytes each."""
     n = 10_000
-    ts = 1_600_000_000_000_000 + np.arange(n, dtype=np.int64) * 60_000_000
-    data = encode(ts, pa.array(["A", "B"] * (n // 2)))
-    assert len(data) < 5 * n + 8 * (n // BLOCK + 1) + 1024
-    fine = encode(ts + np.arange(n) % 7, pa.array(["A", "B"] * (n // 2)))  # µs jitter over hours: 8 bytes
-    assert len(fine) > 9 * n
+    ts = 1_600_000_000_000_000 + np.arange(n, dtype=np.int64) * 60_000_000 + np.arange(n) % 7  # µs jitter
+    types = pa.array(["A", "B"] * (n // 2))
+    overhead = 8 * (n // BLOCK + 1) + 1024  # block bases, header, alignment
+    assert len(encode(ts, types)) <= 5 * n + overhead
+    row = np.arange(n)
+    paused = ts + np.where(row >= 5010, 10**11, 0)  # a pause of 28 hours inside a block (4992..5023)
+    wide = [i for i in range(n) if paused[i] - paused[i - i % BLOCK] >= 2**32 - 1]
+    assert wide == list(range(5010, 5010 - 5010 % BLOCK + BLOCK))
+    write(tmp_path / "p.seek", paused, types)
+    seek = open_seek(tmp_path / "p.seek", n)
+    assert seek.wide_rows.tolist() == wide and seek.wide_ts.tolist() == paused[wide].tolist()
+    assert seek.ts(row).tolist() == paused.tolist()
+    assert seek.ts(row[::-7]).tolist() == paused[::-7].tolist()
+    assert len(encode(paused, types)) - len(encode(ts, types)) <= len(wide) * 16 + 2 * 64
 
 
 def test_a_seek_file_of_another_row_count_is_refused(tmp_path: Path) -> None:
