@@ -36,14 +36,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from exact.ast import Query, Strategy
+from exact.ast import Query
 from exact.engine import answer, evaluate, match_ts
 from exact.language import parse
-from exact.normalize import normalize
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate
-from sketch.verify import StoreSource, _relevant_types, answer_indexed, needed_columns
+from sketch.verify import StoreSource, answer_indexed, needed_columns, read_types
 
 REPLAY_EVENTS = 5_000_000
 FORMS = ("SEQ({a}, {b}, {c})", "SEQ({a}, OR({b}, {c}))", "SEQ({a}, AND({b}, {c}))", "SEQ({a}, NOT({b}), {c})")
@@ -53,9 +52,7 @@ def pruned_scan(query: Query, source: StoreSource) -> dict[str, Any]:
     """The exact engine over the whole stream, reading only the events verification would read from a
     candidate spanning it: every event under the contiguity strategies, else the types some positive or
     negated variable can bind.  No index is used."""
-    contiguous = query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)
-    types = None if contiguous else _relevant_types(normalize(query))
-    table, _ = source.read_ranges([(0, source.events_total - 1)], needed_columns(query), types)
+    table, _ = source.read_ranges([(0, source.events_total - 1)], needed_columns(query), read_types(query))
     matches = evaluate(query, table, type_counts=source.type_counts())
     return answer(query, matches, match_ts(table, matches))
 

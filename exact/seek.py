@@ -64,6 +64,12 @@ def seek_name(part_file: str) -> str:
     return stem + SUFFIX
 
 
+def run_positions(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``first[i], first[i] + 1, … first[i] + counts[i] - 1`` for every run ``i``, concatenated."""
+    run_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    return np.repeat(first - run_start, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+
+
 def _pad(n: int) -> int:
     return -n % _ALIGN
 
@@ -146,8 +152,7 @@ class SeekFile:
                      for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
             rows = np.concatenate(found) if len(found) > 1 else found[0].astype(np.int64, copy=False)
             return rows, self.codes[rows]
-        run_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        rows = np.repeat(lo - run_start, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+        rows = run_positions(lo, counts)
         codes = self.codes[rows]
         if allowed is not None:
             keep = allowed[codes]
@@ -168,11 +173,6 @@ class SeekFile:
         if wanted is None:
             return None
         return np.fromiter((t in wanted for t in self.types), dtype=bool, count=len(self.types))
-
-    def type_array(self, codes: np.ndarray) -> pa.DictionaryArray:
-        """``codes`` as a dictionary-encoded string array over this part's types."""
-        return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32, copy=False)),
-                                              pa.array(self.types, pa.string()))
 
 
 def _parse(buf: mmap.mmap | bytes) -> SeekFile:

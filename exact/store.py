@@ -65,7 +65,7 @@ from exact.events import (
 )
 from exact.ingest import order_by_time, with_seq
 from exact.seek import SUFFIX as SEEK_SUFFIX
-from exact.seek import SeekUnavailable, open_seek, seek_name
+from exact.seek import SeekUnavailable, open_seek, run_positions, seek_name
 from exact.seek import write as write_seek
 
 _log = logging.getLogger(__name__)
@@ -888,9 +888,8 @@ def _rows_in_ranges(part: PartInfo, groups: list[int], bounds: np.ndarray) -> tu
     counts = hi - lo + 1
     if not len(counts):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    run_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    step = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(run_start, counts)
-    return np.repeat(first, counts) + step, np.repeat(lo, counts) + step
+    rows = run_positions(first, counts)
+    return rows, rows + np.repeat(lo - first, counts)
 
 
 def type_mask(column: pa.ChunkedArray | pa.Array, value_set: pa.Array, rows: np.ndarray | None = None

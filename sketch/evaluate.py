@@ -511,25 +511,29 @@ class Approximation:
         units = self.units
         if not len(self.starts):
             return []
-        lo = units.lo_seq[self.starts].astype(_I64)
-        read_ends = self.read_ends.astype(_I64)
-        # Starts come in stream order and each read end lies at or after its start, so the running maximum
-        # of read ends is the current group's reach; a start beyond it (plus the gap) opens a new group.
-        reach = np.maximum.accumulate(read_ends)
-        new = np.ones(len(lo), dtype=bool)
-        new[1:] = lo[1:] > reach[:-1] + merge_gap
-        first = np.flatnonzero(new)
-        last = np.append(first[1:], len(lo)) - 1
+        first, last, read_ends, last_units = self._groups(merge_gap)
         ends = np.maximum.reduceat(self.ends.astype(_I64), first)
-        last_units = units.index_of_seq(reach[last])
         out = []
         for a, b, end, read_end, last_unit in zip(first.tolist(), last.tolist(), ends.tolist(),
-                                                  reach[last].tolist(), last_units.tolist(), strict=True):
+                                                  read_ends.tolist(), last_units.tolist(), strict=True):
             s_first, s_last = int(self.starts[a]), int(self.starts[b])
             span = np.arange(s_first, last_unit + 1)
             out.append(Region(int(units.lo_seq[s_first]), int(units.hi_seq[s_last]), end, read_end,
                               span[self.relevant[span]]))
         return out
+
+    def _groups(self, merge_gap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The regions as runs of starts: each one's first and last start (indices into ``starts``), its
+        read end and the unit that read end lies in."""
+        lo = self.units.lo_seq[self.starts].astype(_I64)
+        # Starts come in stream order and each read end lies at or after its start, so the running maximum
+        # of read ends is the current group's reach; a start beyond it (plus the gap) opens a new group.
+        reach = np.maximum.accumulate(self.read_ends.astype(_I64))
+        new = np.ones(len(lo), dtype=bool)
+        new[1:] = lo[1:] > reach[:-1] + merge_gap
+        first = np.flatnonzero(new)
+        last = np.append(first[1:], len(lo)) - 1
+        return first, last, reach[last], self.units.index_of_seq(reach[last]).astype(_I64)
 
     def read_plan(self, merge_gap: int = 0) -> tuple[np.ndarray, int, Region | None]:
         """What :meth:`regions` reads, for all regions at once: the seq ranges (an (n, 2) array, inclusive,
@@ -541,14 +545,7 @@ class Approximation:
         if not len(self.starts):
             return np.zeros((0, 2), dtype=_I64), 0, None
         starts = self.starts.astype(_I64)
-        lo = units.lo_seq[starts].astype(_I64)
-        reach = np.maximum.accumulate(self.read_ends.astype(_I64))
-        new = np.ones(len(lo), dtype=bool)
-        new[1:] = lo[1:] > reach[:-1] + merge_gap
-        first = np.flatnonzero(new)
-        last = np.append(first[1:], len(lo)) - 1
-        read_end = reach[last]
-        last_unit = units.index_of_seq(read_end).astype(_I64)
+        first, _, read_end, last_unit = self._groups(merge_gap)
         # the units inside some region's span [first start unit, unit of its reach]; spans overlap only
         # with a negative gap, where a region may start in the unit the one before ends in
         U = len(units.lo_seq)

@@ -136,6 +136,14 @@ def needed_columns(query: Query) -> list[str]:
     return cols + ["attrs"] if named else cols
 
 
+def read_types(query: Query, plan: Plan | None = None) -> frozenset[str] | None:
+    """The types a read for ``query`` must keep (None = every event): the contiguity strategies are defined
+    on every event; the others never change a run on an event no positive or negated variable can bind."""
+    if query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY):
+        return None
+    return _relevant_types(plan if plan is not None else normalize(query))
+
+
 def _relevant_types(plan: Plan) -> frozenset[str] | None:
     """Types some positive or negated variable can bind (None = any type)."""
     out: set[str] = set()
@@ -196,7 +204,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     plan = normalize(query)
     cols = needed_columns(query)
     contiguous = query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)
-    keep_types = None if contiguous else _relevant_types(plan)
+    keep_types = read_types(query, plan)
     counts = source.type_counts()
     matches: list[Match] = []
     ts_of: dict[int, int] = {}
