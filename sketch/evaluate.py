@@ -107,11 +107,13 @@ class Units:
         """The unit holding each seq (seqs must lie in the indexed stream)."""
         return np.searchsorted(self.lo_seq, seqs, "right") - 1
 
-    def in_between(self, between: Between | None) -> np.ndarray:
-        """Units whose ts interval meets ``BETWEEN`` (all when there is none)."""
+    def between_range(self, between: Between | None) -> tuple[int, int]:
+        """The units whose ts interval meets ``BETWEEN``: a run ``[lo, hi)`` (units follow the stream's ts
+        order, so their first and last ts never decrease)."""
         if between is None:
-            return np.ones(len(self), dtype=bool)
-        return (self.hi_ts >= between.start) & (self.lo_ts <= between.end)
+            return 0, len(self)
+        lo = int(np.searchsorted(self.hi_ts, between.start, "left"))
+        return lo, max(lo, int(np.searchsorted(self.lo_ts, between.end, "right")))
 
 
 def units_at(tree, granularity: int = 0) -> Units:
@@ -134,19 +136,64 @@ def units_at(tree, granularity: int = 0) -> Units:
                  granularity=granularity)
 
 
+#: Runs of units: ``(first, last)`` arrays, each run ``[first, last)``; sorted, disjoint, none empty.
+Runs = tuple[np.ndarray, np.ndarray]
+
+
+def _clip_runs(runs: Runs | None, lo: int, hi: int) -> Runs:
+    """``runs`` (all units when None) within ``[lo, hi)``."""
+    if runs is None:
+        return np.asarray([lo], dtype=_I64), np.asarray([hi], dtype=_I64)
+    first, last = np.maximum(runs[0], lo), np.minimum(runs[1], hi)
+    keep = first < last
+    return first[keep], last[keep]
+
+
+def _in_runs(units: np.ndarray, runs: Runs) -> np.ndarray:
+    """``units`` (sorted indices) that lie in ``runs``: each run looked up in the units, or each unit in
+    the runs, whichever list is shorter."""
+    first, last = runs
+    if not len(first):
+        return units[:0]
+    if len(first) == 1:
+        a, b = np.searchsorted(units, (int(first[0]), int(last[0])))
+        return units[a:b]
+    if len(first) < len(units):
+        return units[_expand(np.searchsorted(units, first), np.searchsorted(units, last))]
+    k = np.searchsorted(first, units, "right") - 1
+    return units[(k >= 0) & (units < last[np.maximum(k, 0)])]
+
+
+def _runs_before(x: np.ndarray, runs: Runs) -> np.ndarray:
+    """Per ``x``, how many units of ``runs`` lie below it."""
+    first, last = runs
+    sizes = last - first
+    before = np.concatenate(([0], np.cumsum(sizes)))
+    k = np.searchsorted(first, x, "left")  # runs starting below x
+    j = np.maximum(k - 1, 0)
+    return np.where(k > 0, before[j] + np.minimum(x - first[j], sizes[j]), 0) if len(first) else 0 * x
+
+
+def _union(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """The sorted union of sorted index arrays."""
+    if len(arrays) == 1:
+        return arrays[0]
+    return np.unique(np.concatenate(arrays))
+
+
 class TypeIndex(Protocol):
     """Where event types may occur, per unit: the Bloom tree, or a perfect index for measuring accuracy."""
 
     units: Units
 
     def occurrence(self, types: frozenset[str], between: Between | None) -> np.ndarray:
-        """Per unit: may an event of one of ``types`` occur in it (within ``between``)?"""
+        """The units (sorted indices) where an event of one of ``types`` may occur (within ``between``)."""
         ...
 
     def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None, *,
-                    required: int | None = None, allowed: np.ndarray | None = None) -> list[np.ndarray]:
+                    required: int | None = None, allowed: Runs | None = None) -> list[np.ndarray]:
         """:meth:`occurrence` of each of ``type_sets``; once one of the first ``required`` sets (default
-        all) occurs nowhere, the others' answers may be left incomplete; only ``allowed`` units (default
+        all) occurs nowhere, the others' answers may be left incomplete; only units in ``allowed`` (default
         all) are answered."""
         ...
 
@@ -172,6 +219,7 @@ class TreeIndex:
         # Probe answers by key (LRU, bounded in bytes), shared by the queries of every thread; the walk
         # state of a query (probes counted, early stop) is per thread.
         self._memo: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._memo_bytes = 0  # of the sliced answers' unit lists (see _key_hits)
         self._memo_keys = max(16, _MEMO_BYTES // max(2 * self._rows, 1))
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -187,6 +235,14 @@ class TreeIndex:
         self._sliced_col = np.full(self._rows, -1, dtype=_I64)
         if self._sliced is not None:
             self._sliced_col[sliced_nodes] = np.arange(len(sliced_nodes), dtype=_I64)
+            # per top-level node, its column; per unit, the top-level node above it (or equal to it), as an
+            # index into the top level
+            self._top_col = self._sliced_col[self._top]
+            top_first, top_last = self._first_unit[self._top], self._last_unit[self._top]
+            self._unit_top = np.zeros(len(self.units), dtype=_I64)
+            self._unit_top[_expand(top_first, top_last)] = np.repeat(
+                np.arange(len(self._top), dtype=_I64), top_last - top_first)
+            self._top_deep = self._level[self._top] > granularity
 
     @classmethod
     def shared(cls, tree, granularity: int = 0) -> TreeIndex:
@@ -207,6 +263,7 @@ class TreeIndex:
         """Forget the probe answers remembered so far (as right after :meth:`prepare`)."""
         with self._lock:
             self._memo.clear()
+            self._memo_bytes = 0
 
     def probes(self) -> int:
         """Nodes probed by this thread's walks so far."""
@@ -275,8 +332,90 @@ class TreeIndex:
         return self.occurrences([types], between)[0]
 
     def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None, *,
-                    required: int | None = None, allowed: np.ndarray | None = None) -> list[np.ndarray]:
-        """:meth:`occurrence` of several type sets in one level-by-level walk.
+                    required: int | None = None, allowed: Runs | None = None) -> list[np.ndarray]:
+        """:meth:`occurrence` of several type sets: from the sliced filters when the index has them
+        (:meth:`_from_sliced`), else in one level-by-level walk (:meth:`_walk`)."""
+        if self._sliced is not None:
+            return self._from_sliced(type_sets, between, required, allowed)
+        mask = None
+        if allowed is not None:
+            mask = np.zeros(len(self.units), dtype=bool)
+            mask[_expand(*allowed)] = True
+        return [np.flatnonzero(found) for found in
+                self._walk(type_sets, between, required=required, allowed=mask)]
+
+    def _key_hits(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """For ``key``: per top-level node, may it hold the key; and the units whose own filter says it
+        may (sorted indices).  One sliced probe per key and :class:`TreeIndex`, remembered (LRU, bounded
+        in keys and bytes like :meth:`_probe`'s answers)."""
+        with self._lock:
+            known = self._memo.get(key)
+            if known is not None:
+                self._memo.move_to_end(key)
+                return known
+        hit = self._sliced.probe([key])[:, 0]  # type: ignore[union-attr]
+        U = len(self.units)
+        known = (hit[self._top_col], np.flatnonzero(hit[:U]).astype(np.int32))
+        with self._lock:
+            self._memo[key] = known
+            self._memo_bytes += known[1].nbytes
+            while len(self._memo) > 1 and (len(self._memo) > self._memo_keys
+                                           or self._memo_bytes > _MEMO_BYTES):
+                self._memo_bytes -= self._memo.popitem(last=False)[1][1].nbytes
+        return known
+
+    def _from_sliced(self, type_sets: Sequence[frozenset[str]], between: Between | None,
+                     required: int | None, allowed: Runs | None) -> list[np.ndarray]:
+        """:meth:`_walk`'s answers when every unit's and every top-level node's filter is sliced: the walk
+        would probe the top level, then jump to the units below the survivors (:meth:`_jump`), so a set
+        occurs in a unit where its top-level node's filter and its own say "maybe" (each for one of the
+        set's keys).  Each key costs one sliced probe per index, remembered as the top-level answers and
+        the list of units that say "maybe"; a query then works on those short lists instead of a flag
+        per unit.  ``nodes_probed`` counts what the walk probes: the top-level nodes over units the
+        query may use, and the units below the ones some set survives in."""
+        P = len(type_sets)
+        need = P if required is None else required
+        empty = np.zeros(0, dtype=_I64)
+        out = [empty] * P
+        local = self._local
+        local.cut_short = False
+        local.absent = []
+        if not any(type_sets):
+            return out
+        hits = {key: self._key_hits(key) for key in set().union(*type_sets)}
+        ok = _clip_runs(allowed, *self.units.between_range(between))
+        top_first, top_last = self._first_unit[self._top], self._last_unit[self._top]
+        # a top-level node is probed when it holds a usable unit: the last run starting below its end
+        # reaches into it (runs are sorted and disjoint)
+        k = np.searchsorted(ok[0], top_last, "left")
+        top_ok = (k > 0) & (ok[1][np.maximum(k - 1, 0)] > top_first) if len(ok[0]) else k > 0
+        top_alive = [np.logical_or.reduce([hits[key][0] for key in types]) & top_ok if types
+                     else np.zeros(len(self._top), dtype=bool) for types in type_sets]
+        probed = int(top_ok.sum())
+        absent = [p for p in range(need) if not top_alive[p].any()]
+        if not absent:
+            under = np.logical_or.reduce(top_alive) & self._top_deep
+            if under.any():
+                probed += int((_runs_before(top_last[under], ok) - _runs_before(top_first[under], ok)).sum())
+            done: dict[frozenset[str], np.ndarray] = {}  # a pattern may repeat a type
+            for p, types in enumerate(type_sets):
+                if types and top_alive[p].any():
+                    if types not in done:
+                        units = _in_runs(_union([hits[key][1] for key in sorted(types)]), ok)
+                        if not top_alive[p].all():
+                            units = units[top_alive[p][self._unit_top[units]]]
+                        done[types] = units.astype(_I64)
+                    out[p] = done[types]
+            absent = [p for p in range(need) if not len(out[p])]
+        local.probes = getattr(local, "probes", 0) + probed
+        if absent:
+            local.cut_short = True
+            local.absent = absent
+        return out
+
+    def _walk(self, type_sets: Sequence[frozenset[str]], between: Between | None, *,
+              required: int | None = None, allowed: np.ndarray | None = None) -> list[np.ndarray]:
+        """:meth:`occurrence` of several type sets (per unit, a mask) in one level-by-level walk.
 
         All sets descend together: each level probes the union of the nodes some set is still alive in
         with every key once, and a set stays alive in a child only if the parent may hold one of its types.
@@ -369,10 +508,7 @@ class TreeIndex:
         """The units inside each of ``nodes`` (a contiguous run of units each), with the node's row of
         ``alive`` repeated for each."""
         first, last = self._first_unit[nodes], self._last_unit[nodes]
-        sizes = last - first
-        offsets = np.repeat(first - np.concatenate(([0], np.cumsum(sizes)[:-1])), sizes)
-        index = np.arange(int(sizes.sum()), dtype=_I64) + offsets
-        return self.units.nodes[index], np.repeat(alive, sizes, axis=0)
+        return self.units.nodes[_expand(first, last)], np.repeat(alive, last - first, axis=0)
 
     def top_level_false_positive_rate(self, keys: int, between: Between | None) -> float:
         """Eq. 4.3 with the query's own probes of the top level: ``1 − Π (1 − ρ_i^k)`` over every
@@ -421,17 +557,16 @@ class PerfectIndex:
         return 0
 
     def occurrences(self, type_sets: Sequence[frozenset[str]], between: Between | None, *,
-                    required: int | None = None, allowed: np.ndarray | None = None) -> list[np.ndarray]:
-        found = [self.occurrence(types, between) for types in type_sets]
-        return found if allowed is None else [f & allowed for f in found]
+                    required: int | None = None, allowed: Runs | None = None) -> list[np.ndarray]:
+        ok = _clip_runs(allowed, *self.units.between_range(between))
+        return [_in_runs(self._units_of(types), ok) for types in type_sets]
 
     def occurrence(self, types: frozenset[str], between: Between | None) -> np.ndarray:
-        out = np.zeros(len(self.units), dtype=bool)
-        for t in types:
-            where = self._where.get(t)
-            if where is not None:
-                out[where] = True
-        return out & self.units.in_between(between)
+        return self.occurrences([types], between)[0]
+
+    def _units_of(self, types: frozenset[str]) -> np.ndarray:
+        found = [self._where[t] for t in types if t in self._where]
+        return _union(found) if found else np.zeros(0, dtype=_I64)
 
     def top_level_false_positive_rate(self, keys: int, between: Between | None) -> float:
         return 0.0
@@ -620,18 +755,10 @@ def _element_label(element: list[_Position]) -> str:
     return "{" + ", ".join(p.label for p in element) + "}"
 
 
-def _next_hit(hit: np.ndarray) -> np.ndarray:
-    """``nxt[x]`` = the first unit ``≥ x`` with a hit (``U`` if none), for ``x`` in ``0..U``."""
-    U = len(hit)
-    idx = np.where(hit, np.arange(U, dtype=_I64), U)
-    nxt = np.minimum.accumulate(idx[::-1])[::-1] if U else idx
-    return np.append(nxt, U)
-
-
-def _prev_hit(hit: np.ndarray) -> np.ndarray:
-    """``prv[x]`` = the last unit ``≤ x`` with a hit (−1 if none)."""
-    idx = np.where(hit, np.arange(len(hit), dtype=_I64), -1)
-    return np.maximum.accumulate(idx) if len(hit) else idx
+def _expand(first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """The units of the runs ``[first, last)``, concatenated."""
+    sizes = (last - first).astype(_I64)
+    return np.arange(int(sizes.sum()), dtype=_I64) + np.repeat(first - (np.cumsum(sizes) - sizes), sizes)
 
 
 def _human_duration(micros: int) -> str:
@@ -671,7 +798,7 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
     U = len(units)
     positions = _positions(plan)
     between = query.between
-    in_between = units.in_between(between)
+    b_lo, b_hi = units.between_range(between)
     empty = np.zeros(0, dtype=_I64)
     probes_before = index.probes()
 
@@ -682,14 +809,15 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
                              fpr, explain)
 
     no_relevant = np.zeros(U, dtype=bool)
-    if U == 0 or not in_between.any():
+    if U == 0 or b_lo >= b_hi:
         why = "the dataset is empty" if U == 0 else "no event lies in the BETWEEN range"
         return result(empty, empty, empty, no_relevant, why, 0)
     if plan.unsatisfiable:
         return result(empty, empty, empty, no_relevant, "the WHERE clause compares literals and is false", 0)
 
     # Occurrence of every position (and of the negated types, which verification must read), top-down in
-    # one walk; a position found nowhere ends the walk early and the query at once.
+    # one walk; a position found nowhere ends the walk early and the query at once.  Each is the sorted
+    # list of units it may occur in (inside BETWEEN).
     typed = [p for element in positions for p in element if p.types is not None]
     keys = sum(len(p.types) for p in typed)  # type: ignore[arg-type]
     neg_types = _negated_types(plan)
@@ -702,16 +830,16 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
         # position's unit h, every unit from s to s's window bound (chain, reach, a trailing NOT's window)
         # meets the window around h, so nothing a candidate needs is left unprobed.
         rare = min(typed, key=lambda p: sum(type_counts.get(t, 0) for t in p.types))  # type: ignore[union-attr]
-        rare_hits = index.occurrences([rare.types], between)[0] & in_between  # type: ignore[list-item]
-        if not rare_hits.any():
+        rare_hits = index.occurrences([rare.types], between)[0]  # type: ignore[list-item]
+        if not len(rare_hits):
             return result(empty, empty, empty, no_relevant, _absent_text(rare, between), keys)
         found_of[id(rare)] = rare_hits
         allowed = _window_neighbourhood(query, units, rare_hits)
         rest = [p for p in typed if p is not rare]
     found = index.occurrences([p.types for p in rest] + ([neg_types] if neg_types else []),  # type: ignore[misc]
                               between, required=len(rest), allowed=allowed)
-    found_of.update({id(p): h & in_between for p, h in zip(rest, found, strict=False)})
-    neg_hits = found[-1] & in_between if neg_types else None
+    found_of.update({id(p): h for p, h in zip(rest, found, strict=False)})
+    neg_hits = found[-1] if neg_types else None
     if getattr(index, "cut_short", False):
         # The walk stopped at a position found nowhere; the others' answers are partial: name that one.
         absent = rest[index.absent[0]]  # type: ignore[attr-defined]
@@ -723,22 +851,25 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
     for element in positions:
         row = []
         for p in element:
-            h = in_between.copy() if p.types is None else found_of[id(p)]
-            if not h.any():
+            h = np.arange(b_lo, b_hi, dtype=_I64) if p.types is None else found_of[id(p)]
+            if not len(h):
                 why = (f"{p.label} never occurs{_window_text(query)} of {rare.label}" if allowed is not None
                        else _absent_text(p, between))
                 return result(empty, empty, empty, no_relevant, why, keys)
             row.append(h)
         hits.append(row)
 
-    starts = np.flatnonzero(np.logical_or.reduce(hits[0]))
+    starts = _union(hits[0])
     contiguous = _is_contiguous(query)
-    any_hit = np.logical_or.reduce([h for row in hits for h in row])
+    any_hit = np.zeros(U, dtype=bool)  # units where some position may occur
+    for row in hits:
+        for h in row:
+            any_hit[h] = True
     bound = _window_bound(query, units, starts)
     if contiguous:
-        bound = np.minimum(bound, _contiguity_bound(plan, units, any_hit, starts))
+        bound = np.minimum(bound, _contiguity_bound(plan, units, np.flatnonzero(any_hit), starts))
     # per position, its hit units followed by U (the next hit at or after x is looked up by search)
-    hit_units = [[np.append(np.flatnonzero(h), U) for h in row] for row in hits]
+    hit_units = [[np.append(h, U) for h in row] for row in hits]
 
     # The greedy earliest chain, element by element; a start fails once its chain leaves the window.
     e = starts
@@ -746,7 +877,9 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
     reached = np.zeros(len(starts), dtype=_I64)  # elements placed per start (for explain)
     last_unit_of = []
     for i, row in enumerate(hit_units):
-        e = np.max(np.stack([at[np.searchsorted(at, e, "left")] for at in row]), axis=0)
+        # every position of the element from the same unit on: an event set's members come in any order
+        nxt = [at[np.searchsorted(at, e, "left")] for at in row]
+        e = nxt[0] if len(nxt) == 1 else np.maximum.reduce(nxt)
         alive &= (e < U) & (e <= bound)
         reached[alive] = i + 1
         last_unit_of.append(np.where(alive, e, -1))
@@ -758,8 +891,8 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
                                      contiguous), keys)
 
     starts, bound = starts[alive], bound[alive]
-    last_hit = _prev_hit(np.logical_or.reduce(hits[-1]))
-    reach = last_hit[bound]
+    last_hits = _union(hits[-1])
+    reach = last_hits[np.searchsorted(last_hits, bound, "right") - 1]  # the chain put one at or before
     ends = units.hi_seq[reach].astype(_I64)
     w = query.within
     if isinstance(w, WithinEvents):
@@ -773,7 +906,7 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
         if isinstance(w, WithinEvents):
             window_end = np.minimum(window_end, units.hi_seq[starts] + (w.count - 1))
         read_ends = np.maximum(read_ends, window_end)
-    relevant = _relevant_units(query, plan, in_between, any_hit, neg_hits, contiguous)
+    relevant = _relevant_units(query, plan, (b_lo, b_hi), any_hit, neg_hits, contiguous)
     return result(starts, ends, read_ends, relevant, None, keys)
 
 
@@ -785,12 +918,12 @@ def _absent_text(p: _Position, between: Between | None) -> str:
     return f"{p.label} never occurs in the history"
 
 
-def _window_neighbourhood(query: Query, units: Units, hits: np.ndarray) -> np.ndarray:
-    """Units meeting the window around some hit unit ``h``: time ``[h.lo_ts − d, h.hi_ts + d]``, or seqs
-    ``[h.lo_seq − (n−1), h.hi_seq + (n−1)]``."""
-    h = np.flatnonzero(hits)
+def _window_neighbourhood(query: Query, units: Units, hits: np.ndarray) -> Runs:
+    """The units meeting the window around some hit unit ``h`` (``hits``: sorted indices): time
+    ``[h.lo_ts − d, h.hi_ts + d]``, or seqs ``[h.lo_seq − (n−1), h.hi_seq + (n−1)]``; as runs."""
+    h = hits
     if not len(h):
-        return np.zeros(len(units), dtype=bool)
+        return np.zeros(0, dtype=_I64), np.zeros(0, dtype=_I64)
     # A run of consecutive hit units is one neighbourhood: a unit before the run meets some hit's window
     # iff it meets the run's first one's (the earliest), a unit after it iff the last one's, and the run's
     # own units are hits.
@@ -806,9 +939,11 @@ def _window_neighbourhood(query: Query, units: Units, hits: np.ndarray) -> np.nd
         assert isinstance(w, WithinEvents)
         first = np.searchsorted(units.hi_seq, units.lo_seq[run_first] - (w.count - 1), "left")
         last = np.searchsorted(units.lo_seq, units.hi_seq[run_last] + (w.count - 1), "right")
-    size = len(units) + 1
-    diff = np.bincount(first, minlength=size) - np.bincount(last, minlength=size)
-    return np.cumsum(diff[:-1]) > 0
+    # each neighbourhood holds its run, and both ends grow with the runs: join the ones that overlap
+    join = np.ones(len(first), dtype=bool)
+    join[1:] = first[1:] > last[:-1]
+    at = np.flatnonzero(join)
+    return first[at].astype(_I64), last[np.append(at[1:], len(first)) - 1].astype(_I64)
 
 
 def _position_count(plan: Plan) -> int:
@@ -827,10 +962,13 @@ def _window_bound(query: Query, units: Units, starts: np.ndarray) -> np.ndarray:
 
 def _contiguity_bound(plan: Plan, units: Units, any_hit: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Strict contiguity: every event between a match's first and last is bound, so every unit it spans
-    holds a pattern type — the match ends within the run of such units starting at its first unit; without
-    Kleene variables it has one event per position."""
-    next_gap = _next_hit(~any_hit)
-    bound = next_gap[starts] - 1
+    holds a pattern type (``any_hit``: the sorted units that may) — the match ends within the run of such
+    units starting at its first unit; without Kleene variables it has one event per position."""
+    # per start (itself a hit), the last unit of its run of consecutive hits
+    run_end = np.ones(len(any_hit), dtype=bool)
+    run_end[:-1] = np.diff(any_hit) != 1
+    ends = any_hit[run_end]
+    bound = ends[np.searchsorted(ends, starts, "left")]
     if not any(v.kleene for v in plan.positives):
         last_seq = units.hi_seq[starts] + (_position_count(plan) - 1)
         bound = np.minimum(bound, np.searchsorted(units.lo_seq, last_seq, "right") - 1)
@@ -844,19 +982,21 @@ def _negated_types(plan: Plan) -> frozenset[str] | None:
     return frozenset().union(*(v.types for v in plan.negatives))  # type: ignore[arg-type]
 
 
-def _relevant_units(query: Query, plan: Plan, in_between: np.ndarray, any_hit: np.ndarray,
+def _relevant_units(query: Query, plan: Plan, in_between: tuple[int, int], any_hit: np.ndarray,
                     neg_hits: np.ndarray | None, contiguous: bool) -> np.ndarray:
-    """Units verification must read.  Events of types no positive or negated variable can bind are ignored
-    by every automaton transition and by negation, so units without such types are skipped; the
-    contiguity strategies are defined on all events, so they read everything in the span."""
-    if query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY) or contiguous:
-        return in_between.copy()
-    if any(v.types is None for v in plan.negatives):
-        return in_between.copy()
+    """Units verification must read, as a mask (``any_hit``: a mask of units inside BETWEEN, the run
+    ``in_between``; ``neg_hits``: sorted units).  Events of types no positive or negated variable can bind
+    are ignored by every automaton transition and by negation, so units without such types are skipped;
+    the contiguity strategies are defined on all events, so they read everything in the span."""
+    if (query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY) or contiguous
+            or any(v.types is None for v in plan.negatives)):
+        relevant = np.zeros(len(any_hit), dtype=bool)
+        relevant[in_between[0]:in_between[1]] = True
+        return relevant
     relevant = any_hit.copy()
     if neg_hits is not None:
-        relevant |= neg_hits
-    return relevant & in_between
+        relevant[neg_hits] = True
+    return relevant
 
 
 def _explain_chain(query: Query, positions: list[list[_Position]], units: Units, starts: np.ndarray,
@@ -879,7 +1019,7 @@ def _explain_chain(query: Query, positions: list[list[_Position]], units: Units,
         unit = "unit" if units.granularity else "leaf"
         detail = (f"; the last {unit} where {before} can be completed ends at seq "
                   f"{int(units.hi_seq[last])} ({iso_ts(int(units.hi_ts[last]))})")
-        occurs = np.flatnonzero(np.logical_or.reduce(hits[k]))
+        occurs = _union(hits[k])
         if occurs.size:
             detail += f", and {what} last occurs by seq {int(units.hi_seq[occurs[-1]])}"
     return f"{what} never occurs after {before}{window}{detail}"

@@ -61,10 +61,68 @@ def test_occurrence_walk_misses_nothing_and_adds_only_filter_answers(seed: int, 
     keys = frozenset(f"t{p}" for p in picks)
     found = index.occurrence(keys, None)
     truth = PerfectIndex(index.units, np.arange(len(types)), types).occurrence(keys, None)
-    assert (found >= truth).all()
+    assert set(found.tolist()) >= set(truth.tolist())
     maybe = tree.probe(index.units.nodes, sorted(keys)).any(axis=1)
-    assert (found <= maybe).all()
+    assert maybe[found].all()
+    assert np.array_equal(found, np.unique(found))  # sorted unit indices
     assert index.probes() <= 2 * tree.rows
+
+
+@given(seed=st.integers(0, 10_000), leaf=st.integers(1, 6), granularity=st.integers(0, 3),
+       picks=st.lists(st.frozensets(st.integers(0, 44), min_size=1, max_size=3), min_size=1, max_size=4),
+       with_between=st.booleans(), with_runs=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_occurrences_from_sliced_filters_are_the_top_level_and_unit_answers(
+        seed: int, leaf: int, granularity: int, picks: list[frozenset[int]], with_between: bool,
+        with_runs: bool) -> None:
+    """With its filters sliced, the index answers, per set, the units inside BETWEEN and the allowed runs
+    where the unit's own filter and its top-level node's each say "maybe" for one of the set's keys — the
+    walk's answer when it jumps from the top level to the units — checked unit by unit with the tree's
+    probes.  Without sliced filters the walk descends level by level: every true occurrence is still
+    found, and every unit found says "maybe" itself."""
+    types, ts = skewed_stream(2500, 40, seed)  # types t40… never occur
+    tree = tree_of(types, ts, leaf, m=128, k=2)
+    index = TreeIndex(tree, granularity)
+    units = index.units
+    rng = np.random.default_rng(seed)
+    between = None
+    if with_between:
+        lo = int(rng.integers(0, ts[-1]))
+        between = Between(lo, lo + int(rng.integers(0, ts[-1] // 2)))
+    runs = None
+    ok = units.lo_ts >= -1  # every unit
+    if with_runs:
+        cuts = np.unique(rng.integers(0, len(units) + 1, size=8))
+        runs = (cuts[:-1:2].astype(np.int64), cuts[1::2].astype(np.int64))
+        ok = np.zeros(len(units), dtype=bool)
+        for a, b in zip(*runs, strict=True):
+            ok[a:b] = True
+    if between is not None:
+        ok &= (units.hi_ts >= between.start) & (units.lo_ts <= between.end)
+    sets = [frozenset(f"t{p}" for p in pick) for pick in picks]
+    intervals = tree.intervals()
+    tops = np.asarray(tree.top_nodes())
+    top_of = tops[np.searchsorted(intervals["lo_seq"][tops], units.lo_seq, "right") - 1]
+    assert index._sliced is not None
+    found = index.occurrences(sets, between, allowed=runs)
+    expected = [np.flatnonzero(tree.probe(units.nodes, sorted(t)).any(axis=1)
+                               & tree.probe(top_of, sorted(t)).any(axis=1) & ok).tolist() for t in sets]
+    if index.cut_short:  # a set found nowhere; the others' answers may be partial
+        assert index.absent and all(found[p].tolist() == expected[p] == [] for p in index.absent)
+    else:
+        assert [got.tolist() for got in found] == expected
+
+    tree.sliced = lambda nodes: None  # the same tree without sliced filters: the level-by-level walk
+    walk = TreeIndex(tree, granularity)
+    perfect = PerfectIndex(units, np.arange(len(types)), types)
+    walked = walk.occurrences(sets, between, allowed=runs)
+    truth = perfect.occurrences(sets, between, allowed=runs)
+    if walk.cut_short:  # a set found nowhere (truly nowhere: no false negatives); the others are partial
+        assert walk.absent and all(not len(truth[p]) for p in walk.absent)
+        return
+    for types_, got, true in zip(sets, walked, truth, strict=True):
+        assert set(got.tolist()) >= set(true.tolist())
+        assert ok[got].all() and tree.probe(units.nodes[got], sorted(types_)).any(axis=1).all()
 
 
 def test_top_level_absence_answers_at_once() -> None:
@@ -353,4 +411,9 @@ def test_window_neighbourhood_is_every_unit_meeting_a_hit_s_window(seed: int, le
         else:
             lo, hi = int(units.lo_ts[h]) - window, int(units.hi_ts[h]) + window
             expected |= (units.hi_ts >= lo) & (units.lo_ts <= hi)
-    assert _window_neighbourhood(query, units, hits).tolist() == expected.tolist()
+    first, last = _window_neighbourhood(query, units, np.flatnonzero(hits))
+    assert (first < last).all() and (first[1:] > last[:-1]).all()  # sorted, disjoint, apart, none empty
+    got = np.zeros(len(units), dtype=bool)
+    for a, b in zip(first.tolist(), last.tolist(), strict=True):
+        got[a:b] = True
+    assert got.tolist() == expected.tolist()
