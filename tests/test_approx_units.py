@@ -361,7 +361,7 @@ def test_region_reads_join_consecutive_units_up_to_the_read_end(seed: int, leaf:
         assert _region_ranges(approx, regions) == expected
 
 
-@given(seed=st.integers(0, 10_000), leaf=st.integers(1, 5), gap=st.sampled_from([-1, 0, 1, 7, 64]))
+@given(seed=st.integers(0, 10_000), leaf=st.integers(1, 5), gap=st.sampled_from([-40, -1, 0, 1, 7, 64]))
 @settings(max_examples=40, deadline=None)
 def test_the_read_plan_is_every_region_s_reads_joined(seed: int, leaf: int, gap: int) -> None:
     """The vectorised read plan: the regions' read ranges (checked above) joined where they touch, with the
