@@ -17,7 +17,10 @@ nodes that answered "maybe" (``nodes_probed`` counts the probes).  ``ANY`` occur
 absent from every top-level node answers ``exists: false`` at once.  ``BETWEEN`` keeps only nodes whose ts
 interval meets it (§4.3.4, windowing via a node cover).  All positions descend in one level-by-level walk
 (each level probes the union of live nodes with every key once); a level that prunes little hands over to
-the units below its survivors directly, since a dense type would survive every level in between.  With a
+the units below its survivors directly, since a dense type would survive every level in between.  When
+the units' and top-level filters fit a bit-sliced copy (the usual case), the walk is exactly that jump:
+each key is probed over all of them at once, and the units that may hold it are remembered as a sorted
+list, so a query's occurrences, chains and windows work on short lists of units.  With a
 window and the stream's type counts, the rarest position is walked first and the others only within one
 window of its units (the lazy, rarest-first order of Kolchinsky & Schuster, applied to the tree).  Which
 intermediate levels a walk probes can change which Bloom false hits survive, never a true occurrence.
