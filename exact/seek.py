@@ -49,9 +49,8 @@ _ALIGN = 64
 _PREFIX = struct.Struct("<8sII")
 #: A ts offset of this many units or more is kept apart, as an int64 ts ("wide").
 _WIDE = 0xFFFFFFFF
-#: Ranges this long on average are tested slice by slice in place (a scan of a whole part is one such
-#: range); shorter ones through one gather of all their rows, which costs less than a call per range.
-_SLICED_MEAN_ROWS = 4096
+#: Up to this many codes are tested by comparing with each (see :func:`_code_mask`).
+_COMPARED_CODES = 8
 
 
 class SeekUnavailable(Exception):
@@ -68,6 +67,23 @@ def run_positions(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """``first[i], first[i] + 1, … first[i] + counts[i] - 1`` for every run ``i``, concatenated."""
     run_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
     return np.repeat(first - run_start, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+
+
+def _code_mask(codes: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """``allowed[codes]``: per code, is it allowed?  numpy looks a small integer up in a table at about the
+    cost of eight comparisons per element, so the shorter of the allowed and the refused codes is compared
+    with each code instead when it holds at most :data:`_COMPARED_CODES` of them."""
+    wanted = np.flatnonzero(allowed)
+    refused = len(allowed) - len(wanted)
+    if min(len(wanted), refused) > _COMPARED_CODES:
+        return np.take(allowed, codes)
+    if not len(wanted) or not refused:
+        return np.full(len(codes), bool(len(wanted)))
+    tested = (wanted if len(wanted) <= refused else np.flatnonzero(~allowed)).tolist()
+    mask = codes == tested[0]  # Python ints: compared in the codes' own width
+    for code in tested[1:]:
+        mask |= codes == code
+    return mask if len(wanted) <= refused else ~mask
 
 
 def _pad(n: int) -> int:
@@ -142,22 +158,26 @@ class SeekFile:
     def select(self, lo: np.ndarray, hi: np.ndarray, allowed: np.ndarray | None
                ) -> tuple[np.ndarray, np.ndarray]:
         """Rows in the inclusive row ranges ``lo[i]..hi[i]`` (sorted, disjoint) whose type code is allowed
-        (``allowed``: a bool per code; None = all), and their codes."""
+        (``allowed``: a bool per code; None = all), and their codes.
+
+        The ranges' codes are copied out with one slice each (a verification reads tens of ranges of
+        hundreds of rows: a position per row, and a gather by it, cost several times more) and tested
+        together; positions are worked out for the rows kept only."""
         counts = hi - lo + 1
         if not len(counts):
             return np.zeros(0, np.int64), np.zeros(0, self.codes.dtype)
-        if allowed is not None and int(counts.sum()) >= _SLICED_MEAN_ROWS * len(counts):
-            # few ranges: test each one's codes in place (a scan of the whole part is one such range)
-            found = [np.flatnonzero(allowed[self.codes[a:b + 1]]) + a
-                     for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
-            rows = np.concatenate(found) if len(found) > 1 else found[0].astype(np.int64, copy=False)
+        if allowed is None:
+            rows = run_positions(lo, counts)
             return rows, self.codes[rows]
-        rows = run_positions(lo, counts)
-        codes = self.codes[rows]
-        if allowed is not None:
-            keep = allowed[codes]
-            rows, codes = rows[keep], codes[keep]
-        return rows, codes
+        codes = self.codes
+        pieces = [codes[a:b + 1] for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+        joined = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        at = np.flatnonzero(_code_mask(joined, allowed))
+        if len(counts) == 1:
+            return at + int(lo[0]), joined[at]
+        starts = np.cumsum(counts) - counts  # where each range begins in ``joined``
+        rows = at + (lo - starts)[np.searchsorted(starts, at, "right") - 1]
+        return rows, joined[at]
 
     def ts(self, rows: np.ndarray) -> np.ndarray:
         """The ts (int64 µs) of ``rows``."""

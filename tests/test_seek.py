@@ -50,13 +50,13 @@ def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactor
     wanted = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from(sorted(set(types)) + ["absent"]))))
     lo = np.asarray([a for a, _ in ranges], dtype=np.int64)
     hi = np.asarray([b for _, b in ranges], dtype=np.int64)
-    in_place = data.draw(st.booleans())  # test ranges slice by slice, or gather their rows
-    saved = seek_module._SLICED_MEAN_ROWS
-    seek_module._SLICED_MEAN_ROWS = 1 if in_place else 10**9
+    compared = data.draw(st.sampled_from([0, 8, 10**9]))  # test codes by table look-up or by comparisons
+    saved = seek_module._COMPARED_CODES
+    seek_module._COMPARED_CODES = compared
     try:
         rows, codes = seek.select(lo, hi, seek.allowed(wanted))
     finally:
-        seek_module._SLICED_MEAN_ROWS = saved
+        seek_module._COMPARED_CODES = saved
     want = [i for a, b in ranges for i in range(a, b + 1) if wanted is None or types[i] in wanted]
     assert rows.tolist() == want
     assert [seek.types[c] for c in codes.tolist()] == [types[i] for i in want]
