@@ -154,6 +154,8 @@ class SeekFile:
     block: int
     wide_rows: np.ndarray
     wide_ts: np.ndarray
+    #: ``types`` as an Arrow string array, the dictionary of a read's ``type`` column.
+    dictionary: pa.Array
 
     def select(self, lo: np.ndarray, hi: np.ndarray, allowed: np.ndarray | None
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -228,7 +230,8 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
         out = SeekFile(rows=rows, types=types, codes=section("type", type_dtype, rows),
                        base=section("base", i64, -(-rows // block)),
                        steps=section("ts", np.dtype(np.uint32), rows), unit=unit, block=block,
-                       wide_rows=section("wide_rows", i64, wide), wide_ts=section("wide_ts", i64, wide))
+                       wide_rows=section("wide_rows", i64, wide), wide_ts=section("wide_ts", i64, wide),
+                       dictionary=pa.array(types, pa.string()))
     except KeyError as err:
         raise SeekUnavailable(f"missing section {err}") from None
     if rows and int(out.codes.max()) >= len(types):

@@ -314,8 +314,48 @@ class Snapshot:
             out.append((self.parts[i], index[wanted[part_of[wanted] == i]].tolist()))
         return out
 
+    def parts_in(self, bounds: np.ndarray) -> list[tuple[PartInfo, np.ndarray]]:
+        """The parts that the seq ranges ``bounds`` ((n, 2), inclusive, sorted, disjoint, none empty) meet,
+        each with the ranges clipped to it."""
+        firsts, lasts = self.part_seqs
+        start = np.searchsorted(bounds[:, 1], firsts, "left")  # the first range that ends in or after a part
+        stop = np.searchsorted(bounds[:, 0], lasts, "right")  # after the last range that starts in or before
+        out = []
+        for i in np.flatnonzero(start < stop).tolist():
+            inside = bounds[start[i]:stop[i]].copy()
+            inside[0, 0] = max(inside[0, 0], firsts[i])
+            inside[-1, 1] = min(inside[-1, 1], lasts[i])
+            out.append((self.parts[i], inside))
+        return out
+
+    @cached_property
+    def part_seqs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each part's first and last seq."""
+        return (np.asarray([p.first_seq for p in self.parts], dtype=np.int64),
+                np.asarray([p.last_seq for p in self.parts], dtype=np.int64))
+
     def schema(self) -> pa.Schema:
+        return self._schema
+
+    @cached_property
+    def _schema(self) -> pa.Schema:
         return event_schema(self.attr_types())
+
+    def read_schema(self, cols: Sequence[str], type_dictionary: bool) -> pa.Schema:
+        """The schema of a read of ``cols`` (``type`` as :data:`TYPE_DICTIONARY` with ``type_dictionary``),
+        made once per snapshot: a read of a few hundred rows costs little more than making it."""
+        key = (tuple(cols), type_dictionary)
+        found = self._read_schemas.get(key)
+        if found is None:
+            fields = [self._schema.field(c) for c in cols]
+            if type_dictionary:
+                fields = [f.with_type(TYPE_DICTIONARY) if f.name == TYPE else f for f in fields]
+            found = self._read_schemas[key] = pa.schema(fields)
+        return found
+
+    @cached_property
+    def _read_schemas(self) -> dict[tuple[tuple[str, ...], bool], pa.Schema]:
+        return {}
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": self.version, "events": self.events, "first_ts": self.first_ts,
@@ -660,26 +700,22 @@ class EventStore:
         """
         snap = snapshot or self.snapshot()
         cols = _columns(columns, snap)
-        attrs = snap.attr_types()
         bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-        read_cols = [c for c in cols if c != SEQ]
-        if types is not None and TYPE not in read_cols:
-            read_cols.append(TYPE)
-        value_set = None if types is None else pa.array(sorted(types), pa.string())
+        bounds = bounds[bounds[:, 0] <= bounds[:, 1]]
+        schema = snap.read_schema(cols, type_dictionary)
         seekable = ATTRS not in cols
         tables, decoded = [], 0
         pieces: list[_SeekPiece] = []  # consecutive parts read from seek files, made one table at once
 
         def flush() -> None:
             if pieces:
-                tables.append(conform_columns(_seek_table(pieces, cols), cols, attrs,
-                                              type_dictionary=type_dictionary))
+                tables.append(_seek_table(pieces, schema))
                 pieces.clear()
 
-        for part, groups in snap.groups_of(bounds):
+        for part, inside in snap.parts_in(bounds):
             if seekable and part.seek_bytes:
                 try:
-                    piece = self._seek_ranges(part, bounds, types)
+                    piece = self._seek_ranges(part, inside, types)
                 except SeekUnavailable as err:
                     _log.warning("reading part %s from Parquet: its seek file cannot serve (%s)",
                                  part.file, err)
@@ -689,34 +725,44 @@ class EventStore:
                         pieces.append(piece)
                     continue
             flush()
-            raw = self._read_groups(part, groups, read_cols)
-            decoded += raw.num_rows
-            rows, seq = _rows_in_ranges(part, groups, bounds)
-            if value_set is not None and len(rows):
-                keep = type_mask(raw.column(TYPE), value_set, rows)
-                rows, seq = rows[keep], seq[keep]
-            if not len(rows):
-                continue
-            kept = raw.take(pa.array(rows)).append_column(SEQ, pa.array(seq))
-            tables.append(conform_columns(kept, cols, attrs, type_dictionary=type_dictionary))
+            kept, rows_read = self._parquet_ranges(snap, part, inside, cols, types, type_dictionary)
+            decoded += rows_read
+            if kept is not None:
+                tables.append(kept)
         flush()
-        schema = _read_schema(snap, cols, type_dictionary)
         if not tables:
             return schema.empty_table(), decoded
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0], decoded
 
-    def _seek_ranges(self, part: PartInfo, bounds: np.ndarray, types: frozenset[str] | None) -> _SeekPiece:
-        """The rows of ``part`` inside ``bounds`` (of ``types`` unless None) from its seek file."""
+    def _parquet_ranges(self, snap: Snapshot, part: PartInfo, inside: np.ndarray, cols: list[str],
+                        types: frozenset[str] | None, type_dictionary: bool) -> tuple[pa.Table | None, int]:
+        """The rows of ``part`` in ``inside`` (ranges within the part; of ``types`` unless None) from its
+        Parquet file, in the snapshot's schema (None when there are none), and the rows decoded."""
+        [(_, groups)] = snap.groups_of(inside)
+        read_cols = [c for c in cols if c != SEQ]
+        if types is not None and TYPE not in read_cols:
+            read_cols.append(TYPE)
+        raw = self._read_groups(part, groups, read_cols)
+        rows, seq = _rows_in_ranges(part, groups, inside)
+        if types is not None and len(rows):
+            keep = type_mask(raw.column(TYPE), pa.array(sorted(types), pa.string()), rows)
+            rows, seq = rows[keep], seq[keep]
+        if not len(rows):
+            return None, raw.num_rows
+        kept = raw.take(pa.array(rows)).append_column(SEQ, pa.array(seq))
+        return conform_columns(kept, cols, snap.attr_types(), type_dictionary=type_dictionary), raw.num_rows
+
+    def _seek_ranges(self, part: PartInfo, inside: np.ndarray, types: frozenset[str] | None) -> _SeekPiece:
+        """The rows of ``part`` in ``inside`` (ranges within the part; of ``types`` unless None) from its
+        seek file."""
         path = self._seek_paths.get(part.file)
         if path is None:
             path = self._seek_paths[part.file] = str(self.root / PARTS / seek_name(part.file))
         seek = open_seek(path, part.rows)
-        lo = np.maximum(bounds[:, 0], part.first_seq)
-        hi = np.minimum(bounds[:, 1], part.last_seq)
-        ok = lo <= hi
-        lo, hi = lo[ok] - part.first_seq, hi[ok] - part.first_seq
+        lo, hi = inside[:, 0] - part.first_seq, inside[:, 1] - part.first_seq
         rows, codes = seek.select(lo, hi, seek.allowed(types))
-        return _SeekPiece(rows + part.first_seq, seek.ts(rows), codes, seek.types, int((hi - lo + 1).sum()))
+        return _SeekPiece(rows + part.first_seq, seek.ts(rows), codes, seek.types, seek.dictionary,
+                          int((hi - lo + 1).sum()))
 
     def _read_groups(self, part: PartInfo, groups: list[int], cols: list[str]) -> pa.Table:
         try:
@@ -735,7 +781,7 @@ class EventStore:
         snap = snapshot or self.snapshot()
         cols = _columns(columns, snap)
         batches = list(self.read(start_seq, end_seq, cols, snap, type_dictionary=type_dictionary))
-        return pa.Table.from_batches(batches, schema=_read_schema(snap, cols, type_dictionary))
+        return pa.Table.from_batches(batches, schema=snap.read_schema(cols, type_dictionary))
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -809,14 +855,6 @@ def _columns(columns: Sequence[str] | None, snap: Snapshot) -> list[str]:
 TYPE_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
 
 
-def _read_schema(snap: Snapshot, cols: list[str], type_dictionary: bool) -> pa.Schema:
-    schema = snap.schema()
-    fields = [schema.field(c) for c in cols]
-    if type_dictionary:
-        fields = [f.with_type(TYPE_DICTIONARY) if f.name == TYPE else f for f in fields]
-    return pa.schema(fields)
-
-
 def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataType], *,
                     type_dictionary: bool = False) -> pa.Table:
     """``cols`` of a part's rows in the snapshot's unified schema (attributes widened, missing ones null;
@@ -842,34 +880,47 @@ def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataTy
 
 @dataclass(frozen=True)
 class _SeekPiece:
-    """Rows of one part read from its seek file: seqs, ts (µs), type codes into ``types``."""
+    """Rows of one part read from its seek file: seqs, ts (µs), type codes into ``types`` (also as
+    ``dictionary``, an Arrow array)."""
 
     seq: np.ndarray
     ts: np.ndarray
     codes: np.ndarray
     types: tuple[str, ...]
+    dictionary: pa.Array
     rows_in: int  # rows inside the ranges, of any type
 
 
-def _seek_table(pieces: Sequence[_SeekPiece], cols: list[str]) -> pa.Table:
-    """``cols`` (of seq, ts, type) of consecutive parts' pieces as one table; ``type`` dictionary-encoded
-    over the union of the parts' types (one dictionary: parts of one stream mostly share their types)."""
-    out: dict[str, pa.Array] = {}
-    if SEQ in cols:
-        out[SEQ] = pa.array(np.concatenate([p.seq for p in pieces]))
-    if TS in cols:
-        out[TS] = pa.array(np.concatenate([p.ts for p in pieces]), TS_TYPE)
-    if TYPE in cols:
-        names = pieces[0].types
-        if all(p.types == names for p in pieces):
-            codes = np.concatenate([p.codes for p in pieces]).astype(np.int32)
+def _seek_table(pieces: Sequence[_SeekPiece], schema: pa.Schema) -> pa.Table:
+    """Consecutive parts' pieces as one table of ``schema`` (of seq, ts, type: a read's schema); ``type``
+    dictionary-encoded over the union of the parts' types (one dictionary: parts of one stream mostly share
+    their types), or decoded when ``schema`` says string.  Arrays are made from the numpy ones in place."""
+    rows = sum(len(p.seq) for p in pieces)
+    arrays = []
+    for name in schema.names:
+        if name == SEQ:
+            arrays.append(pa.array(_joined([p.seq for p in pieces])))
+        elif name == TS:
+            ts = _joined([p.ts for p in pieces])
+            arrays.append(pa.Array.from_buffers(TS_TYPE, rows, [None, pa.py_buffer(ts)]))
         else:
-            names = tuple(sorted({t for p in pieces for t in p.types}))
-            at = {t: i for i, t in enumerate(names)}
-            codes = np.concatenate([np.asarray([at[t] for t in p.types], dtype=np.int32)[p.codes]
-                                    for p in pieces])
-        out[TYPE] = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(names, pa.string()))
-    return pa.table(out)
+            names, dictionary = pieces[0].types, pieces[0].dictionary
+            if all(p.types == names for p in pieces):
+                codes = _joined([p.codes for p in pieces]).astype(np.int32)
+            else:
+                names = tuple(sorted({t for p in pieces for t in p.types}))
+                dictionary = pa.array(names, pa.string())
+                at = {t: i for i, t in enumerate(names)}
+                codes = np.concatenate([np.asarray([at[t] for t in p.types], dtype=np.int32)[p.codes]
+                                        for p in pieces])
+            column = pa.DictionaryArray.from_arrays(pa.array(codes), dictionary)
+            arrays.append(column if schema.field(TYPE).type == TYPE_DICTIONARY else column.cast(pa.string()))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The arrays one after the other (the one itself, uncopied, when there is one)."""
+    return np.concatenate(arrays) if len(arrays) > 1 else np.ascontiguousarray(arrays[0])
 
 
 def _rows_in_ranges(part: PartInfo, groups: list[int], bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
