@@ -27,12 +27,14 @@ so a bad seek file costs time, never a wrong answer.
 
 from __future__ import annotations
 
+import functools
 import json
 import mmap
 import os
 import struct
 import threading
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +51,7 @@ _ALIGN = 64
 _PREFIX = struct.Struct("<8sII")
 #: A ts offset of this many units or more is kept apart, as an int64 ts ("wide").
 _WIDE = 0xFFFFFFFF
-#: Up to this many codes are tested by comparing with each (see :func:`_code_mask`).
+#: Up to this many codes are tested by comparing with each (see :meth:`_CodeTest.mask`).
 _COMPARED_CODES = 8
 
 
@@ -67,23 +69,6 @@ def run_positions(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """``first[i], first[i] + 1, … first[i] + counts[i] - 1`` for every run ``i``, concatenated."""
     run_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
     return np.repeat(first - run_start, counts) + np.arange(int(counts.sum()), dtype=np.int64)
-
-
-def _code_mask(codes: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """``allowed[codes]``: per code, is it allowed?  numpy looks a small integer up in a table at about the
-    cost of eight comparisons per element, so the shorter of the allowed and the refused codes is compared
-    with each code instead when it holds at most :data:`_COMPARED_CODES` of them."""
-    wanted = np.flatnonzero(allowed)
-    refused = len(allowed) - len(wanted)
-    if min(len(wanted), refused) > _COMPARED_CODES:
-        return np.take(allowed, codes)
-    if not len(wanted) or not refused:
-        return np.full(len(codes), bool(len(wanted)))
-    tested = (wanted if len(wanted) <= refused else np.flatnonzero(~allowed)).tolist()
-    mask = codes == tested[0]  # Python ints: compared in the codes' own width
-    for code in tested[1:]:
-        mask |= codes == code
-    return mask if len(wanted) <= refused else ~mask
 
 
 def _pad(n: int) -> int:
@@ -157,30 +142,6 @@ class SeekFile:
     #: ``types`` as an Arrow string array, the dictionary of a read's ``type`` column.
     dictionary: pa.Array
 
-    def select(self, lo: np.ndarray, hi: np.ndarray, allowed: np.ndarray | None
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Rows in the inclusive row ranges ``lo[i]..hi[i]`` (sorted, disjoint) whose type code is allowed
-        (``allowed``: a bool per code; None = all), and their codes.
-
-        The ranges' codes are copied out with one slice each (a verification reads tens of ranges of
-        hundreds of rows: a position per row, and a gather by it, cost several times more) and tested
-        together; positions are worked out for the rows kept only."""
-        counts = hi - lo + 1
-        if not len(counts):
-            return np.zeros(0, np.int64), np.zeros(0, self.codes.dtype)
-        if allowed is None:
-            rows = run_positions(lo, counts)
-            return rows, self.codes[rows]
-        codes = self.codes
-        pieces = [codes[a:b + 1] for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
-        joined = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
-        at = np.flatnonzero(_code_mask(joined, allowed))
-        if len(counts) == 1:
-            return at + int(lo[0]), joined[at]
-        starts = np.cumsum(counts) - counts  # where each range begins in ``joined``
-        rows = at + (lo - starts)[np.searchsorted(starts, at, "right") - 1]
-        return rows, joined[at]
-
     def ts(self, rows: np.ndarray) -> np.ndarray:
         """The ts (int64 µs) of ``rows``."""
         steps = self.steps[rows]
@@ -191,10 +152,76 @@ class SeekFile:
                 out[wide] = self.wide_ts[np.searchsorted(self.wide_rows, rows[wide])]
         return out
 
-    def allowed(self, wanted: frozenset[str] | None) -> np.ndarray | None:
-        if wanted is None:
-            return None
-        return np.fromiter((t in wanted for t in self.types), dtype=bool, count=len(self.types))
+
+def select(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: frozenset[str] | None
+           ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per file, its rows in ``ranges`` (an (n, 2) array of inclusive row ranges, sorted, disjoint) whose
+    type is in ``wanted`` (None = every type), and their codes.
+
+    A verification reads tens of ranges of hundreds of rows from each of a few parts.  Each range's codes
+    are copied out with one slice (a position per row, and a gather by it, cost several times more), those
+    of all the files with the same types are tested together (so the numpy calls do not grow with the
+    files), and positions are worked out for the rows kept only."""
+    if wanted is None:
+        out = []
+        for f, r in zip(files, ranges, strict=True):
+            rows = run_positions(r[:, 0], r[:, 1] - r[:, 0] + 1)
+            out.append((rows, f.codes[rows]))
+        return out
+    found: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(0, np.int64), f.codes[:0]) for f in files]
+    alike: dict[tuple[str, ...], list[int]] = {}
+    for i, f in enumerate(files):
+        if len(ranges[i]):
+            alike.setdefault(f.types, []).append(i)
+    for types, members in alike.items():
+        pieces = [files[i].codes[a:b + 1] for i in members for a, b in ranges[i].tolist()]
+        joined = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        at = np.flatnonzero(_code_test(types, wanted).mask(joined))
+        both = np.concatenate([ranges[i] for i in members]) if len(members) > 1 else ranges[members[0]]
+        lo = both[:, 0]
+        counts = both[:, 1] - lo + 1
+        starts = np.cumsum(counts) - counts  # where each range begins in ``joined``
+        run = np.searchsorted(starts, at, "right") - 1
+        rows, codes = at + (lo - starts)[run], joined[at]
+        # the kept rows of each file follow those of the one before: cut where its ranges end
+        ends = np.searchsorted(run, np.cumsum([len(ranges[i]) for i in members]), "left").tolist()
+        begin = 0
+        for i, end in zip(members, ends, strict=True):
+            found[i] = rows[begin:end], codes[begin:end]
+            begin = end
+    return found
+
+
+@dataclass(frozen=True)
+class _CodeTest:
+    """The codes of a part's types that a read keeps (``allowed``: a bool per code), and those it keeps and
+    refuses as lists."""
+
+    allowed: np.ndarray
+    kept: list[int]
+    refused: list[int]
+
+    def mask(self, codes: np.ndarray) -> np.ndarray:
+        """``allowed[codes]``.  numpy looks a small integer up in a table at about the cost of eight
+        comparisons per element, so the fewer of the kept and the refused codes are compared with each code
+        instead when they are at most :data:`_COMPARED_CODES`."""
+        few = self.kept if len(self.kept) <= len(self.refused) else self.refused
+        if len(few) > _COMPARED_CODES:
+            return np.take(self.allowed, codes)
+        if not few:
+            return np.full(len(codes), bool(self.kept))
+        mask = codes == few[0]  # Python ints: compared in the codes' own width
+        for code in few[1:]:
+            mask |= codes == code
+        return mask if few is self.kept else ~mask
+
+
+@functools.lru_cache(maxsize=256)
+def _code_test(types: tuple[str, ...], wanted: frozenset[str]) -> _CodeTest:
+    """The test of ``types``' codes for ``wanted``, made once: the parts of a store mostly share their types,
+    and a query asks for the same types read after read."""
+    allowed = np.fromiter((t in wanted for t in types), dtype=bool, count=len(types))
+    return _CodeTest(allowed, np.flatnonzero(allowed).tolist(), np.flatnonzero(~allowed).tolist())
 
 
 def _parse(buf: mmap.mmap | bytes) -> SeekFile:

@@ -65,7 +65,8 @@ from exact.events import (
 )
 from exact.ingest import order_by_time, with_seq
 from exact.seek import SUFFIX as SEEK_SUFFIX
-from exact.seek import SeekUnavailable, open_seek, run_positions, seek_name
+from exact.seek import SeekFile, SeekUnavailable, open_seek, run_positions, seek_name
+from exact.seek import select as select_rows
 from exact.seek import write as write_seek
 
 _log = logging.getLogger(__name__)
@@ -705,24 +706,28 @@ class EventStore:
         schema = snap.read_schema(cols, type_dictionary)
         seekable = ATTRS not in cols
         tables, decoded = [], 0
-        pieces: list[_SeekPiece] = []  # consecutive parts read from seek files, made one table at once
+        # consecutive parts read from seek files: their rows are selected together, and made one table
+        seeking: list[tuple[PartInfo, SeekFile, np.ndarray]] = []
 
         def flush() -> None:
-            if pieces:
-                tables.append(_seek_table(pieces, schema))
-                pieces.clear()
+            if seeking:
+                found = select_rows([s for _, s, _ in seeking], [r for _, _, r in seeking], types)
+                pieces = [_SeekPiece(rows + part.first_seq, seek.ts(rows), codes, seek.types, seek.dictionary)
+                          for (part, seek, _), (rows, codes) in zip(seeking, found, strict=True) if len(rows)]
+                if pieces:
+                    tables.append(_seek_table(pieces, schema))
+                seeking.clear()
 
         for part, inside in snap.parts_in(bounds):
             if seekable and part.seek_bytes:
                 try:
-                    piece = self._seek_ranges(part, inside, types)
+                    seek = open_seek(self._seek_path(part), part.rows)
                 except SeekUnavailable as err:
                     _log.warning("reading part %s from Parquet: its seek file cannot serve (%s)",
                                  part.file, err)
                 else:
-                    decoded += piece.rows_in
-                    if len(piece.seq):
-                        pieces.append(piece)
+                    decoded += int((inside[:, 1] - inside[:, 0]).sum()) + len(inside)
+                    seeking.append((part, seek, inside - part.first_seq))
                     continue
             flush()
             kept, rows_read = self._parquet_ranges(snap, part, inside, cols, types, type_dictionary)
@@ -752,17 +757,12 @@ class EventStore:
         kept = raw.take(pa.array(rows)).append_column(SEQ, pa.array(seq))
         return conform_columns(kept, cols, snap.attr_types(), type_dictionary=type_dictionary), raw.num_rows
 
-    def _seek_ranges(self, part: PartInfo, inside: np.ndarray, types: frozenset[str] | None) -> _SeekPiece:
-        """The rows of ``part`` in ``inside`` (ranges within the part; of ``types`` unless None) from its
-        seek file."""
+    def _seek_path(self, part: PartInfo) -> str:
+        """The path of ``part``'s seek file (kept: a part's name is never reused)."""
         path = self._seek_paths.get(part.file)
         if path is None:
             path = self._seek_paths[part.file] = str(self.root / PARTS / seek_name(part.file))
-        seek = open_seek(path, part.rows)
-        lo, hi = inside[:, 0] - part.first_seq, inside[:, 1] - part.first_seq
-        rows, codes = seek.select(lo, hi, seek.allowed(types))
-        return _SeekPiece(rows + part.first_seq, seek.ts(rows), codes, seek.types, seek.dictionary,
-                          int((hi - lo + 1).sum()))
+        return path
 
     def _read_groups(self, part: PartInfo, groups: list[int], cols: list[str]) -> pa.Table:
         try:
@@ -888,7 +888,6 @@ class _SeekPiece:
     codes: np.ndarray
     types: tuple[str, ...]
     dictionary: pa.Array
-    rows_in: int  # rows inside the ranges, of any type
 
 
 def _seek_table(pieces: Sequence[_SeekPiece], schema: pa.Schema) -> pa.Table:

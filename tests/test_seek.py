@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import exact.seek as seek_module
-from exact.seek import BLOCK, SeekUnavailable, encode, open_seek, write
+from exact.seek import BLOCK, SeekUnavailable, encode, open_seek, select, write
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -48,19 +48,37 @@ def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactor
     points = sorted(data.draw(st.sets(st.integers(0, n), max_size=40)))
     ranges = [(a, b - 1) for a, b in zip(points[::2], points[1::2], strict=False)]  # some of one row
     wanted = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from(sorted(set(types)) + ["absent"]))))
-    lo = np.asarray([a for a, _ in ranges], dtype=np.int64)
-    hi = np.asarray([b for _, b in ranges], dtype=np.int64)
+    bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     compared = data.draw(st.sampled_from([0, 8, 10**9]))  # test codes by table look-up or by comparisons
     saved = seek_module._COMPARED_CODES
     seek_module._COMPARED_CODES = compared
     try:
-        rows, codes = seek.select(lo, hi, seek.allowed(wanted))
+        [(rows, codes)] = select([seek], [bounds], wanted)
     finally:
         seek_module._COMPARED_CODES = saved
     want = [i for a, b in ranges for i in range(a, b + 1) if wanted is None or types[i] in wanted]
     assert rows.tolist() == want
     assert [seek.types[c] for c in codes.tolist()] == [types[i] for i in want]
     assert seek.ts(rows).tolist() == ts[want].tolist()
+
+
+def test_files_are_selected_from_together_as_each_alone(tmp_path: Path) -> None:
+    """Rows of several files at once (those of the same types tested together) are each file's own, a file
+    without ranges giving none."""
+    rng = np.random.default_rng(7)
+    files = []
+    for i, alphabet in enumerate([["A", "B", "C"], ["A", "B", "C"], ["B", "D"], ["A", "B", "C"]]):
+        types = [alphabet[k] for k in rng.integers(0, len(alphabet), 500).tolist()]
+        write(tmp_path / f"{i}.seek", np.arange(500, dtype=np.int64) * 7, pa.array(types))
+        files.append((open_seek(tmp_path / f"{i}.seek", 500), types))
+    ranges = [np.asarray(r, dtype=np.int64).reshape(-1, 2)
+              for r in ([(0, 9), (40, 40), (100, 499)], [(3, 5)], [(0, 499)], [])]
+    for wanted in (frozenset({"B"}), frozenset({"A", "D"}), None):
+        got = select([f for f, _ in files], ranges, wanted)
+        for (seek, types), r, (rows, codes) in zip(files, ranges, got, strict=True):
+            want = [i for a, b in r.tolist() for i in range(a, b + 1) if wanted is None or types[i] in wanted]
+            assert rows.tolist() == want
+            assert [seek.types[c] for c in codes.tolist()] == [types[i] for i in want]
 
 
 def test_an_event_takes_about_five_bytes_unless_it_follows_a_long_pause(tmp_path: Path) -> None:
