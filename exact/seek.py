@@ -142,15 +142,30 @@ class SeekFile:
     #: ``types`` as an Arrow string array, the dictionary of a read's ``type`` column.
     dictionary: pa.Array
 
-    def ts(self, rows: np.ndarray) -> np.ndarray:
-        """The ts (int64 µs) of ``rows``."""
-        steps = self.steps[rows]
-        out = self.base[rows // self.block] + steps.astype(np.int64) * self.unit
-        if len(self.wide_rows):
-            wide = np.flatnonzero(steps == _WIDE)
-            if len(wide):
-                out[wide] = self.wide_ts[np.searchsorted(self.wide_rows, rows[wide])]
-        return out
+
+def ts_of(files: Sequence[SeekFile], rows: Sequence[np.ndarray]) -> np.ndarray:
+    """The ts (int64 µs) of ``rows[i]`` of ``files[i]``, one file's after the other's.  Only the look-ups
+    are made file by file; the arithmetic, and the search for the rows kept apart as wide, once for all."""
+    steps = _joined([f.steps[r] for f, r in zip(files, rows, strict=True)])
+    base = _joined([f.base[r // f.block] for f, r in zip(files, rows, strict=True)])
+    units = [f.unit for f in files]
+    unit = units[0] if len(set(units)) == 1 else np.repeat(units, [len(r) for r in rows])
+    out = base + steps.astype(np.int64) * unit
+    wide = np.flatnonzero(steps == _WIDE)
+    if len(wide):
+        ends = np.cumsum([len(r) for r in rows]).tolist()
+        cuts = np.searchsorted(wide, ends).tolist()  # the wide rows of file i are wide[cuts[i-1]:cuts[i]]
+        for i, (f, r) in enumerate(zip(files, rows, strict=True)):
+            first = cuts[i - 1] if i else 0
+            if first < cuts[i]:
+                at = wide[first:cuts[i]]
+                out[at] = f.wide_ts[np.searchsorted(f.wide_rows, r[at - (ends[i] - len(r))])]
+    return out
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The (non-empty list of) arrays one after the other; the one itself, uncopied, when there is one."""
+    return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
 
 
 def select(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: frozenset[str] | None
@@ -175,9 +190,9 @@ def select(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: froz
             alike.setdefault(f.types, []).append(i)
     for types, members in alike.items():
         pieces = [files[i].codes[a:b + 1] for i in members for a, b in ranges[i].tolist()]
-        joined = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        joined = _joined(pieces)
         at = np.flatnonzero(_code_test(types, wanted).mask(joined))
-        both = np.concatenate([ranges[i] for i in members]) if len(members) > 1 else ranges[members[0]]
+        both = _joined([ranges[i] for i in members])
         lo = both[:, 0]
         counts = both[:, 1] - lo + 1
         starts = np.cumsum(counts) - counts  # where each range begins in ``joined``

@@ -51,6 +51,7 @@ from exact.errors import Conflict, InputError, NotFound, SeqsketchError, StoreCo
 from exact.events import (
     ATTRS,
     SEQ,
+    SEQ_TYPE,
     TS,
     TS_TYPE,
     TYPE,
@@ -65,7 +66,7 @@ from exact.events import (
 )
 from exact.ingest import order_by_time, with_seq
 from exact.seek import SUFFIX as SEEK_SUFFIX
-from exact.seek import SeekFile, SeekUnavailable, open_seek, run_positions, seek_name
+from exact.seek import SeekFile, SeekUnavailable, open_seek, run_positions, seek_name, ts_of
 from exact.seek import select as select_rows
 from exact.seek import write as write_seek
 
@@ -712,10 +713,10 @@ class EventStore:
         def flush() -> None:
             if seeking:
                 found = select_rows([s for _, s, _ in seeking], [r for _, _, r in seeking], types)
-                pieces = [_SeekPiece(rows + part.first_seq, seek.ts(rows), codes, seek.types, seek.dictionary)
-                          for (part, seek, _), (rows, codes) in zip(seeking, found, strict=True) if len(rows)]
-                if pieces:
-                    tables.append(_seek_table(pieces, schema))
+                kept = [(part, seek, rows, codes)
+                        for (part, seek, _), (rows, codes) in zip(seeking, found, strict=True) if len(rows)]
+                if kept:
+                    tables.append(_seek_table(kept, schema))
                 seeking.clear()
 
         for part, inside in snap.parts_in(bounds):
@@ -878,48 +879,41 @@ def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataTy
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-@dataclass(frozen=True)
-class _SeekPiece:
-    """Rows of one part read from its seek file: seqs, ts (µs), type codes into ``types`` (also as
-    ``dictionary``, an Arrow array)."""
-
-    seq: np.ndarray
-    ts: np.ndarray
-    codes: np.ndarray
-    types: tuple[str, ...]
-    dictionary: pa.Array
-
-
-def _seek_table(pieces: Sequence[_SeekPiece], schema: pa.Schema) -> pa.Table:
-    """Consecutive parts' pieces as one table of ``schema`` (of seq, ts, type: a read's schema); ``type``
-    dictionary-encoded over the union of the parts' types (one dictionary: parts of one stream mostly share
-    their types), or decoded when ``schema`` says string.  Arrays are made from the numpy ones in place."""
-    rows = sum(len(p.seq) for p in pieces)
+def _seek_table(kept: Sequence[tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]], schema: pa.Schema
+                ) -> pa.Table:
+    """The rows (and their type codes) of consecutive parts read from their seek files as one table of
+    ``schema`` (of seq, ts, type: a read's schema); ``type`` dictionary-encoded over the union of the
+    parts' types (one dictionary: parts of one stream mostly share their types), or decoded when ``schema``
+    says string.  The Arrow arrays wrap the numpy ones (their values are known valid)."""
+    n = sum(len(rows) for _, _, rows, _ in kept)
     arrays = []
     for name in schema.names:
         if name == SEQ:
-            arrays.append(pa.array(_joined([p.seq for p in pieces])))
+            seq = _joined([rows + part.first_seq for part, _, rows, _ in kept])
+            arrays.append(pa.Array.from_buffers(SEQ_TYPE, n, [None, pa.py_buffer(seq)]))
         elif name == TS:
-            ts = _joined([p.ts for p in pieces])
-            arrays.append(pa.Array.from_buffers(TS_TYPE, rows, [None, pa.py_buffer(ts)]))
+            ts = ts_of([seek for _, seek, _, _ in kept], [rows for _, _, rows, _ in kept])
+            arrays.append(pa.Array.from_buffers(TS_TYPE, n, [None, pa.py_buffer(ts)]))
         else:
-            names, dictionary = pieces[0].types, pieces[0].dictionary
-            if all(p.types == names for p in pieces):
-                codes = _joined([p.codes for p in pieces]).astype(np.int32)
+            first = kept[0][1]
+            dictionary = first.dictionary
+            if all(seek.types == first.types for _, seek, _, _ in kept):
+                codes = _joined([codes for _, _, _, codes in kept]).astype(np.int32)
             else:
-                names = tuple(sorted({t for p in pieces for t in p.types}))
+                names = sorted({t for _, seek, _, _ in kept for t in seek.types})
                 dictionary = pa.array(names, pa.string())
                 at = {t: i for i, t in enumerate(names)}
-                codes = np.concatenate([np.asarray([at[t] for t in p.types], dtype=np.int32)[p.codes]
-                                        for p in pieces])
-            column = pa.DictionaryArray.from_arrays(pa.array(codes), dictionary)
+                codes = np.concatenate([np.asarray([at[t] for t in seek.types], dtype=np.int32)[codes]
+                                        for _, seek, _, codes in kept])
+            column = pa.DictionaryArray.from_buffers(TYPE_DICTIONARY, n, [None, pa.py_buffer(codes)],
+                                                     dictionary)
             arrays.append(column if schema.field(TYPE).type == TYPE_DICTIONARY else column.cast(pa.string()))
-    return pa.Table.from_arrays(arrays, schema=schema)
+    return pa.Table.from_batches([pa.RecordBatch.from_arrays(arrays, schema=schema)])
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
     """The arrays one after the other (the one itself, uncopied, when there is one)."""
-    return np.concatenate(arrays) if len(arrays) > 1 else np.ascontiguousarray(arrays[0])
+    return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
 
 
 def _rows_in_ranges(part: PartInfo, groups: list[int], bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import exact.seek as seek_module
-from exact.seek import BLOCK, SeekUnavailable, encode, open_seek, select, write
+from exact.seek import BLOCK, SeekUnavailable, encode, open_seek, select, ts_of, write
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -43,7 +43,7 @@ def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactor
     seek = open_seek(path, n)
     assert seek.types == tuple(sorted(set(types)))
     assert [seek.types[c] for c in seek.codes.tolist()] == types
-    assert seek.ts(np.arange(n)).tolist() == ts.tolist()
+    assert ts_of([seek], [np.arange(n)]).tolist() == ts.tolist()
     # rows in random sorted, disjoint ranges, of random wanted types, as a brute force picks them
     points = sorted(data.draw(st.sets(st.integers(0, n), max_size=40)))
     ranges = [(a, b - 1) for a, b in zip(points[::2], points[1::2], strict=False)]  # some of one row
@@ -59,26 +59,32 @@ def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactor
     want = [i for a, b in ranges for i in range(a, b + 1) if wanted is None or types[i] in wanted]
     assert rows.tolist() == want
     assert [seek.types[c] for c in codes.tolist()] == [types[i] for i in want]
-    assert seek.ts(rows).tolist() == ts[want].tolist()
+    assert ts_of([seek], [rows]).tolist() == ts[want].tolist()
 
 
 def test_files_are_selected_from_together_as_each_alone(tmp_path: Path) -> None:
-    """Rows of several files at once (those of the same types tested together) are each file's own, a file
-    without ranges giving none."""
+    """Rows of several files at once (those of the same types tested together) and their ts are each
+    file's own, a file without ranges giving none; files may differ in ts unit and in wide rows."""
     rng = np.random.default_rng(7)
     files = []
     for i, alphabet in enumerate([["A", "B", "C"], ["A", "B", "C"], ["B", "D"], ["A", "B", "C"]]):
         types = [alphabet[k] for k in rng.integers(0, len(alphabet), 500).tolist()]
-        write(tmp_path / f"{i}.seek", np.arange(500, dtype=np.int64) * 7, pa.array(types))
-        files.append((open_seek(tmp_path / f"{i}.seek", 500), types))
+        gaps = rng.integers(0, 10, 500) * (1000 if i % 2 else 1)
+        gaps[rng.integers(0, 500, 5 * i)] = 10**13  # long pauses: rows kept apart as wide
+        ts = 1_600_000_000_000_000 + np.cumsum(gaps)
+        write(tmp_path / f"{i}.seek", ts, pa.array(types))
+        files.append((open_seek(tmp_path / f"{i}.seek", 500), types, ts))
     ranges = [np.asarray(r, dtype=np.int64).reshape(-1, 2)
               for r in ([(0, 9), (40, 40), (100, 499)], [(3, 5)], [(0, 499)], [])]
     for wanted in (frozenset({"B"}), frozenset({"A", "D"}), None):
-        got = select([f for f, _ in files], ranges, wanted)
-        for (seek, types), r, (rows, codes) in zip(files, ranges, got, strict=True):
+        got = select([f for f, _, _ in files], ranges, wanted)
+        for (seek, types, _), r, (rows, codes) in zip(files, ranges, got, strict=True):
             want = [i for a, b in r.tolist() for i in range(a, b + 1) if wanted is None or types[i] in wanted]
             assert rows.tolist() == want
             assert [seek.types[c] for c in codes.tolist()] == [types[i] for i in want]
+        rows = [rows for rows, _ in got]
+        assert ts_of([f for f, _, _ in files], rows).tolist() == np.concatenate(
+            [ts[r] for (_, _, ts), r in zip(files, rows, strict=True)]).tolist()
 
 
 def test_an_event_takes_about_five_bytes_unless_it_follows_a_long_pause(tmp_path: Path) -> None:
@@ -97,8 +103,8 @@ def test_an_event_takes_about_five_bytes_unless_it_follows_a_long_pause(tmp_path
     write(tmp_path / "p.seek", paused, types)
     seek = open_seek(tmp_path / "p.seek", n)
     assert seek.wide_rows.tolist() == wide and seek.wide_ts.tolist() == paused[wide].tolist()
-    assert seek.ts(row).tolist() == paused.tolist()
-    assert seek.ts(row[::-7]).tolist() == paused[::-7].tolist()
+    assert ts_of([seek], [row]).tolist() == paused.tolist()
+    assert ts_of([seek], [row[::-7]]).tolist() == paused[::-7].tolist()
     assert len(encode(paused, types)) - len(encode(ts, types)) <= len(wide) * 16 + 2 * 64
 
 
