@@ -25,6 +25,9 @@ from exact.ast import Between, Condition, Field, Literal
 from exact.errors import InputError
 from exact.normalize import FLIPPED, Plan, VarPlan, value_kind
 
+#: Up to this many distinct types in a frame, type sets are tested on the types as Python strings.
+_FEW_TYPES = 4096
+
 _PC_OPS = {"=": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal", ">": "greater",
            ">=": "greater_equal"}
 
@@ -54,6 +57,17 @@ def _column_kind(typ: pa.DataType) -> str | None:
     return None  # null type / unsupported: behaves as all-null
 
 
+def micros(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """An int64 array of a ``ts`` column: UTC microseconds of a timestamp column (any unit), the values
+    of an integer one.  A microsecond timestamp column is viewed as it is, without a compute call."""
+    typ = column.type
+    if pa.types.is_timestamp(typ):
+        if typ.unit != "us":
+            column = pc.cast(column, pa.timestamp("us", tz=typ.tz))
+        return column.to_numpy(zero_copy_only=False).view(np.int64)
+    return column.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
 @dataclass
 class EventFrame:
     """One validated stream, seq-ordered, restricted to ``BETWEEN`` (if given); columns cached."""
@@ -64,6 +78,7 @@ class EventFrame:
     _cache: dict[str, pa.Array] = field(default_factory=dict)
     _lists: dict[str, list] = field(default_factory=dict)
     _codes: tuple[np.ndarray, pa.Array] | None = None
+    _names: list[str | None] | None = None
 
     @classmethod
     def build(cls, events: pa.Table | Iterable[pa.RecordBatch], between: Between | None = None
@@ -85,16 +100,10 @@ class EventFrame:
             if len(dup):
                 raise InputError(f"seq {int(seq[dup[0]])} occurs twice", where="events")
         ts_col = table.column("ts")
-        if pa.types.is_timestamp(ts_col.type):
-            ts_col = pc.cast(ts_col, pa.timestamp("us", tz=ts_col.type.tz) if ts_col.type.tz
-                             else pa.timestamp("us"))
-            ts = ts_col.cast(pa.int64()).to_numpy(zero_copy_only=False)
-        else:
-            ts = ts_col.cast(pa.int64()).to_numpy(zero_copy_only=False)
         if ts_col.null_count:
             bad = int(np.flatnonzero(pc.is_null(ts_col).to_numpy(zero_copy_only=False))[0])
             raise InputError("ts is null", where=f"events: seq {int(seq[bad])}")
-        ts = ts.astype(np.int64, copy=False)
+        ts = micros(ts_col)
         if len(ts) > 1:
             back = np.flatnonzero(ts[1:] < ts[:-1])
             if len(back):
@@ -118,12 +127,24 @@ class EventFrame:
             column = self.table.column("type")
             if pa.types.is_dictionary(column.type):
                 # as the event store reads it: one dictionary per part, unified here (the dictionaries,
-                # not the rows, are compared)
-                encoded = column.unify_dictionaries().combine_chunks()
+                # not the rows, are compared); a single part is used as it is
+                encoded = (column.chunk(0) if column.num_chunks == 1
+                           else column.unify_dictionaries().combine_chunks())
             else:
                 encoded = pc.dictionary_encode(column.combine_chunks())
             self._codes = (encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary)
         return self._codes
+
+    def type_names(self) -> list[str | None] | None:
+        """The distinct types of :meth:`type_codes` as Python strings, when there are few enough that
+        testing them in Python beats a ``pyarrow.compute`` call (which costs tens of µs even on a
+        dictionary of twenty types); None for many distinct types."""
+        if self._names is None:
+            distinct = self.type_codes()[1]
+            if len(distinct) > _FEW_TYPES:
+                return None
+            self._names = distinct.to_pylist()
+        return self._names
 
     def array(self, attr: str) -> pa.Array:
         """The values of ``attr`` (a builtin field or an attribute; all-null when missing)."""
@@ -157,8 +178,8 @@ class EventFrame:
         return arr
 
     def values(self, attr: str, positions: np.ndarray | None = None) -> list:
-        """Python values of ``attr`` (all events, or at ``positions``)."""
-        if positions is None:
+        """Python values of ``attr`` (all events, or at the sorted, distinct ``positions``)."""
+        if positions is None or len(positions) == len(self):
             if attr not in self._lists:
                 self._lists[attr] = self.array(attr).to_pylist()
             return self._lists[attr]
@@ -231,8 +252,15 @@ def type_mask(frame: EventFrame, types: frozenset[str] | None) -> np.ndarray:
         return np.ones(len(frame), dtype=bool)
     if not types:
         return np.zeros(len(frame), dtype=bool)
-    codes, distinct = frame.type_codes()
-    return _distinct_in(distinct, types)[codes]
+    return _type_lut(frame, types)[frame.type_codes()[0]]
+
+
+def _type_lut(frame: EventFrame, types: frozenset[str]) -> np.ndarray:
+    """Per distinct type of ``frame``: is it one of ``types``?"""
+    names = frame.type_names()
+    if names is None:
+        return _distinct_in(frame.type_codes()[1], types)
+    return np.array([name in types for name in names], dtype=bool)
 
 
 def _distinct_in(distinct: pa.Array, types: frozenset[str]) -> np.ndarray:
@@ -272,13 +300,7 @@ def variable_bits(frame: EventFrame, variables: Iterable[VarPlan], *, counts: bo
     if not variables or n == 0:
         return np.zeros(n, dtype=dtype), ([0] * len(variables) if counts else None)
     codes, distinct = frame.type_codes()
-    by_type = np.zeros(len(distinct), dtype=dtype)
-    for v in variables:
-        bit = dtype(1) << dtype(v.index)
-        if v.types is None:
-            by_type |= bit
-        elif v.types:
-            by_type[_distinct_in(distinct, v.types)] |= bit
+    by_type = _type_bits(frame, variables, dtype)
     bits = by_type[codes]
     per_type = np.bincount(codes, minlength=len(distinct)) if counts else None
     out: list[int] = []
@@ -293,6 +315,30 @@ def variable_bits(frame: EventFrame, variables: Iterable[VarPlan], *, counts: bo
         if counts:
             out.append(int(mask.sum()))
     return bits, (out if counts else None)
+
+
+def _type_bits(frame: EventFrame, variables: list[VarPlan], dtype: type) -> np.ndarray:
+    """Per distinct type of ``frame``, the bits of the ``variables`` whose types include it."""
+    names = frame.type_names()
+    if names is None:
+        by_type = np.zeros(len(frame.type_codes()[1]), dtype=dtype)
+        for v in variables:
+            bit = dtype(1) << dtype(v.index)
+            if v.types is None:
+                by_type |= bit
+            elif v.types:
+                by_type[_distinct_in(frame.type_codes()[1], v.types)] |= bit
+        return by_type
+    # few distinct types: each type's bits in Python, one array made of them
+    anything = 0
+    of_type: dict[str | None, int] = {}
+    for v in variables:
+        if v.types is None:
+            anything |= 1 << v.index
+        else:
+            for t in v.types:
+                of_type[t] = of_type.get(t, 0) | 1 << v.index
+    return np.array([anything | of_type.get(name, 0) for name in names], dtype=dtype)
 
 
 def variable_masks(plan: Plan, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame
