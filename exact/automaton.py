@@ -21,11 +21,14 @@ one stream and implements the transition step ``δ`` of Algorithms 2 and 4.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from exact.ast import Condition, Field, Query
 from exact.normalize import COMPARATORS, FLIPPED, Plan, literal_signature, normalize
+
+_T = TypeVar("_T")
 
 #: A match buffer β: per positive variable (by index) the tuple of bound event positions, in stream order.
 Buffer = tuple[tuple[int, ...], ...]
@@ -83,7 +86,10 @@ class Automaton:
         self._relations = self._index_relations(plan)
         self._prevs = self._index_prevs(plan)
         self._transitions: dict[int, tuple[Transition, ...]] = {}
-        self._final: dict[int, bool] = {}
+        #: ``is_final(q)`` and ``relevant_mask(q)`` are asked once or twice per event a window reads: they
+        #: are per-state memos called as dict lookups (no Python frame once a state is known)
+        self.is_final: Callable[[int], bool] = _Memo(self._is_final).__getitem__
+        self.relevant_mask: Callable[[int], int] = _Memo(self._relevant_mask).__getitem__
 
     # -- construction -------------------------------------------------------------------------------
 
@@ -112,12 +118,9 @@ class Automaton:
                     return i
         return len(self.element_groups)
 
-    def is_final(self, q: int) -> bool:
-        f = self._final.get(q)
-        if f is None:
-            f = self._current_element(q) == len(self.element_groups)
-            self._final[q] = f
-        return f
+    def _is_final(self, q: int) -> bool:
+        """Is ``q`` accepting (every element bound)?"""
+        return self._current_element(q) == len(self.element_groups)
 
     def transitions(self, q: int) -> tuple[Transition, ...]:
         """The transitions leaving state ``q`` (§3.2 construction with concatenation)."""
@@ -153,12 +156,26 @@ class Automaton:
                 rels.extend(self._relations.get((v, w), ()))
         return Transition(v, loop, q | (1 << v), tuple(rels), self._prevs.get(v, ()) if loop else ())
 
-    def relevant_mask(self, q: int) -> int:
+    def _relevant_mask(self, q: int) -> int:
         """Variables some transition out of ``q`` binds (0: the state can never change again)."""
         m = 0
         for t in self.transitions(q):
             m |= 1 << t.var
         return m
+
+
+class _Memo(dict[int, _T]):
+    """A function of the state, computed on first use and then looked up at the speed of a dict."""
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[int], _T]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, q: int) -> _T:
+        value = self[q] = self._make(q)
+        return value
 
 
 def automaton_for(query: Query) -> Automaton:
@@ -202,25 +219,22 @@ class Runner:
         self.columns = columns
         self.empty: Buffer = tuple(() for _ in range(automaton.nvars))
         self._bound: dict[int, tuple] = {}
-        self._relmask: dict[int, int] = {}
+        self._by_mask: dict[tuple[int, int], tuple[tuple[int, int, bool], ...]] = {}
+        #: the variables some transition out of a state binds (the automaton's memo)
+        self.relmask: Callable[[int], int] = automaton.relevant_mask
 
-    def relmask(self, q: int) -> int:
-        m = self._relmask.get(q)
-        if m is None:
-            m = self.automaton.relevant_mask(q)
-            self._relmask[q] = m
-        return m
-
-    def _bound_transitions(self, q: int) -> tuple:
+    def _bound_transitions(self, q: int) -> tuple[tuple, bool]:
+        """The transitions out of ``q`` with their columns bound, and whether none of them has a condition
+        beyond its variable's properties (then what fires depends only on the event's mask)."""
         bt = self._bound.get(q)
         if bt is None:
             cols = self.columns
-            bt = tuple(
+            transitions = tuple(
                 (t.var, t.loop, t.target,
                  tuple((cols[r.attr], COMPARATORS[r.op], r.other, cols[r.other_attr]) for r in t.relations),
                  tuple((cols[p.prev_attr], COMPARATORS[p.op], cols[p.attr]) for p in t.prevs))
                 for t in self.automaton.transitions(q))
-            self._bound[q] = bt
+            bt = self._bound[q] = (transitions, not any(rels or prevs for *_, rels, prevs in transitions))
         return bt
 
     def fire(self, q: int, beta: Buffer, x: int) -> list[tuple[int, Buffer, int, bool]]:
@@ -231,12 +245,23 @@ class Runner:
         return [(target, beta[:v] + (beta[v] + (x,),) + beta[v + 1:], v, loop)
                 for target, v, loop in self.firing(q, beta, x)]
 
-    def firing(self, q: int, beta: Sequence[Sequence[int]], x: int) -> list[tuple[int, int, bool]]:
+    def firing(self, q: int, beta: Sequence[Sequence[int]], x: int) -> Sequence[tuple[int, int, bool]]:
         """``(target, v, loop)`` of every transition out of ``q`` that fires on ``x`` given ``beta`` (any
-        sequence of per-variable position sequences; the buffer itself is not extended)."""
+        sequence of per-variable position sequences; the buffer itself is not extended).
+
+        For a state whose transitions test only properties the answer depends on ``(q, evmask[x])``
+        alone and is remembered per pair (a pattern of types only never evaluates a transition twice)."""
         em = self.evmask[x]
+        hit = self._by_mask.get((q, em))
+        if hit is not None:
+            return hit
+        transitions, free = self._bound_transitions(q)
+        if free:
+            hit = self._by_mask[q, em] = tuple((target, v, loop) for v, loop, target, _, _ in transitions
+                                               if em >> v & 1)
+            return hit
         out = []
-        for v, loop, target, rels, prevs in self._bound_transitions(q):
+        for v, loop, target, rels, prevs in transitions:
             if not em >> v & 1:
                 continue
             ok = True

@@ -85,32 +85,28 @@ class View:
 
 
 class PartitionViews:
-    """One :class:`View` per partition (Def. 5.3): positions grouped by key once, views made on demand.
+    """One :class:`View` per partition (Def. 5.3): positions sorted by key once, views made on demand.
 
     ``keys[i]`` is the partition of ``positions[i]``; negative keys (a null partition attribute) belong
-    to no partition.  Events satisfying no variable's properties are left out.
+    to no partition.  Events satisfying no variable's properties are left out.  A partition's positions
+    are found by bisection when a window first reads it: a verified read has hundreds of partitions
+    (cases) and views a few of them.  ``evmask_list`` is ``evmask`` as a list, when the caller has it.
     """
 
-    def __init__(self, evmask: np.ndarray, positions: np.ndarray, keys: np.ndarray, jump: bool) -> None:
+    def __init__(self, evmask: np.ndarray, positions: np.ndarray, keys: np.ndarray, jump: bool,
+                 evmask_list: Sequence[int] | None = None) -> None:
         keep = (keys >= 0) & (evmask[positions] != 0)
         pos, k = positions[keep], keys[keep]
         order = np.argsort(k, kind="stable")
-        self.positions, sorted_keys = pos[order], k[order]
-        cuts = np.flatnonzero(np.diff(sorted_keys)) + 1
-        starts = np.concatenate(([0], cuts)).astype(np.int64)
-        ends = np.concatenate((cuts, [len(sorted_keys)])).astype(np.int64)
-        self.bounds: dict[int, tuple[int, int]] = {} if not len(sorted_keys) else dict(
-            zip(sorted_keys[starts].tolist(), zip(starts.tolist(), ends.tolist(), strict=True), strict=True))
+        self.positions, self._sorted_keys = pos[order], k[order]
         self.evmask = evmask
-        self.evmask_list = evmask.tolist()
+        self.evmask_list = evmask.tolist() if evmask_list is None else evmask_list
         self.jump = jump
         self._views: dict[int, View] = {}
 
-    def keys(self) -> list[int]:
-        return list(self.bounds)
-
     def members(self, key: int) -> np.ndarray:
-        lo, hi = self.bounds[key]
+        lo = int(self._sorted_keys.searchsorted(key, "left"))
+        hi = int(self._sorted_keys.searchsorted(key, "right"))
         return self.positions[lo:hi]
 
     def view(self, key: int) -> View:
@@ -123,31 +119,35 @@ class PartitionViews:
 def next_match_window(run: Runner, view: View, s: int, end: int) -> list[Buffer]:
     """Skip-till-next-match on the window [s, end]: Algorithm 2 with digest A1 (see module docstring)."""
     aut = run.automaton
-    insts = [(q, b) for q, b, _, _ in run.fire(aut.start, run.empty, s)]
     evmask = run.evmask
     relmask = run.relmask
+    after = view.after
     i = s
-    if len(insts) == 1:
+    started = run.firing(aut.start, run.empty, s)
+    if len(started) == 1:
         # one instance (mutually exclusive variables, Lemma 4.1): its buffer is extended in place, so a
         # long (trailing) Kleene binding costs O(1) per event; a branch falls back to the general loop
-        q, b = insts[0]
-        cur = [list(xs) for xs in b]
+        q, v, _ = started[0]
+        cur: list[list[int]] = [[] for _ in run.empty]
+        cur[v].append(s)
         while True:
             mask = relmask(q)
-            nxt = view.after(mask, i)
+            nxt = after(mask, i)
             if nxt > end:
-                return [tuple(tuple(xs) for xs in cur)] if aut.is_final(q) else []
+                return [tuple(map(tuple, cur))] if aut.is_final(q) else []
             if evmask[nxt] & mask:
                 fired = run.firing(q, cur, nxt)
                 if len(fired) == 1:
                     q, v, _ = fired[0]
                     cur[v].append(nxt)
                 elif fired:
-                    b = tuple(tuple(xs) for xs in cur)
+                    b = tuple(map(tuple, cur))
                     insts = [(t, b[:v] + (b[v] + (nxt,),) + b[v + 1:]) for t, v, _ in fired]
                     i = nxt
                     break
             i = nxt
+    else:
+        insts = [(q, b) for q, b, _, _ in run.fire(aut.start, run.empty, s)]
     while insts:
         nxt = NEVER
         for q, _ in insts:
