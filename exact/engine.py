@@ -146,6 +146,7 @@ class _Evaluation:
         for attr in condition_attrs(plan):
             columns[attr] = frame.values(attr, self.idx)
         self.runner = Runner(automaton_for(self.query), self.evmask, columns)
+        self.names = [v.name for v in plan.positives]
         self.columns = columns
         self.end = self._window_ends()
         self._key_cache: np.ndarray | None = None
@@ -178,8 +179,9 @@ class _Evaluation:
             buffers = self._match_windows(_WINDOW_FUNCS[strategy])
         buffers = self._one_alternative(buffers)
         buffers = self._negation(buffers)
-        # the key is the dataclass order (fields as a tuple), without its slow generated __lt__
-        return sorted({self._to_match(b) for b in buffers}, key=_match_key)
+        # distinct buffers make distinct matches (seqs are distinct), so duplicates are dropped before any
+        # Match is made; the key is the dataclass order (fields as a tuple), without its slow __lt__
+        return sorted(map(self._to_match, dict.fromkeys(buffers)), key=_match_key)
 
     def _first_events(self) -> np.ndarray:
         """Positions whose event can start a match (Alg. 2: the start state must fire on W[1])."""
@@ -197,7 +199,8 @@ class _Evaluation:
             # after the first event only events of its partition can fire (the closure relates every
             # pair of variables on X), so each window reads its own partition
             keys = self._keys()
-            parts = PartitionViews(self.evmask_np, np.arange(len(self.idx)), keys, self.prefilter)
+            parts = PartitionViews(self.evmask_np, np.arange(len(self.idx)), keys, self.prefilter,
+                                   self.evmask)
             for s in firsts.tolist():
                 key = int(keys[s])
                 if key >= 0:
@@ -291,8 +294,10 @@ class _Evaluation:
                 continue
             enc = pc.dictionary_encode(arr)
             idx = enc.indices
-            null |= pc.is_null(idx).to_numpy(zero_copy_only=False)
-            codes = pc.fill_null(idx, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            if idx.null_count:
+                null |= pc.is_null(idx).to_numpy(zero_copy_only=False)
+                idx = pc.fill_null(idx, 0)
+            codes = idx.to_numpy(zero_copy_only=False).astype(np.int64)
             radix = max(len(enc.dictionary), 1)
             code = code * radix + codes
         code[null] = -1
@@ -307,14 +312,20 @@ class _Evaluation:
             within = ("events", w.count)
         if self.prefilter:
             # phase 1 vectorised (the filter is the prefilter's job); phase 2 per candidate window
-            keys = self._keys()
+            keys = self._keys() if self.plan.partition_attrs else None
             firsts = candidate_windows(self.runner.automaton, self.evmask_np, keys, self.end,
                                        self._start_ok_mask())
-            parts = PartitionViews(self.evmask_np, np.arange(len(self.idx)), keys, True)
             out: list[Buffer] = []
-            end = self.end
-            for s in firsts.tolist():
-                out.extend(window_fn(self.runner, parts.view(int(keys[s])), s, int(end[s])))
+            ends = self.end[firsts].tolist()
+            if keys is None:
+                # one partition holding every filtered event: the whole stream's view
+                view = View(self.evmask_np, None, True)
+                for s, e in zip(firsts.tolist(), ends, strict=True):
+                    out.extend(window_fn(self.runner, view, s, e))
+                return out
+            parts = PartitionViews(self.evmask_np, np.arange(len(self.idx)), keys, True, self.evmask)
+            for s, k, e in zip(firsts.tolist(), keys[firsts].tolist(), ends, strict=True):
+                out.extend(window_fn(self.runner, parts.view(k), s, e))
             return out
         keys = (self._partition_codes(self.plan.partition_attrs, self.idx)
                 if self.plan.partition_attrs else None)
@@ -432,11 +443,19 @@ class _Evaluation:
         return forbidden
 
     def _to_match(self, b: Buffer) -> Match:
+        # one pass, no nested comprehensions (each is a function call): a variable's positions are in
+        # stream order and seq grows with the position, so the first and last positions bound decide
         seq = self.seq_list
-        bindings = tuple((v.name, tuple(seq[x] for x in b[v.index])) for v in self.plan.positives
-                         if b[v.index])
-        all_seqs = [s for _, ss in bindings for s in ss]
-        return Match(min(all_seqs), max(all_seqs), bindings)
+        bindings = []
+        first = last = -1
+        for name, xs in zip(self.names, b, strict=True):
+            if xs:
+                if first < 0 or xs[0] < first:
+                    first = xs[0]
+                if xs[-1] > last:
+                    last = xs[-1]
+                bindings.append((name, tuple(map(seq.__getitem__, xs))))
+        return Match(seq[first], seq[last], tuple(bindings))
 
 
 def _match_key(m: Match) -> tuple:

@@ -72,7 +72,7 @@ def two_phase(run: Runner, window_fn: WindowFn, *, evmask_np: np.ndarray, seq: n
     results: list[Buffer] = []
     windows: dict[int, _Window] = {}
     keys = partition_keys if partition_keys is not None else np.zeros(len(positions), dtype=np.int64)
-    parts = PartitionViews(evmask_np, positions, keys, jump)
+    parts = PartitionViews(evmask_np, positions, keys, jump, evmask)
     kind, limit = within if within is not None else ("none", 0)
 
     def monotone_ok(w: _Window) -> bool:
@@ -135,7 +135,7 @@ def two_phase(run: Runner, window_fn: WindowFn, *, evmask_np: np.ndarray, seq: n
 
 
 
-def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray, end: np.ndarray,
+def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray | None, end: np.ndarray,
                       start_ok: np.ndarray) -> np.ndarray:
     """Phase 1 of Algorithm 3 for all windows at once: the first events of the candidate match windows.
 
@@ -143,26 +143,39 @@ def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray, end:
     with sorted arrays instead of a loop: window ``W(s)`` holds the filtered events of ``s``'s partition
     from ``s`` to ``end[s]``; positions are searched as ``key * B + position`` (one sorted array per
     group for all partitions), so ``|W|``, the first and the last event of each group in ``W`` are
-    binary searches.  ``keys[p] < 0`` puts ``p`` in no partition.
+    binary searches.  ``keys[p] < 0`` puts ``p`` in no partition; ``keys=None``: one partition (the
+    positions are searched as they are, already sorted, which saves the encoding and sorting).
     """
-    base = len(evmask) + 1
-    member = (evmask != 0) & (keys >= 0)
-    everyone = np.sort(keys[member] * base + np.flatnonzero(member))
-    starts = np.flatnonzero(member & ((evmask & aut.first_element_mask) != 0) & start_ok)  # (5.2)
-    lo = keys[starts] * base + starts
-    hi = keys[starts] * base + end[starts]
+    if keys is None:
+        member = evmask != 0
+        everyone = member.nonzero()[0]
+        starts = (member & ((evmask & aut.first_element_mask) != 0) & start_ok).nonzero()[0]  # (5.2)
+        lo, hi = starts, end[starts]
+    else:
+        base = len(evmask) + 1
+        member = (evmask != 0) & (keys >= 0)
+        everyone = np.sort(keys[member] * base + member.nonzero()[0])
+        starts = (member & ((evmask & aut.first_element_mask) != 0) & start_ok).nonzero()[0]  # (5.2)
+        lo = keys[starts] * base + starts
+        hi = keys[starts] * base + end[starts]
     groups = [g for gs in aut.element_groups for g in gs]
-    size = np.searchsorted(everyone, hi, "right") - np.searchsorted(everyone, lo, "left")
+    size = everyone.searchsorted(hi, "right") - everyone.searchsorted(lo, "left")
     ok = size >= len(groups)  # (5.1)
+    encoded: dict[int, np.ndarray] = {}
+    for g in groups:
+        pos = (member & ((evmask & g) != 0)).nonzero()[0]
+        encoded[g] = pos if keys is None else np.sort(keys[pos] * base + pos)
+        if not len(encoded[g]):
+            return starts[:0]
     first: dict[int, np.ndarray] = {}
     last: dict[int, np.ndarray] = {}
-    for g in groups:
-        pos = np.flatnonzero(member & ((evmask & g) != 0))
-        enc = np.sort(keys[pos] * base + pos)
-        if not len(enc):
+    # rarest group first: on a small read one or two groups usually rule out every window
+    for g in sorted(encoded, key=lambda g: len(encoded[g])):
+        if not ok.any():
             return starts[:0]
-        i = np.searchsorted(enc, lo, "left")
-        j = np.searchsorted(enc, hi, "right") - 1
+        enc = encoded[g]
+        i = enc.searchsorted(lo, "left")
+        j = enc.searchsorted(hi, "right") - 1
         f = enc[np.minimum(i, len(enc) - 1)]
         la = enc[np.maximum(j, 0)]
         ok &= (i < len(enc)) & (f <= hi)  # (5.3)
