@@ -48,6 +48,7 @@ Semantics decided here, where the sources leave a choice (tested in tests/test_e
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -141,7 +142,6 @@ class _Evaluation:
         self.evmask = self.evmask_np.tolist()
         self.seq = frame.seq[self.idx]
         self.ts = frame.ts[self.idx]
-        self.seq_list = self.seq.tolist()
         columns: dict[str, list] = {}
         for attr in condition_attrs(plan):
             columns[attr] = frame.values(attr, self.idx)
@@ -441,6 +441,11 @@ class _Evaluation:
             return False
 
         return forbidden
+
+    @functools.cached_property
+    def seq_list(self) -> list[int]:
+        """The filtered events' seqs as a list, made only when there are matches (or negations) to read."""
+        return self.seq.tolist()
 
     def _to_match(self, b: Buffer) -> Match:
         # one pass, no nested comprehensions (each is a function call): a variable's positions are in

@@ -84,8 +84,9 @@ class EventFrame:
     def build(cls, events: pa.Table | Iterable[pa.RecordBatch], between: Between | None = None
               ) -> EventFrame:
         table = _as_table(events)
+        names = table.column_names
         for name in ("seq", "ts", "type"):
-            if name not in table.column_names:
+            if name not in names:
                 raise InputError(f"event table has no {name!r} column", where="events")
         seq_col = table.column("seq")
         if seq_col.null_count:
@@ -305,11 +306,11 @@ def variable_bits(frame: EventFrame, variables: Iterable[VarPlan], *, counts: bo
     per_type = np.bincount(codes, minlength=len(distinct)) if counts else None
     out: list[int] = []
     for v in variables:
-        bit = dtype(1) << dtype(v.index)
         if not v.properties:
             if per_type is not None:
-                out.append(int(per_type[(by_type & bit) != 0].sum()))
+                out.append(int(per_type[(by_type & (dtype(1) << dtype(v.index))) != 0].sum()))
             continue
+        bit = dtype(1) << dtype(v.index)
         mask = _with_properties(frame, (bits & bit) != 0, v)
         bits[~mask] &= ~bit
         if counts:

@@ -149,7 +149,7 @@ def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray | Non
     if keys is None:
         member = evmask != 0
         everyone = member.nonzero()[0]
-        starts = (member & ((evmask & aut.first_element_mask) != 0) & start_ok).nonzero()[0]  # (5.2)
+        starts = (((evmask & aut.first_element_mask) != 0) & start_ok).nonzero()[0]  # (5.2)
         lo, hi = starts, end[starts]
     else:
         base = len(evmask) + 1
@@ -161,25 +161,21 @@ def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray | Non
     groups = [g for gs in aut.element_groups for g in gs]
     size = everyone.searchsorted(hi, "right") - everyone.searchsorted(lo, "left")
     ok = size >= len(groups)  # (5.1)
-    encoded: dict[int, np.ndarray] = {}
-    for g in groups:
-        pos = (member & ((evmask & g) != 0)).nonzero()[0]
-        encoded[g] = pos if keys is None else np.sort(keys[pos] * base + pos)
-        if not len(encoded[g]):
-            return starts[:0]
     first: dict[int, np.ndarray] = {}
     last: dict[int, np.ndarray] = {}
-    # rarest group first: on a small read one or two groups usually rule out every window
-    for g in sorted(encoded, key=lambda g: len(encoded[g])):
-        if not ok.any():
+    for g in groups:
+        if keys is None:
+            enc = ((evmask & g) != 0).nonzero()[0]  # a group's events are members
+        else:
+            pos = (member & ((evmask & g) != 0)).nonzero()[0]
+            enc = np.sort(keys[pos] * base + pos)
+        if not len(enc):
             return starts[:0]
-        enc = encoded[g]
         i = enc.searchsorted(lo, "left")
         j = enc.searchsorted(hi, "right") - 1
-        f = enc[np.minimum(i, len(enc) - 1)]
-        la = enc[np.maximum(j, 0)]
-        ok &= (i < len(enc)) & (f <= hi)  # (5.3)
-        first[g], last[g] = f, la
+        ok &= i <= j  # (5.3): some event of the group lies in [lo, hi]
+        # where (5.3) fails the clipped positions are meaningless, but those windows are out already
+        first[g], last[g] = enc[np.minimum(i, len(enc) - 1)], enc[np.maximum(j, 0)]
     for left, right in zip(aut.element_groups, aut.element_groups[1:], strict=False):  # (5.4)
         for g in left:
             for h in right:
