@@ -12,6 +12,9 @@ prefilter).  Then, by strategy:
   (rarest variable first, then the ordered chain of sets) to those whose window can hold a match at all.
 * ``strict_contiguity`` / ``partition_contiguity``: one run per possible first event over successive
   events of the stream (resp. the partition); these see every event, not only the filtered ones.
+* A ``skip_till_next_match`` SEQ of single, non-Kleene variables with only properties to test (no
+  relations, prev, NOT or partitioning) has one instance per window that binds each variable to the
+  first event of it after the previous one: all its windows are run at once as a chain of bisections.
 
 Afterwards OR positions bound to the same events under several alternatives are reported once (under the
 first alternative in pattern order), SASE+ negation drops the matches with a forbidden event in a negated
@@ -171,6 +174,8 @@ class _Evaluation:
 
     def run(self) -> list[Match]:
         strategy = self.query.strategy
+        if self.two_phase and self.prefilter and self._is_chain():
+            return self._chain()
         if strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY):
             buffers = self._contiguous(strategy == Strategy.PARTITION_CONTIGUITY)
         elif self.two_phase:
@@ -182,6 +187,44 @@ class _Evaluation:
         # distinct buffers make distinct matches (seqs are distinct), so duplicates are dropped before any
         # Match is made; the key is the dataclass order (fields as a tuple), without its slow __lt__
         return sorted(map(self._to_match, dict.fromkeys(buffers)), key=_match_key)
+
+    def _is_chain(self) -> bool:
+        """Is the query skip-till-next-match over a SEQ of single, non-Kleene variables, with nothing but
+        properties to test (no relations, prev, negation or partitioning)?
+
+        Then each state has one transition, binding the next element's variable, so a window runs one
+        instance that binds every variable to the first event of it after the previous one, and matches
+        iff the last of these lies within the window: a chain of bisections, :meth:`_chain`."""
+        plan, aut = self.plan, self.runner.automaton
+        return (self.query.strategy == Strategy.SKIP_TILL_NEXT_MATCH and not plan.relations
+                and not plan.prevs and not plan.negatives and not plan.partition_attrs
+                and not any(aut.kleene)
+                and all(len(gs) == 1 and gs[0] & (gs[0] - 1) == 0 for gs in aut.element_groups))
+
+    def _chain(self) -> list[Match]:
+        """The matches of a chain query (:meth:`_is_chain`), for every possible first event at once.
+
+        The same matches as the windows of Algorithms 1 and 3 — one per first event whose chain completes
+        within its window, sorted by it — without a Python loop per window."""
+        masks = [gs[0] for gs in self.runner.automaton.element_groups]
+        evmask = self.evmask_np
+        starts = (((evmask & masks[0]) != 0) & self._start_ok_mask()).nonzero()[0]
+        ok = np.ones(len(starts), dtype=bool)
+        chain = [starts]
+        for mask in masks[1:]:
+            events = ((evmask & mask) != 0).nonzero()[0]
+            if not len(events):
+                return []
+            k = events.searchsorted(chain[-1], "right")  # the first event of the variable after the last
+            ok &= k < len(events)
+            chain.append(events[np.minimum(k, len(events) - 1)])  # clipped where ok is false already
+        ok &= chain[-1] <= self.end[starts]
+        seqs = [self.seq[positions[ok]].tolist() for positions in chain]
+        # bindings in variable order (element i binds the variable of masks[i])
+        order = sorted(range(len(masks)), key=lambda i: masks[i])
+        names = [self.names[masks[i].bit_length() - 1] for i in order]
+        return [Match(row[0], row[-1], tuple((name, (row[i],)) for name, i in zip(names, order, strict=True)))
+                for row in zip(*seqs, strict=True)]
 
     def _first_events(self) -> np.ndarray:
         """Positions whose event can start a match (Alg. 2: the start state must fire on W[1])."""

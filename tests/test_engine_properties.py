@@ -167,6 +167,31 @@ def test_starts_slicing_matches_filtering(query: Query, rows: list[dict], lo: in
         assert part == [m for m in full if lo <= m.start_seq <= lo + width]
 
 
+@st.composite
+def chain_queries(draw: st.DrawFn) -> Query:
+    """Skip-till-next-match over a SEQ of single, non-Kleene variables with properties only: the queries
+    the engine answers with one chain of bisections instead of windows (``_Evaluation._chain``)."""
+    n = draw(st.integers(1, 4))
+    elements = tuple(Single(Var(f"v{i}", draw(st.sampled_from(TYPES + (None,))))) for i in range(n))
+    conds = tuple(Condition(Field(f"v{draw(st.integers(0, n - 1))}", draw(st.sampled_from(("x", "y")))),
+                            draw(st.sampled_from(OPS)), Literal(draw(st.integers(0, 3))))
+                  for _ in range(draw(st.integers(0, 2))))
+    within = draw(st.sampled_from((None, WithinTime(draw(st.integers(0, 8))),
+                                   WithinEvents(draw(st.integers(1, 7))))))
+    return Query(elements, conds, (), within, None, Strategy.SKIP_TILL_NEXT_MATCH)
+
+
+@SETTINGS
+@given(query=chain_queries(), rows=streams(), lo=st.integers(0, 12), width=st.integers(0, 8))
+def test_chain_queries_equal_reference(query: Query, rows: list[dict], lo: int, width: int) -> None:
+    """The chain of bisections gives the windows' matches (two_phase=False, prefilter=False run windows)."""
+    _check(query, rows)
+    table = stream_table(rows)
+    full = evaluate(query, table)
+    part = evaluate(query, table, starts=(lo, lo + width))
+    assert part == [m for m in full if lo <= m.start_seq <= lo + width]
+
+
 @SETTINGS
 @given(query=queries(), rows=streams(), cuts=st.lists(st.integers(0, 10), max_size=4))
 def test_match_times_are_the_events_times(query: Query, rows: list[dict], cuts: list[int]) -> None:
