@@ -151,18 +151,24 @@ class _Evaluation:
         self.runner = Runner(automaton_for(self.query), self.evmask, columns)
         self.names = [v.name for v in plan.positives]
         self.columns = columns
-        self.end = self._window_ends()
         self._key_cache: np.ndarray | None = None
 
     # -- windows ------------------------------------------------------------------------------------
 
-    def _window_ends(self) -> np.ndarray:
+    @functools.cached_property
+    def end(self) -> np.ndarray:
+        """Per filtered event, the last position of the window it starts."""
+        return self._window_ends(np.arange(len(self.idx)))
+
+    def _window_ends(self, positions: np.ndarray) -> np.ndarray:
+        """The last position of the windows starting at ``positions`` (the chain asks only for its
+        first events', a fraction of the stream)."""
         w = self.query.within
         if isinstance(w, WithinTime):
-            return np.searchsorted(self.ts, self.ts + w.micros, "right") - 1
+            return self.ts.searchsorted(self.ts[positions] + w.micros, "right") - 1
         if isinstance(w, WithinEvents):
-            return np.searchsorted(self.seq, self.seq + (w.count - 1), "right") - 1
-        return np.full(len(self.idx), len(self.idx) - 1, dtype=np.int64)
+            return self.seq.searchsorted(self.seq[positions] + (w.count - 1), "right") - 1
+        return np.full(len(positions), len(self.idx) - 1, dtype=np.int64)
 
     def _start_ok_mask(self) -> np.ndarray:
         if self.starts is None:
@@ -218,7 +224,7 @@ class _Evaluation:
             k = events.searchsorted(chain[-1], "right")  # the first event of the variable after the last
             ok &= k < len(events)
             chain.append(events[np.minimum(k, len(events) - 1)])  # clipped where ok is false already
-        ok &= chain[-1] <= self.end[starts]
+        ok &= chain[-1] <= self._window_ends(starts)
         seqs = [self.seq[positions[ok]].tolist() for positions in chain]
         # bindings in variable order (element i binds the variable of masks[i])
         order = sorted(range(len(masks)), key=lambda i: masks[i])
