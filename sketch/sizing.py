@@ -81,8 +81,9 @@ def query_false_positive_rate(fp: float, q: int) -> float:
 
 
 def filter_rate_for_query(fpq: float, q: int) -> float:
-    """Eq. 4.5: the per-filter rate ``fp = 1 − (1 − fpq)^(1/q)`` that keeps a ``q``-probe query at ``fpq``."""
-    return -math.expm1(math.log1p(-fpq) / q)
+    """Eq. 4.5: the per-filter rate ``fp = 1 − (1 − fpq)^(1/q)`` that keeps a ``q``-probe query at ``fpq``
+    (never above ``fpq``, which rounding could otherwise give by an ulp when ``q`` is 1)."""
+    return min(fpq, -math.expm1(math.log1p(-fpq) / q))
 
 
 def probes_per_node(query_length: int) -> int:
