@@ -152,17 +152,18 @@ def _clip_runs(runs: Runs | None, lo: int, hi: int) -> Runs:
     return first[keep], last[keep]
 
 
-def _in_runs(units: np.ndarray, runs: Runs) -> np.ndarray:
-    """``units`` (sorted indices) that lie in ``runs``: each run looked up in the units, or each unit in
-    the runs, whichever list is shorter."""
+def _in_runs(units: np.ndarray, runs: Runs, run_units: np.ndarray | None = None) -> np.ndarray:
+    """``units`` (sorted indices) that lie in ``runs``.  ``run_units``, the units of ``runs`` (sorted), when
+    given and no more than ``units``, are looked up in ``units`` instead of each unit in the runs."""
     first, last = runs
     if not len(first):
         return units[:0]
     if len(first) == 1:
         a, b = np.searchsorted(units, (int(first[0]), int(last[0])))
         return units[a:b]
-    if len(first) < len(units):
-        return units[_expand(np.searchsorted(units, first), np.searchsorted(units, last))]
+    if run_units is not None and len(run_units) <= len(units):
+        at = np.minimum(np.searchsorted(units, run_units), len(units) - 1)
+        return run_units[units[at] == run_units]
     k = np.searchsorted(first, units, "right") - 1
     return units[(k >= 0) & (units < last[np.maximum(k, 0)])]
 
@@ -358,7 +359,7 @@ class TreeIndex:
                 return known
         hit = self._sliced.probe([key])[:, 0]  # type: ignore[union-attr]
         U = len(self.units)
-        known = (hit[self._top_col], np.flatnonzero(hit[:U]).astype(np.int32))
+        known = (hit[self._top_col], np.flatnonzero(hit[:U]))
         with self._lock:
             self._memo[key] = known
             self._memo_bytes += known[1].nbytes
@@ -398,16 +399,22 @@ class TreeIndex:
         absent = [p for p in range(need) if not top_alive[p].any()]
         if not absent:
             under = np.logical_or.reduce(top_alive) & self._top_deep
-            if under.any():
-                probed += int((_runs_before(top_last[under], ok) - _runs_before(top_first[under], ok)).sum())
+            usable = int((ok[1] - ok[0]).sum())
+            probed += usable  # less those under top-level nodes no set survives in (or units themselves)
+            skip = top_ok & ~under
+            if skip.any():
+                probed -= int((_runs_before(top_last[skip], ok) - _runs_before(top_first[skip], ok)).sum())
+            # the usable units listed, when some set's units are more (a neighbourhood of a rare type)
+            longest = max(len(hits[key][1]) for key in hits)
+            ok_units = _expand(*ok) if 1 < len(ok[0]) and usable <= longest else None
             done: dict[frozenset[str], np.ndarray] = {}  # a pattern may repeat a type
             for p, types in enumerate(type_sets):
                 if types and top_alive[p].any():
                     if types not in done:
-                        units = _in_runs(_union([hits[key][1] for key in sorted(types)]), ok)
+                        units = _in_runs(_union([hits[key][1] for key in sorted(types)]), ok, ok_units)
                         if not top_alive[p].all():
                             units = units[top_alive[p][self._unit_top[units]]]
-                        done[types] = units.astype(_I64)
+                        done[types] = units
                     out[p] = done[types]
             absent = [p for p in range(need) if not len(out[p])]
         local.probes = getattr(local, "probes", 0) + probed
