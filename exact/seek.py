@@ -41,6 +41,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from exact.runs import joined, run_positions
+
 MAGIC = b"SQSKSEEK"
 VERSION = 2  # 1: offsets from 256-row blocks, uint32 or int64 for a whole part
 SUFFIX = ".seek"
@@ -63,12 +65,6 @@ def seek_name(part_file: str) -> str:
     """The seek file beside a part file."""
     stem = part_file[: -len(".parquet")] if part_file.endswith(".parquet") else part_file
     return stem + SUFFIX
-
-
-def run_positions(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """``first[i], first[i] + 1, … first[i] + counts[i] - 1`` for every run ``i``, concatenated."""
-    run_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    return np.repeat(first - run_start, counts) + np.arange(int(counts.sum()), dtype=np.int64)
 
 
 def _pad(n: int) -> int:
@@ -146,8 +142,8 @@ class SeekFile:
 def ts_of(files: Sequence[SeekFile], rows: Sequence[np.ndarray]) -> np.ndarray:
     """The ts (int64 µs) of ``rows[i]`` of ``files[i]``, one file's after the other's.  Only the look-ups
     are made file by file; the arithmetic, and the search for the rows kept apart as wide, once for all."""
-    steps = _joined([f.steps[r] for f, r in zip(files, rows, strict=True)])
-    base = _joined([f.base[r // f.block] for f, r in zip(files, rows, strict=True)])
+    steps = joined([f.steps[r] for f, r in zip(files, rows, strict=True)])
+    base = joined([f.base[r // f.block] for f, r in zip(files, rows, strict=True)])
     units = [f.unit for f in files]
     unit = units[0] if len(set(units)) == 1 else np.repeat(units, [len(r) for r in rows])
     out = base + steps.astype(np.int64) * unit
@@ -161,11 +157,6 @@ def ts_of(files: Sequence[SeekFile], rows: Sequence[np.ndarray]) -> np.ndarray:
                 at = wide[first:cuts[i]]
                 out[at] = f.wide_ts[np.searchsorted(f.wide_rows, r[at - (ends[i] - len(r))])]
     return out
-
-
-def _joined(arrays: list[np.ndarray]) -> np.ndarray:
-    """The (non-empty list of) arrays one after the other; the one itself, uncopied, when there is one."""
-    return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
 
 
 def select(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: frozenset[str] | None
@@ -190,14 +181,14 @@ def select(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: froz
             alike.setdefault(f.types, []).append(i)
     for types, members in alike.items():
         pieces = [files[i].codes[a:b + 1] for i in members for a, b in ranges[i].tolist()]
-        joined = _joined(pieces)
-        at = np.flatnonzero(_code_test(types, wanted).mask(joined))
-        both = _joined([ranges[i] for i in members])
+        all_codes = joined(pieces)
+        at = np.flatnonzero(_code_test(types, wanted).mask(all_codes))
+        both = joined([ranges[i] for i in members])
         lo = both[:, 0]
         counts = both[:, 1] - lo + 1
-        starts = np.cumsum(counts) - counts  # where each range begins in ``joined``
+        starts = np.cumsum(counts) - counts  # where each range begins in ``all_codes``
         run = np.searchsorted(starts, at, "right") - 1
-        rows, codes = at + (lo - starts)[run], joined[at]
+        rows, codes = at + (lo - starts)[run], all_codes[at]
         # the kept rows of each file follow those of the one before: cut where its ranges end
         ends = np.searchsorted(run, np.cumsum([len(ranges[i]) for i in members]), "left").tolist()
         begin = 0

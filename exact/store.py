@@ -65,8 +65,9 @@ from exact.events import (
     unify_attr_types,
 )
 from exact.ingest import order_by_time, with_seq
+from exact.runs import joined, run_positions
 from exact.seek import SUFFIX as SEEK_SUFFIX
-from exact.seek import SeekFile, SeekUnavailable, open_seek, run_positions, seek_name, ts_of
+from exact.seek import SeekFile, SeekUnavailable, open_seek, seek_name, ts_of
 from exact.seek import select as select_rows
 from exact.seek import write as write_seek
 
@@ -889,7 +890,7 @@ def _seek_table(kept: Sequence[tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]
     arrays = []
     for name in schema.names:
         if name == SEQ:
-            seq = _joined([rows + part.first_seq for part, _, rows, _ in kept])
+            seq = joined([rows + part.first_seq for part, _, rows, _ in kept])
             arrays.append(pa.Array.from_buffers(SEQ_TYPE, n, [None, pa.py_buffer(seq)]))
         elif name == TS:
             ts = ts_of([seek for _, seek, _, _ in kept], [rows for _, _, rows, _ in kept])
@@ -898,7 +899,7 @@ def _seek_table(kept: Sequence[tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]
             first = kept[0][1]
             dictionary = first.dictionary
             if all(seek.types == first.types for _, seek, _, _ in kept):
-                codes = _joined([codes for _, _, _, codes in kept]).astype(np.int32)
+                codes = joined([codes for _, _, _, codes in kept]).astype(np.int32)
             else:
                 names = sorted({t for _, seek, _, _ in kept for t in seek.types})
                 dictionary = pa.array(names, pa.string())
@@ -909,11 +910,6 @@ def _seek_table(kept: Sequence[tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]
                                                      dictionary)
             arrays.append(column if schema.field(TYPE).type == TYPE_DICTIONARY else column.cast(pa.string()))
     return pa.Table.from_batches([pa.RecordBatch.from_arrays(arrays, schema=schema)])
-
-
-def _joined(arrays: list[np.ndarray]) -> np.ndarray:
-    """The arrays one after the other (the one itself, uncopied, when there is one)."""
-    return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
 
 
 def _rows_in_ranges(part: PartInfo, groups: list[int], bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

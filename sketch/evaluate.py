@@ -73,6 +73,7 @@ from exact.ast import (
 )
 from exact.engine import iso_ts
 from exact.normalize import Plan, normalize
+from exact.runs import run_positions
 
 _I64 = np.int64
 #: Descent shortcut: once a level of at least this many probed nodes keeps this share of them, the walk
@@ -767,8 +768,7 @@ def _element_label(element: list[_Position]) -> str:
 
 def _expand(first: np.ndarray, last: np.ndarray) -> np.ndarray:
     """The units of the runs ``[first, last)``, concatenated."""
-    sizes = (last - first).astype(_I64)
-    return np.arange(int(sizes.sum()), dtype=_I64) + np.repeat(first - (np.cumsum(sizes) - sizes), sizes)
+    return run_positions(first, last - first)
 
 
 def _human_duration(micros: int) -> str:
