@@ -65,8 +65,9 @@ import pyarrow.compute as pc
 from exact.ast import Field, Query, Return, Strategy, WithinEvents, WithinTime
 from exact.automaton import Buffer, Runner, automaton_for, condition_attrs
 from exact.errors import QueryLimitError
+from exact.events import micros
 from exact.normalize import FLIPPED, Plan, compare, normalize
-from exact.prefilter import EventFrame, micros, property_mask, variable_bits
+from exact.prefilter import EventFrame, property_mask, variable_bits
 from exact.strategies import (
     PartitionViews,
     View,

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -149,6 +150,21 @@ def cast_attr(arr: pa.Array | pa.ChunkedArray, typ: pa.DataType) -> pa.Array:
 #: would be stored and then fail every later conversion to text, so it is refused at the door.
 MIN_MICROS = (datetime(1, 1, 1, tzinfo=UTC) - EPOCH) // _US
 MAX_MICROS = (datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC) - EPOCH) // _US
+
+
+def micros(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """An int64 array of a ``ts`` (or ``seq``) column: UTC microseconds of a timestamp column (any unit),
+    the values of an integer one.  A microsecond timestamp column is viewed as it is, without a compute
+    call; a chunked array without chunks is answered directly (pyarrow would convert it through pandas, a
+    second-long import on a query's path)."""
+    if isinstance(column, pa.ChunkedArray) and column.num_chunks == 0:
+        return np.zeros(0, dtype=np.int64)
+    typ = column.type
+    if pa.types.is_timestamp(typ):
+        if typ.unit != "us":
+            column = pc.cast(column, pa.timestamp("us", tz=typ.tz))
+        return column.to_numpy(zero_copy_only=False).view(np.int64)
+    return column.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 def checked_micros(us: int) -> int:

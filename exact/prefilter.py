@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from exact.ast import Between, Condition, Field, Literal
 from exact.errors import InputError
+from exact.events import micros
 from exact.normalize import FLIPPED, Plan, VarPlan, value_kind
 
 #: Up to this many distinct types in a frame, type sets are tested on the types as Python strings.
@@ -55,17 +56,6 @@ def _column_kind(typ: pa.DataType) -> str | None:
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
         return "s"
     return None  # null type / unsupported: behaves as all-null
-
-
-def micros(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """An int64 array of a ``ts`` column: UTC microseconds of a timestamp column (any unit), the values
-    of an integer one.  A microsecond timestamp column is viewed as it is, without a compute call."""
-    typ = column.type
-    if pa.types.is_timestamp(typ):
-        if typ.unit != "us":
-            column = pc.cast(column, pa.timestamp("us", tz=typ.tz))
-        return column.to_numpy(zero_copy_only=False).view(np.int64)
-    return column.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 @dataclass

@@ -707,6 +707,7 @@ class EventStore:
         bounds = bounds[bounds[:, 0] <= bounds[:, 1]]
         schema = snap.read_schema(cols, type_dictionary)
         seekable = ATTRS not in cols
+        value_set = None if types is None else pa.array(sorted(types), pa.string())  # for Parquet parts
         tables, decoded = [], 0
         # consecutive parts read from seek files: their rows are selected together, and made one table
         seeking: list[tuple[PartInfo, SeekFile, np.ndarray]] = []
@@ -732,7 +733,8 @@ class EventStore:
                     seeking.append((part, seek, inside - part.first_seq))
                     continue
             flush()
-            kept, rows_read = self._parquet_ranges(snap, part, inside, cols, types, type_dictionary)
+            kept, rows_read = self._parquet_ranges(snap, part, inside, cols, types, value_set,
+                                                   type_dictionary)
             decoded += rows_read
             if kept is not None:
                 tables.append(kept)
@@ -742,9 +744,11 @@ class EventStore:
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0], decoded
 
     def _parquet_ranges(self, snap: Snapshot, part: PartInfo, inside: np.ndarray, cols: list[str],
-                        types: frozenset[str] | None, type_dictionary: bool) -> tuple[pa.Table | None, int]:
-        """The rows of ``part`` in ``inside`` (ranges within the part; of ``types`` unless None) from its
-        Parquet file, in the snapshot's schema (None when there are none), and the rows decoded."""
+                        types: frozenset[str] | None, value_set: pa.Array | None, type_dictionary: bool
+                        ) -> tuple[pa.Table | None, int]:
+        """The rows of ``part`` in ``inside`` (ranges within the part; of ``types``, as the Arrow array
+        ``value_set``, unless None) from its Parquet file, in the snapshot's schema (None when there are
+        none), and the rows decoded."""
         [(_, groups)] = snap.groups_of(inside)
         read_cols = [c for c in cols if c != SEQ]
         if types is not None and TYPE not in read_cols:
@@ -752,7 +756,7 @@ class EventStore:
         raw = self._read_groups(part, groups, read_cols)
         rows, seq = _rows_in_ranges(part, groups, inside)
         if types is not None and len(rows):
-            keep = type_mask(raw.column(TYPE), pa.array(sorted(types), pa.string()), rows)
+            keep = type_mask(raw.column(TYPE), value_set, rows)
             rows, seq = rows[keep], seq[keep]
         if not len(rows):
             return None, raw.num_rows

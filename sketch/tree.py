@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from exact.errors import SeqsketchError
+from exact.events import micros
 from sketch.bloom import (
     HASH_SCHEME,
     MIN_BITS,
@@ -188,12 +189,8 @@ def encode_types(types: pa.Array | pa.ChunkedArray | Sequence[str] | np.ndarray,
 
 
 def _as_micros(ts: pa.Array | pa.ChunkedArray | np.ndarray | Sequence[int]) -> np.ndarray:
-    if isinstance(ts, pa.ChunkedArray):
-        ts = ts.combine_chunks()
-    if isinstance(ts, pa.Array):
-        if pa.types.is_timestamp(ts.type):
-            ts = ts.cast(pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())
-        return ts.to_numpy(zero_copy_only=False).astype(_I64)
+    if isinstance(ts, pa.Array | pa.ChunkedArray):
+        return micros(ts)
     return np.asarray(ts, dtype=_I64)
 
 

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from exact.ast import Field, Query, Return, Strategy
 from exact.engine import Match, answer, evaluate, iso_ts_many, match_ts
+from exact.events import micros
 from exact.normalize import Plan, normalize
 from exact.store import type_mask
 from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
@@ -114,17 +115,10 @@ class StoreSource:
 
 
 def int_column(table: pa.Table, name: str) -> np.ndarray:
-    """A seq or ts column as int64 (ts in UTC microseconds).  Empty tables are answered directly: pyarrow
-    converts a chunked array without chunks through pandas, a second-long import on a query's path."""
+    """A seq or ts column as int64 (ts in UTC microseconds; see :func:`exact.events.micros`)."""
     if table.num_rows == 0:
         return np.zeros(0, dtype=_I64)
-    column = table.column(name).combine_chunks()
-    if pa.types.is_timestamp(column.type):
-        column = column.cast(pa.timestamp("us", tz=column.type.tz)).cast(pa.int64())
-    if column.null_count == 0:
-        data = np.frombuffer(column.buffers()[1], dtype=_I64, count=len(column) + column.offset)
-        return data[column.offset:]
-    return column.to_numpy(zero_copy_only=False).astype(_I64, copy=False)
+    return micros(table.column(name))
 
 
 def needed_columns(query: Query) -> list[str]:
