@@ -76,6 +76,8 @@ from exact.normalize import Plan, normalize
 from exact.runs import run_positions
 
 _I64 = np.int64
+_EMPTY = np.zeros(0, dtype=_I64)
+_EMPTY.flags.writeable = False
 #: Descent shortcut: once a level of at least this many probed nodes keeps this share of them, the walk
 #: probes the units below the survivors directly (a dense type would survive every level in between).
 _JUMP_MIN_NODES = 16
@@ -248,6 +250,8 @@ class TreeIndex:
             self._unit_top[_expand(top_first, top_last)] = np.repeat(
                 np.arange(len(self._top), dtype=_I64), top_last - top_first)
             self._top_deep = self._level[self._top] > granularity
+            self._top_first, self._top_last = top_first, top_last
+            self._top_bounds = np.concatenate((top_first, top_last))
 
     @classmethod
     def shared(cls, tree, granularity: int = 0) -> TreeIndex:
@@ -380,41 +384,58 @@ class TreeIndex:
         query may use, and the units below the ones some set survives in."""
         P = len(type_sets)
         need = P if required is None else required
-        empty = np.zeros(0, dtype=_I64)
-        out = [empty] * P
+        out = [_EMPTY] * P
         local = self._local
         local.cut_short = False
         local.absent = []
         if not any(type_sets):
             return out
         hits = {key: self._key_hits(key) for key in set().union(*type_sets)}
-        ok = _clip_runs(allowed, *self.units.between_range(between))
-        top_first, top_last = self._first_unit[self._top], self._last_unit[self._top]
-        # a top-level node is probed when it holds a usable unit: the last run starting below its end
-        # reaches into it (runs are sorted and disjoint)
-        k = np.searchsorted(ok[0], top_last, "left")
-        top_ok = (k > 0) & (ok[1][np.maximum(k - 1, 0)] > top_first) if len(ok[0]) else k > 0
-        top_alive = [np.logical_or.reduce([hits[key][0] for key in types]) & top_ok if types
-                     else np.zeros(len(self._top), dtype=bool) for types in type_sets]
+        U = len(self.units)
+        lo, hi = self.units.between_range(between)
+        top_first, top_last = self._top_first, self._top_last
+        # per top-level node, the usable units under it (BETWEEN, and the allowed runs); a node is probed
+        # when it holds one
+        if allowed is None:
+            ok = None
+            in_top = np.maximum(np.minimum(top_last, hi) - np.maximum(top_first, lo), 0)
+        else:
+            ok = allowed if lo == 0 and hi == U else _clip_runs(allowed, lo, hi)
+            before = _runs_before(self._top_bounds, ok)
+            in_top = before[len(top_first):] - before[:len(top_first)]
+        top_ok = in_top > 0
         probed = int(top_ok.sum())
+        no_top = np.zeros(len(top_ok), dtype=bool)
+        top_alive = []
+        for types in type_sets:
+            if not types:
+                top_alive.append(no_top)
+                continue
+            alive = hits[next(iter(types))][0] if len(types) == 1 else np.logical_or.reduce(
+                [hits[key][0] for key in types])
+            top_alive.append(alive & top_ok)
         absent = [p for p in range(need) if not top_alive[p].any()]
         if not absent:
-            under = np.logical_or.reduce(top_alive) & self._top_deep
-            usable = int((ok[1] - ok[0]).sum())
-            probed += usable  # less those under top-level nodes no set survives in (or units themselves)
-            skip = top_ok & ~under
-            if skip.any():
-                probed -= int((_runs_before(top_last[skip], ok) - _runs_before(top_first[skip], ok)).sum())
+            # the units under the top-level nodes some set survives in (not those that are units themselves)
+            under = (top_alive[0] if P == 1 else np.logical_or.reduce(top_alive)) & self._top_deep
+            probed += int(in_top[under].sum())
             # the usable units listed, when some set's units are more (a neighbourhood of a rare type)
-            longest = max(len(hits[key][1]) for key in hits)
-            ok_units = _expand(*ok) if 1 < len(ok[0]) and usable <= longest else None
+            ok_units = None
+            if ok is not None and len(ok[0]) > 1 and int(in_top.sum()) <= max(len(h[1]) for h in hits.values()):
+                ok_units = _expand(*ok)
             done: dict[frozenset[str], np.ndarray] = {}  # a pattern may repeat a type
             for p, types in enumerate(type_sets):
-                if types and top_alive[p].any():
+                alive = top_alive[p]
+                if types and alive.any():
                     if types not in done:
-                        units = _in_runs(_union([hits[key][1] for key in sorted(types)]), ok, ok_units)
-                        if not top_alive[p].all():
-                            units = units[top_alive[p][self._unit_top[units]]]
+                        units = _union([hits[key][1] for key in sorted(types)])
+                        if ok is not None:
+                            units = _in_runs(units, ok, ok_units)
+                        elif lo > 0 or hi < U:
+                            a, b = units.searchsorted((lo, hi))
+                            units = units[a:b]
+                        if not alive.all():
+                            units = units[alive[self._unit_top[units]]]
                         done[types] = units
                     out[p] = done[types]
             absent = [p for p in range(need) if not len(out[p])]
@@ -628,23 +649,26 @@ class Approximation:
     def intervals(self) -> list[dict[str, int]]:
         """The candidate intervals: per-start spans merged where they overlap, with the highest tree level
         among their start units (the level they were resolved at)."""
-        return [dict(iv) for iv in self._intervals]
+        lo, hi, levels = self._intervals
+        return [{"start_seq": a, "end_seq": b, "level": c}
+                for a, b, c in zip(lo.tolist(), hi.tolist(), levels.tolist(), strict=True)]
+
+    def interval_count(self) -> int:
+        """How many :meth:`intervals` there are."""
+        return len(self._intervals[0])
 
     @cached_property
-    def _intervals(self) -> list[dict[str, int]]:
-        lo = self.units.lo_seq[self.starts].astype(_I64)
+    def _intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The intervals' first and last seqs and levels."""
+        lo = self.units.lo_seq[self.starts]
         if not len(lo):
-            return []
-        ends = self.ends.astype(_I64)
+            return _EMPTY, _EMPTY, _EMPTY
         # spans are in start order; one begins a new interval where it starts after every earlier end
-        reach = np.maximum.accumulate(ends)
-        new = np.ones(len(lo), dtype=bool)
-        new[1:] = lo[1:] > reach[:-1]
-        first = np.flatnonzero(new)
-        last = np.append(first[1:], len(lo)) - 1
-        levels = np.maximum.reduceat(self.units.level[self.starts].astype(_I64), first)
-        return [{"start_seq": a, "end_seq": b, "level": c} for a, b, c in
-                zip(lo[first].tolist(), reach[last].tolist(), levels.tolist(), strict=True)]
+        reach = np.maximum.accumulate(self.ends)
+        first = np.concatenate(([0], (lo[1:] > reach[:-1]).nonzero()[0] + 1))
+        last = np.concatenate((first[1:], [len(lo)])) - 1
+        levels = np.maximum.reduceat(self.units.level[self.starts], first)
+        return lo[first], reach[last], levels
 
     def regions(self, merge_gap: int = 0) -> list[Region]:
         """Start units grouped where their read ranges overlap or lie less than ``merge_gap`` events apart,
@@ -723,33 +747,34 @@ class Approximation:
 
     def coverage(self) -> int:
         """Events inside the candidate intervals (their union)."""
-        return sum(iv["end_seq"] - iv["start_seq"] + 1 for iv in self.intervals())
+        lo, hi, _ = self._intervals
+        return int((hi - lo).sum()) + len(lo)
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
 
 
-@dataclass(frozen=True)
 class _Position:
-    """One position of the pattern: a variable, or an OR's alternatives (types None = any type)."""
+    """One position of the pattern: a variable, or an OR's alternatives (types None = any type); its label
+    (for explain) is made only when asked for."""
 
-    label: str
-    types: frozenset[str] | None
+    __slots__ = ("members", "types")
+
+    def __init__(self, members: list[frozenset[str] | None]) -> None:
+        self.members = members
+        if any(t is None for t in members):
+            self.types: frozenset[str] | None = None
+        else:
+            self.types = members[0] if len(members) == 1 else frozenset().union(*members)  # type: ignore[arg-type]
+
+    @property
+    def label(self) -> str:
+        return " | ".join(_type_label(t) for t in self.members)
 
 
 def _positions(plan: Plan) -> list[list[_Position]]:
-    out = []
-    for groups in plan.elements:
-        element = []
-        for g in groups:
-            members = [plan.positives[i] for i in plan.group_members[g]]
-            if any(m.types is None for m in members):
-                types = None
-            else:
-                types = frozenset().union(*(m.types for m in members))  # type: ignore[arg-type]
-            element.append(_Position(" | ".join(_type_label(m.types) for m in members), types))
-        out.append(element)
-    return out
+    return [[_Position([plan.positives[i].types for i in plan.group_members[g]]) for g in groups]
+            for groups in plan.elements]
 
 
 def _type_label(types: frozenset[str] | None) -> str:
@@ -879,23 +904,11 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
     if contiguous:
         bound = np.minimum(bound, _contiguity_bound(plan, units, np.flatnonzero(any_hit), starts))
     # per position, its hit units followed by U (the next hit at or after x is looked up by search)
-    hit_units = [[np.append(h, U) for h in row] for row in hits]
-
-    # The greedy earliest chain, element by element; a start fails once its chain leaves the window.
-    e = starts
-    alive = np.ones(len(starts), dtype=bool)
-    reached = np.zeros(len(starts), dtype=_I64)  # elements placed per start (for explain)
-    last_unit_of = []
-    for i, row in enumerate(hit_units):
-        # every position of the element from the same unit on: an event set's members come in any order
-        nxt = [at[np.searchsorted(at, e, "left")] for at in row]
-        e = nxt[0] if len(nxt) == 1 else np.maximum.reduce(nxt)
-        alive &= (e < U) & (e <= bound)
-        reached[alive] = i + 1
-        last_unit_of.append(np.where(alive, e, -1))
-        if not alive.any():
-            break
+    tail = np.asarray([U], dtype=_I64)
+    hit_units = [[np.concatenate((h, tail)) for h in row] for row in hits]
+    alive = _greedy_chain(hit_units, starts, bound)[0]
     if not alive.any():
+        _, reached, last_unit_of = _greedy_chain(hit_units, starts, bound, record=True)
         return result(empty, empty, empty, no_relevant,
                       _explain_chain(query, positions, units, starts, reached, last_unit_of, hits,
                                      contiguous), keys)
@@ -920,6 +933,29 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
     return result(starts, ends, read_ends, relevant, None, keys)
 
 
+def _greedy_chain(hit_units: list[list[np.ndarray]], starts: np.ndarray, bound: np.ndarray, *,
+                  record: bool = False) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The greedy earliest chain of units from each start, element by element (``hit_units``: per position,
+    its hit units followed by the unit count): per start, whether it stays within ``bound`` (the last unit
+    a match from it may reach, never beyond the last unit).  With ``record`` (for explain), also how many
+    elements each start placed and per element the unit each live chain placed it in (-1 once dead)."""
+    e = starts
+    alive = np.ones(len(starts), dtype=bool)
+    reached = np.zeros(len(starts) if record else 0, dtype=_I64)
+    last_unit_of: list[np.ndarray] = []
+    for i, row in enumerate(hit_units):
+        # every position of the element from the same unit on: an event set's members come in any order
+        nxt = [at[at.searchsorted(e, "left")] for at in row]
+        e = nxt[0] if len(nxt) == 1 else np.maximum.reduce(nxt)
+        alive &= e <= bound  # a dead chain searches on from the sentinel, beyond every bound
+        if record:
+            reached[alive] = i + 1
+            last_unit_of.append(np.where(alive, e, -1))
+            if not alive.any():
+                break
+    return alive, reached, last_unit_of
+
+
 def _absent_text(p: _Position, between: Between | None) -> str:
     if not p.types:
         return f"the conditions on {p.label} admit no event type"
@@ -933,27 +969,19 @@ def _window_neighbourhood(query: Query, units: Units, hits: np.ndarray) -> Runs:
     ``[h.lo_ts − d, h.hi_ts + d]``, or seqs ``[h.lo_seq − (n−1), h.hi_seq + (n−1)]``; as runs."""
     h = hits
     if not len(h):
-        return np.zeros(0, dtype=_I64), np.zeros(0, dtype=_I64)
-    # A run of consecutive hit units is one neighbourhood: a unit before the run meets some hit's window
-    # iff it meets the run's first one's (the earliest), a unit after it iff the last one's, and the run's
-    # own units are hits.
-    new_run = np.ones(len(h), dtype=bool)
-    new_run[1:] = np.diff(h) != 1
-    run_first = h[new_run]
-    run_last = h[np.append(np.flatnonzero(new_run)[1:], len(h)) - 1]
+        return _EMPTY, _EMPTY
+    # Each hit's window as a run of units: both ends grow with the hit (units follow the stream's order),
+    # and each run holds its own hit, so the runs of consecutive hits meet; join the ones that meet.
     w = query.within
     if isinstance(w, WithinTime):
-        first = np.searchsorted(units.hi_ts, units.lo_ts[run_first] - w.micros, "left")
-        last = np.searchsorted(units.lo_ts, units.hi_ts[run_last] + w.micros, "right")
+        first = units.hi_ts.searchsorted(units.lo_ts[h] - w.micros, "left")
+        last = units.lo_ts.searchsorted(units.hi_ts[h] + w.micros, "right")
     else:
         assert isinstance(w, WithinEvents)
-        first = np.searchsorted(units.hi_seq, units.lo_seq[run_first] - (w.count - 1), "left")
-        last = np.searchsorted(units.lo_seq, units.hi_seq[run_last] + (w.count - 1), "right")
-    # each neighbourhood holds its run, and both ends grow with the runs: join the ones that overlap
-    join = np.ones(len(first), dtype=bool)
-    join[1:] = first[1:] > last[:-1]
-    at = np.flatnonzero(join)
-    return first[at].astype(_I64), last[np.append(at[1:], len(first)) - 1].astype(_I64)
+        first = units.hi_seq.searchsorted(units.lo_seq[h] - (w.count - 1), "left")
+        last = units.lo_seq.searchsorted(units.hi_seq[h] + (w.count - 1), "right")
+    apart = (first[1:] > last[:-1]).nonzero()[0]
+    return np.concatenate((first[:1], first[apart + 1])), np.concatenate((last[apart], last[-1:]))
 
 
 def _position_count(plan: Plan) -> int:

@@ -320,7 +320,7 @@ def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "veri
         approx = approximate(query, index, type_counts=source.type_counts())
     stats["approximate_ms"] = _ms(started)
     stats["nodes_probed"] = approx.nodes_probed
-    stats["candidate_intervals"] = len(approx.intervals())
+    stats["candidate_intervals"] = approx.interval_count()
     if mode == "approximate":
         body = approximate_body(approx, events_total=source.events_total)
         if query.returns == Return.EXISTS:
