@@ -78,6 +78,8 @@ from exact.runs import run_positions
 _I64 = np.int64
 _EMPTY = np.zeros(0, dtype=_I64)
 _EMPTY.flags.writeable = False
+_ZERO = np.zeros(1, dtype=_I64)
+_ZERO.flags.writeable = False
 #: Descent shortcut: once a level of at least this many probed nodes keeps this share of them, the walk
 #: probes the units below the survivors directly (a dense type would survive every level in between).
 _JUMP_MIN_NODES = 16
@@ -695,15 +697,13 @@ class Approximation:
     def _groups(self, merge_gap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The regions as runs of starts: each one's first and last start (indices into ``starts``), its
         read end and the unit that read end lies in."""
-        lo = self.units.lo_seq[self.starts].astype(_I64)
+        lo = self.units.lo_seq[self.starts]
         # Starts come in stream order and each read end lies at or after its start, so the running maximum
         # of read ends is the current group's reach; a start beyond it (plus the gap) opens a new group.
-        reach = np.maximum.accumulate(self.read_ends.astype(_I64))
-        new = np.ones(len(lo), dtype=bool)
-        new[1:] = lo[1:] > reach[:-1] + merge_gap
-        first = np.flatnonzero(new)
-        last = np.append(first[1:], len(lo)) - 1
-        return first, last, reach[last], self.units.index_of_seq(reach[last]).astype(_I64)
+        reach = np.maximum.accumulate(self.read_ends)
+        first = np.concatenate((_ZERO, (lo[1:] > reach[:-1] + merge_gap).nonzero()[0] + 1))
+        last = np.concatenate((first[1:], [len(lo)])) - 1
+        return first, last, reach[last], self.units.index_of_seq(reach[last])
 
     def read_plan(self, merge_gap: int = 0) -> tuple[np.ndarray, int, Region | None]:
         """What :meth:`regions` reads, for all regions at once: the seq ranges (an (n, 2) array, inclusive,
@@ -714,35 +714,30 @@ class Approximation:
         units = self.units
         if not len(self.starts):
             return np.zeros((0, 2), dtype=_I64), 0, None
-        starts = self.starts.astype(_I64)
+        starts = self.starts
         first, _, read_end, last_unit = self._groups(merge_gap)
-        # the units inside some region's span [first start unit, unit of its reach]; spans overlap only
-        # with a negative gap, where a region may start in the unit the one before ends in
-        U = len(units.lo_seq)
-        inner = np.zeros(U + 1, dtype=_I64)  # spans without their last unit
-        np.add.at(inner, starts[first], 1)
-        np.add.at(inner, last_unit, -1)
-        inner = np.cumsum(inner[:U]) > 0
-        limit = np.full(U, -1, dtype=_I64)  # a region's last unit is read to its read end only
-        np.maximum.at(limit, last_unit, read_end)
-        read = np.flatnonzero((inner | (limit >= 0)) & self.relevant)
-        r_lo = units.lo_seq[read].astype(_I64)
-        r_hi = units.hi_seq[read].astype(_I64)
-        cut = ~inner[read] & (limit[read] >= 0)
-        r_hi[cut] = np.minimum(r_hi[cut], limit[read][cut])
-        ok = r_lo <= r_hi
-        r_lo, r_hi = r_lo[ok], r_hi[ok]
-        if len(r_lo):
-            join = np.ones(len(r_lo), dtype=bool)
-            join[1:] = r_lo[1:] > r_hi[:-1] + 1
-            run_first = np.flatnonzero(join)
-            run_last = np.append(run_first[1:], len(r_lo)) - 1
-            ranges = np.stack([r_lo[run_first], r_hi[run_last]], axis=1)
-        else:
-            ranges = np.zeros((0, 2), dtype=_I64)
-        ends = self.ends.astype(_I64)
+        # Region g spans the units [F_g, L_g] (its first start unit, the unit of its reach); F grows, and L
+        # and the read end never fall (the reach is a running maximum).  A unit u is read whole when some
+        # span holds it before its last unit — then the last region starting at or before u does, the one
+        # reaching furthest — and read to the read end when it is some span's last unit (the last region
+        # ending there reads furthest).  Spans overlap only with a negative gap.
+        F, L = starts[first], last_unit
+        u = self.relevant.nonzero()[0]
+        g = F.searchsorted(u, "right") - 1
+        whole_unit = (g >= 0) & (u < L[g])
+        h = L.searchsorted(u, "right") - 1
+        at_end = (h >= 0) & (L[h] == u)
+        take = whole_unit | at_end
+        u, cut, h = u[take], ~whole_unit[take], h[take]
+        r_lo = units.lo_seq[u]
+        r_hi = units.hi_seq[u]
+        r_hi[cut] = np.minimum(r_hi[cut], read_end[h[cut]])
+        # neighbours joined (a unit's read begins at its first seq, so none is empty)
+        apart = (r_lo[1:] > r_hi[:-1] + 1).nonzero()[0]
+        ranges = np.stack([np.concatenate((r_lo[:1], r_lo[apart + 1])),
+                           np.concatenate((r_hi[apart], r_hi[-1:]))], axis=1).astype(_I64, copy=False)
         whole = Region(int(units.lo_seq[starts[0]]), int(units.hi_seq[starts[-1]]),
-                       int(ends[first[-1]:].max()), int(read_end[-1]), np.zeros(0, dtype=_I64))
+                       int(self.ends[first[-1]:].max()), int(read_end[-1]), _EMPTY)
         return ranges, len(first), whole
 
     def coverage(self) -> int:
