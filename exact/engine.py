@@ -54,9 +54,8 @@ from __future__ import annotations
 import functools
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -89,11 +88,12 @@ _WINDOW_FUNCS = {
 }
 
 
-@dataclass(frozen=True, order=True)
-class Match:
+class Match(NamedTuple):
     """One match: first and last seq, and per positive variable (pattern order) its seqs in stream order.
 
     An OR position appears under the name of the alternative that bound it; negated variables never appear.
+    Matches order by their fields in turn (a tuple: made and compared without Python calls, which counts
+    for answers with many matches).
     """
 
     start_seq: int
@@ -104,7 +104,7 @@ class Match:
         return {name: list(seqs) for name, seqs in self.bindings}
 
 
-def evaluate(query: Query, events: pa.Table | Iterable[pa.RecordBatch], *, two_phase: bool = True,
+def evaluate(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame, *, two_phase: bool = True,
              prefilter: bool = True, type_counts: Mapping[str, int] | None = None,
              starts: tuple[int, int] | None = None) -> list[Match]:
     """All matches of ``query`` in ``events`` under its strategy: sorted, deduplicated.
@@ -118,7 +118,8 @@ def evaluate(query: Query, events: pa.Table | Iterable[pa.RecordBatch], *, two_p
     plan = normalize(query)
     if plan.nvars > MAX_VARIABLES:
         raise QueryLimitError(f"a pattern may have at most {MAX_VARIABLES} positive variables")
-    frame = EventFrame.build(events, query.between)
+    frame = (events.restrict(query.between) if isinstance(events, EventFrame)
+             else EventFrame.build(events, query.between))
     if len(frame) == 0 or plan.unsatisfiable:
         return []
     return _Evaluation(plan, frame, two_phase=two_phase, prefilter=prefilter, type_counts=type_counts,
@@ -143,16 +144,26 @@ class _Evaluation:
         self.var_counts = var_counts or []
         self.idx = np.flatnonzero(evmask) if prefilter else np.arange(n)
         self.evmask_np = evmask[self.idx].astype(np.int64)
-        self.evmask = self.evmask_np.tolist()
         self.seq = frame.seq[self.idx]
         self.ts = frame.ts[self.idx]
-        columns: dict[str, list] = {}
-        for attr in condition_attrs(plan):
-            columns[attr] = frame.values(attr, self.idx)
-        self.runner = Runner(automaton_for(self.query), self.evmask, columns)
+        self.automaton = automaton_for(self.query)
         self.names = [v.name for v in plan.positives]
-        self.columns = columns
         self._key_cache: np.ndarray | None = None
+
+    # -- made when a Python window loop runs (the chain of :meth:`_chain` needs none of them) --------
+
+    @functools.cached_property
+    def evmask(self) -> list[int]:
+        return self.evmask_np.tolist()
+
+    @functools.cached_property
+    def columns(self) -> dict[str, list]:
+        """Per attribute a condition names, its values at the filtered events."""
+        return {attr: self.frame.values(attr, self.idx) for attr in condition_attrs(self.plan)}
+
+    @functools.cached_property
+    def runner(self) -> Runner:
+        return Runner(self.automaton, self.evmask, self.columns)
 
     # -- windows ------------------------------------------------------------------------------------
 
@@ -192,8 +203,8 @@ class _Evaluation:
         buffers = self._one_alternative(buffers)
         buffers = self._negation(buffers)
         # distinct buffers make distinct matches (seqs are distinct), so duplicates are dropped before any
-        # Match is made; the key is the dataclass order (fields as a tuple), without its slow __lt__
-        return sorted(map(self._to_match, dict.fromkeys(buffers)), key=_match_key)
+        # Match is made
+        return sorted(map(self._to_match, dict.fromkeys(buffers)))
 
     def _is_chain(self) -> bool:
         """Is the query skip-till-next-match over a SEQ of single, non-Kleene variables, with nothing but
@@ -202,7 +213,7 @@ class _Evaluation:
         Then each state has one transition, binding the next element's variable, so a window runs one
         instance that binds every variable to the first event of it after the previous one, and matches
         iff the last of these lies within the window: a chain of bisections, :meth:`_chain`."""
-        plan, aut = self.plan, self.runner.automaton
+        plan, aut = self.plan, self.automaton
         return (self.query.strategy == Strategy.SKIP_TILL_NEXT_MATCH and not plan.relations
                 and not plan.prevs and not plan.negatives and not plan.partition_attrs
                 and not any(aut.kleene)
@@ -213,7 +224,7 @@ class _Evaluation:
 
         The same matches as the windows of Algorithms 1 and 3 — one per first event whose chain completes
         within its window, sorted by it — without a Python loop per window."""
-        masks = [gs[0] for gs in self.runner.automaton.element_groups]
+        masks = [gs[0] for gs in self.automaton.element_groups]
         evmask = self.evmask_np
         starts = (((evmask & masks[0]) != 0) & self._start_ok_mask()).nonzero()[0]
         ok = np.ones(len(starts), dtype=bool)
@@ -227,15 +238,14 @@ class _Evaluation:
             chain.append(events[np.minimum(k, len(events) - 1)])  # clipped where ok is false already
         ok &= chain[-1] <= self._window_ends(starts)
         seqs = [self.seq[positions[ok]].tolist() for positions in chain]
-        # bindings in variable order (element i binds the variable of masks[i])
+        # bindings in variable order (element i binds the variable of masks[i]), made column by column
         order = sorted(range(len(masks)), key=lambda i: masks[i])
-        names = [self.names[masks[i].bit_length() - 1] for i in order]
-        return [Match(row[0], row[-1], tuple((name, (row[i],)) for name, i in zip(names, order, strict=True)))
-                for row in zip(*seqs, strict=True)]
+        bound = [[(self.names[masks[i].bit_length() - 1], (s,)) for s in seqs[i]] for i in order]
+        return list(map(Match, seqs[0], seqs[-1], zip(*bound, strict=True)))
 
     def _first_events(self) -> np.ndarray:
         """Positions whose event can start a match (Alg. 2: the start state must fire on W[1])."""
-        ok = (self.evmask_np & self.runner.automaton.first_element_mask) != 0
+        ok = (self.evmask_np & self.automaton.first_element_mask) != 0
         return np.flatnonzero(ok & self._start_ok_mask())
 
     def _match_windows(self, window_fn: Callable[..., list[Buffer]]) -> list[Buffer]:
@@ -289,7 +299,7 @@ class _Evaluation:
         completion of ``Bi``, and the earliest possible last event must lie within the window.  Positions
         are searched as ``key * B + position``, so one sorted array per group serves every partition.
         """
-        aut = self.runner.automaton
+        aut = self.automaton
         keys = self._keys()
         firsts = firsts[keys[firsts] >= 0]
         base = len(self.idx) + 1
@@ -363,7 +373,7 @@ class _Evaluation:
         if self.prefilter:
             # phase 1 vectorised (the filter is the prefilter's job); phase 2 per candidate window
             keys = self._keys() if self.plan.partition_attrs else None
-            firsts = candidate_windows(self.runner.automaton, self.evmask_np, keys, self.end,
+            firsts = candidate_windows(self.automaton, self.evmask_np, keys, self.end,
                                        self._start_ok_mask())
             out: list[Buffer] = []
             ends = self.end[firsts].tolist()
@@ -513,10 +523,6 @@ class _Evaluation:
         return Match(seq[first], seq[last], tuple(bindings))
 
 
-def _match_key(m: Match) -> tuple:
-    return (m.start_seq, m.end_seq, m.bindings)
-
-
 def _bits(mask: int) -> list[int]:
     return [i for i in range(mask.bit_length()) if mask >> i & 1]
 
@@ -581,16 +587,18 @@ def answer(query: Query, matches: list[Match], ts_of: Mapping[int, int] | Callab
     return out
 
 
-def match_ts(events: pa.Table, matches: Sequence[Match]) -> dict[int, int]:
+def match_ts(events: pa.Table | EventFrame, matches: Sequence[Match]) -> dict[int, int]:
     """seq → ts (UTC microseconds) of the first and last events of ``matches`` (for :func:`answer`), found
     in the seq-sorted ``events`` chunk by chunk: a full scan's columns are never converted as a whole.
 
     Chunks are read as numpy views (no compute calls, no copies): on a verified read of a few hundred
     rows the take and casts this once used cost more than the search."""
-    if not matches or events.num_rows == 0:
+    if not matches or len(events) == 0:
         return {}
     wanted_list = sorted({s for m in matches for s in (m.start_seq, m.end_seq)})
     wanted = np.asarray(wanted_list, dtype=np.int64)
+    if isinstance(events, EventFrame):
+        return dict(zip(wanted_list, events.ts[events.seq.searchsorted(wanted)].tolist(), strict=True))
     chunks = [c.to_numpy(zero_copy_only=False) for c in events.column("seq").chunks if len(c)]
     if len(chunks) == 1:
         positions = chunks[0].searchsorted(wanted)
