@@ -14,7 +14,7 @@ is never equal (``=`` false, ``!=`` true for present values, orderings false).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,15 +60,48 @@ def _column_kind(typ: pa.DataType) -> str | None:
 
 @dataclass
 class EventFrame:
-    """One validated stream, seq-ordered, restricted to ``BETWEEN`` (if given); columns cached."""
+    """One validated stream, seq-ordered, restricted to ``BETWEEN`` (if given); columns cached.
 
-    table: pa.Table
+    Made from an Arrow table (:meth:`build`), or from columns already known valid (:meth:`of_columns`,
+    as the event store reads them), whose table is then made only if a condition asks for a column."""
+
+    _table: pa.Table | None
     seq: np.ndarray
     ts: np.ndarray
     _cache: dict[str, pa.Array] = field(default_factory=dict)
     _lists: dict[str, list] = field(default_factory=dict)
     _codes: tuple[np.ndarray, pa.Array] | None = None
     _names: list[str | None] | None = None
+    _make_table: Callable[[], pa.Table] | None = None
+
+    @property
+    def table(self) -> pa.Table:
+        if self._table is None:
+            assert self._make_table is not None
+            self._table = self._make_table()
+        return self._table
+
+    @classmethod
+    def of_columns(cls, seq: np.ndarray, ts: np.ndarray, codes: np.ndarray, distinct: pa.Array,
+                   names: list[str | None], make_table: Callable[[], pa.Table]) -> EventFrame:
+        """A frame of events given as columns: seqs (increasing), ts (UTC µs, never decreasing), and type
+        codes into ``distinct`` (whose values are ``names``); ``make_table`` makes the same events as a
+        table in the stream schema, when a condition needs a column."""
+        return cls(None, seq, ts, _codes=(codes, distinct), _names=names if len(names) <= _FEW_TYPES else None,
+                   _make_table=make_table)
+
+    def restrict(self, between: Between | None) -> EventFrame:
+        """The events within ``between`` (this frame when all are)."""
+        if between is None or not len(self.ts):
+            return self
+        lo = int(np.searchsorted(self.ts, between.start, "left"))
+        hi = int(np.searchsorted(self.ts, between.end, "right"))
+        if lo == 0 and hi == len(self.ts):
+            return self
+        hi = max(hi, lo)
+        codes = None if self._codes is None else (self._codes[0][lo:hi], self._codes[1])
+        return EventFrame(None, self.seq[lo:hi], self.ts[lo:hi], _codes=codes, _names=self._names,
+                          _make_table=lambda: self.table.slice(lo, hi - lo))
 
     @classmethod
     def build(cls, events: pa.Table | Iterable[pa.RecordBatch], between: Between | None = None

@@ -65,6 +65,7 @@ from exact.events import (
     unify_attr_types,
 )
 from exact.ingest import order_by_time, with_seq
+from exact.prefilter import EventFrame
 from exact.runs import joined, run_positions
 from exact.seek import SUFFIX as SEEK_SUFFIX
 from exact.seek import SeekFile, SeekUnavailable, open_seek, seek_name, ts_of
@@ -703,14 +704,48 @@ class EventStore:
         """
         snap = snapshot or self.snapshot()
         cols = _columns(columns, snap)
+        schema = snap.read_schema(cols, type_dictionary)
+        pieces, decoded = self._range_pieces(snap, ranges, cols, types, type_dictionary)
+        tables = [_seek_table(p, schema) if isinstance(p, list) else p for p in pieces]
+        if not tables:
+            return schema.empty_table(), decoded
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0], decoded
+
+    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str] | None = None,
+                   types: frozenset[str] | None = None, snapshot: Snapshot | None = None
+                   ) -> tuple[EventFrame, int]:
+        """:meth:`read_ranges` (``type`` dictionary-encoded) as the exact engine's frame.  When every part
+        is read from its seek file the frame is made of the numpy columns directly (its table only if a
+        condition asks for one): the reads of a verification are small, and converting them to Arrow and
+        back cost as much as finding them."""
+        snap = snapshot or self.snapshot()
+        cols = _columns(columns, snap)
+        schema = snap.read_schema(cols, True)
+        pieces, decoded = self._range_pieces(snap, ranges, cols, types, True)
+        if len(pieces) == 1 and isinstance(pieces[0], list) and schema.names == [SEQ, TS, TYPE]:
+            seq, ts, codes, dictionary, names = _seek_columns(pieces[0])
+            return EventFrame.of_columns(seq, ts, codes, dictionary, names,
+                                         lambda: _columns_table(seq, ts, codes, dictionary, schema)), decoded
+        tables = [_seek_table(p, schema) if isinstance(p, list) else p for p in pieces]
+        table = (schema.empty_table() if not tables else pa.concat_tables(tables) if len(tables) > 1
+                 else tables[0])
+        return EventFrame.build(table), decoded
+
+    def _range_pieces(self, snap: Snapshot, ranges: Sequence[tuple[int, int]], cols: list[str],
+                      types: frozenset[str] | None, type_dictionary: bool
+                      ) -> tuple[list[pa.Table | list[tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]]], int]:
+        """What :meth:`read_ranges` reads, in stream order: tables of parts read from Parquet, and for each
+        run of consecutive parts read from seek files, their rows and type codes (part by part); and the
+        rows decoded."""
         bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
         bounds = bounds[bounds[:, 0] <= bounds[:, 1]]
-        schema = snap.read_schema(cols, type_dictionary)
         seekable = ATTRS not in cols
-        value_set = None if types is None else pa.array(sorted(types), pa.string())  # for Parquet parts
-        tables, decoded = [], 0
-        # consecutive parts read from seek files: their rows are selected together, and made one table
+        value_set = None  # ``types`` as an Arrow array, made for the first part read from Parquet
+        pieces: list[pa.Table | list[tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]]] = []
+        decoded = 0
+        # consecutive parts read from seek files: their rows are selected together
         seeking: list[tuple[PartInfo, SeekFile, np.ndarray]] = []
+        in_place: list[np.ndarray] = []  # the ranges read from seek files (their rows count as decoded)
 
         def flush() -> None:
             if seeking:
@@ -718,7 +753,7 @@ class EventStore:
                 kept = [(part, seek, rows, codes)
                         for (part, seek, _), (rows, codes) in zip(seeking, found, strict=True) if len(rows)]
                 if kept:
-                    tables.append(_seek_table(kept, schema))
+                    pieces.append(kept)
                 seeking.clear()
 
         for part, inside in snap.parts_in(bounds):
@@ -729,19 +764,22 @@ class EventStore:
                     _log.warning("reading part %s from Parquet: its seek file cannot serve (%s)",
                                  part.file, err)
                 else:
-                    decoded += int((inside[:, 1] - inside[:, 0]).sum()) + len(inside)
                     seeking.append((part, seek, inside - part.first_seq))
+                    in_place.append(inside)
                     continue
             flush()
+            if types is not None and value_set is None:
+                value_set = pa.array(sorted(types), pa.string())
             kept, rows_read = self._parquet_ranges(snap, part, inside, cols, types, value_set,
                                                    type_dictionary)
             decoded += rows_read
             if kept is not None:
-                tables.append(kept)
+                pieces.append(kept)
         flush()
-        if not tables:
-            return schema.empty_table(), decoded
-        return pa.concat_tables(tables) if len(tables) > 1 else tables[0], decoded
+        if in_place:
+            both = in_place[0] if len(in_place) == 1 else np.concatenate(in_place)
+            decoded += int((both[:, 1] - both[:, 0]).sum()) + len(both)
+        return pieces, decoded
 
     def _parquet_ranges(self, snap: Snapshot, part: PartInfo, inside: np.ndarray, cols: list[str],
                         types: frozenset[str] | None, value_set: pa.Array | None, type_dictionary: bool
@@ -884,32 +922,52 @@ def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataTy
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def _seek_table(kept: Sequence[tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]], schema: pa.Schema
-                ) -> pa.Table:
+_Kept = Sequence[tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]]
+
+
+def _seek_table(kept: _Kept, schema: pa.Schema) -> pa.Table:
     """The rows (and their type codes) of consecutive parts read from their seek files as one table of
     ``schema`` (of seq, ts, type: a read's schema); ``type`` dictionary-encoded over the union of the
     parts' types (one dictionary: parts of one stream mostly share their types), or decoded when ``schema``
     says string.  The Arrow arrays wrap the numpy ones (their values are known valid)."""
-    n = sum(len(rows) for _, _, rows, _ in kept)
+    seq, ts, codes, dictionary, _ = _seek_columns(kept, schema.names)
+    return _columns_table(seq, ts, codes, dictionary, schema)
+
+
+def _seek_columns(kept: _Kept, names: Sequence[str] = (SEQ, TS, TYPE)
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array, list[str]]:
+    """:func:`_seek_table`'s columns as numpy arrays (those not in ``names`` empty): seq, ts (int64 µs),
+    type codes (int32) into a dictionary, the dictionary, and its values."""
+    seq = ts = codes = np.zeros(0, dtype=np.int64)
+    if SEQ in names:
+        seq = joined([rows + part.first_seq for part, _, rows, _ in kept])
+    if TS in names:
+        ts = ts_of([seek for _, seek, _, _ in kept], [rows for _, _, rows, _ in kept])
+    first = kept[0][1]
+    dictionary, types = first.dictionary, list(first.types)
+    if TYPE in names:
+        if all(seek.types == first.types for _, seek, _, _ in kept):
+            codes = joined([codes for _, _, _, codes in kept]).astype(np.int32)
+        else:
+            types = sorted({t for _, seek, _, _ in kept for t in seek.types})
+            dictionary = pa.array(types, pa.string())
+            at = {t: i for i, t in enumerate(types)}
+            codes = np.concatenate([np.asarray([at[t] for t in seek.types], dtype=np.int32)[codes]
+                                    for _, seek, _, codes in kept])
+    return seq, ts, codes, dictionary, types
+
+
+def _columns_table(seq: np.ndarray, ts: np.ndarray, codes: np.ndarray, dictionary: pa.Array,
+                   schema: pa.Schema) -> pa.Table:
+    """seq, ts and type codes (as :func:`_seek_columns` makes them) as a table of ``schema``."""
+    n = max(len(seq), len(ts), len(codes))
     arrays = []
     for name in schema.names:
         if name == SEQ:
-            seq = joined([rows + part.first_seq for part, _, rows, _ in kept])
             arrays.append(pa.Array.from_buffers(SEQ_TYPE, n, [None, pa.py_buffer(seq)]))
         elif name == TS:
-            ts = ts_of([seek for _, seek, _, _ in kept], [rows for _, _, rows, _ in kept])
             arrays.append(pa.Array.from_buffers(TS_TYPE, n, [None, pa.py_buffer(ts)]))
         else:
-            first = kept[0][1]
-            dictionary = first.dictionary
-            if all(seek.types == first.types for _, seek, _, _ in kept):
-                codes = joined([codes for _, _, _, codes in kept]).astype(np.int32)
-            else:
-                names = sorted({t for _, seek, _, _ in kept for t in seek.types})
-                dictionary = pa.array(names, pa.string())
-                at = {t: i for i, t in enumerate(names)}
-                codes = np.concatenate([np.asarray([at[t] for t in seek.types], dtype=np.int32)[codes]
-                                        for _, seek, _, codes in kept])
             column = pa.DictionaryArray.from_buffers(TYPE_DICTIONARY, n, [None, pa.py_buffer(codes)],
                                                      dictionary)
             arrays.append(column if schema.field(TYPE).type == TYPE_DICTIONARY else column.cast(pa.string()))

@@ -37,6 +37,7 @@ from exact.ast import Field, Query, Return, Strategy
 from exact.engine import Match, answer, evaluate, iso_ts_many, match_ts
 from exact.events import micros
 from exact.normalize import Plan, normalize
+from exact.prefilter import EventFrame
 from exact.store import type_mask
 from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
 
@@ -53,6 +54,11 @@ class EventSource(Protocol):
                     types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
         """The rows in ``ranges`` (only ``columns``; only rows of ``types`` unless None), and the number of
         rows decoded to get them."""
+        ...
+
+    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                   types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
+        """:meth:`read_ranges` as the exact engine's frame."""
         ...
 
     def read_all(self, columns: Sequence[str]) -> pa.Table: ...
@@ -81,6 +87,11 @@ class TableSource:
             table = table.filter(type_mask(table.column("type"), pa.array(sorted(types), pa.string())))
         return table, decoded
 
+    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                   types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
+        table, decoded = self.read_ranges(ranges, columns, types)
+        return EventFrame.build(table), decoded
+
     def read_all(self, columns: Sequence[str]) -> pa.Table:
         return self.table.select([c for c in columns if c in self.table.column_names])
 
@@ -105,6 +116,14 @@ class StoreSource:
 
         cols = [c for c in columns if c != ATTRS or self.snapshot.attrs]
         return self.store.read_ranges(ranges, cols, types, snapshot=self.snapshot, type_dictionary=True)
+
+    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                   types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
+        """:meth:`EventStore.read_frame <exact.store.EventStore.read_frame>` on the snapshot."""
+        from exact.events import ATTRS
+
+        cols = [c for c in columns if c != ATTRS or self.snapshot.attrs]
+        return self.store.read_frame(ranges, cols, types, snapshot=self.snapshot)
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
         cols = [c for c in columns if c != "attrs" or self.snapshot.attrs]
@@ -204,7 +223,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     ts_of: dict[int, int] = {}
     scanned = checked = 0
 
-    def run(region: Region, table: pa.Table) -> list[Match]:
+    def run(region: Region, table: pa.Table | EventFrame) -> list[Match]:
         found = evaluate(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi))
         ts_of.update(match_ts(table, found))
         return found
@@ -214,10 +233,10 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         # region cannot reach the next one's rows (that would be a match of the positive pattern ending
         # beyond the region's reach), so the unread gaps change nothing.
         ranges, n_regions, whole = approx.read_plan(merge_gap)
-        table, scanned = source.read_ranges(ranges, cols, keep_types)
+        frame, scanned = source.read_frame(ranges, cols, keep_types)
         if whole is not None:
-            matches = run(whole, table)
-        return Verification(matches, scanned, n_regions, ts_of, table.num_rows)
+            matches = run(whole, frame)
+        return Verification(matches, scanned, n_regions, ts_of, len(frame))
 
     regions = approx.regions(merge_gap)
     per_region = _region_ranges(approx, regions)

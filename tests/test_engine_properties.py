@@ -25,6 +25,8 @@ from exact.ast import (
     WithinTime,
 )
 from exact.engine import evaluate, match_ts, ts_lookup
+from exact.events import micros
+from exact.prefilter import EventFrame
 from exact.reference import reference_matches, stream_table
 
 TYPES = ("A", "B", "C")
@@ -135,6 +137,15 @@ def dictionary_typed(table: pa.Table) -> pa.Table:
     return table.set_column(at, "type", pa.chunked_array(chunks, chunks[0].type))
 
 
+def frame_of(table: pa.Table) -> EventFrame:
+    """``table`` as a frame of its columns (as the event store reads seek files), its table made only when a
+    condition asks for a column."""
+    encoded = table.column("type").combine_chunks().dictionary_encode()
+    return EventFrame.of_columns(table.column("seq").to_numpy(), micros(table.column("ts")),
+                                 encoded.indices.to_numpy(), encoded.dictionary, encoded.dictionary.to_pylist(),
+                                 lambda: table)
+
+
 def _check(query: Query, rows: list[dict]) -> None:
     table = stream_table(rows)
     expected = reference_matches(query, table)
@@ -143,6 +154,7 @@ def _check(query: Query, rows: list[dict]) -> None:
             got = evaluate(query, table, two_phase=two_phase, prefilter=prefilter)
             assert got == expected, (two_phase, prefilter, query)
     assert evaluate(query, dictionary_typed(table)) == expected, query
+    assert evaluate(query, frame_of(table)) == expected, query
 
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -203,6 +215,7 @@ def test_match_times_are_the_events_times(query: Query, rows: list[dict], cuts: 
     matches = evaluate(query, chunked)
     times = ts_lookup(table)
     assert match_ts(chunked, matches) == {s: times[s] for m in matches for s in (m.start_seq, m.end_seq)}
+    assert match_ts(frame_of(table), matches) == match_ts(chunked, matches)
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exact.errors import Conflict, InputError, NotFound, StoreCorrupt
-from exact.events import SEQ, records_to_table, to_records
+from exact.events import SEQ, micros, records_to_table, to_records
 from exact.ingest import ingest, ingest_tables
 from exact.seek import seek_name
 from exact.store import (
@@ -135,6 +135,17 @@ def test_reads_of_many_ranges_equal_the_rows_they_name(tmp_path_factory: pytest.
         assert encoded.schema.field("type").type == TYPE_DICTIONARY
         encoded = decoded_types(encoded)
     assert encoded.equals(want)
+    if columns[:3] == ["seq", "ts", "type"]:
+        # the same rows as the exact engine's frame: made of the seek files' columns when they serve every
+        # part, else of the table
+        frame, decoded_frame = store.read_frame(ranges, columns, types)
+        assert decoded_frame == decoded
+        assert frame.seq.tolist() == want.column(SEQ).to_pylist()
+        assert frame.ts.tolist() == micros(want.column("ts")).tolist()
+        codes, distinct = frame.type_codes()
+        names = distinct.to_pylist()
+        assert [names[c] for c in codes.tolist()] == want.column("type").to_pylist()
+        assert decoded_types(frame.table).select(want.column_names).equals(want)
     # Parquet decodes whole row groups; a seek file touches the rows in the ranges only (without attrs)
     parts = store.snapshot().parts
     seeking = {p.file for p in parts if p.file not in lost and "attrs" not in full.select(
