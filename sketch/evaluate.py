@@ -408,14 +408,17 @@ class TreeIndex:
         top_ok = in_top > 0
         probed = int(top_ok.sum())
         no_top = np.zeros(len(top_ok), dtype=bool)
-        top_alive = []
+        top_alive = []  # per set, the probed top-level nodes that may hold one of its types
+        top_any = []  # ... and all those that may (the units of the others are not usable anyway)
         for types in type_sets:
             if not types:
                 top_alive.append(no_top)
+                top_any.append(no_top)
                 continue
             alive = hits[next(iter(types))][0] if len(types) == 1 else np.logical_or.reduce(
                 [hits[key][0] for key in types])
             top_alive.append(alive & top_ok)
+            top_any.append(alive)
         absent = [p for p in range(need) if not top_alive[p].any()]
         if not absent:
             # the units under the top-level nodes some set survives in (not those that are units themselves)
@@ -427,8 +430,7 @@ class TreeIndex:
                 ok_units = _expand(*ok)
             done: dict[frozenset[str], np.ndarray] = {}  # a pattern may repeat a type
             for p, types in enumerate(type_sets):
-                alive = top_alive[p]
-                if types and alive.any():
+                if types and top_alive[p].any():
                     if types not in done:
                         units = _union([hits[key][1] for key in sorted(types)])
                         if ok is not None:
@@ -436,6 +438,7 @@ class TreeIndex:
                         elif lo > 0 or hi < U:
                             a, b = units.searchsorted((lo, hi))
                             units = units[a:b]
+                        alive = top_any[p]
                         if not alive.all():
                             units = units[alive[self._unit_top[units]]]
                         done[types] = units
