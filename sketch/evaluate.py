@@ -227,8 +227,8 @@ class TreeIndex:
         self._rows = len(self._level)
         # Probe answers by key (LRU, bounded in bytes), shared by the queries of every thread; the walk
         # state of a query (probes counted, early stop) is per thread.
-        self._memo: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        self._memo_bytes = 0  # of the sliced answers' unit lists (see _key_hits)
+        self._memo: OrderedDict[str, tuple[np.ndarray, ...]] = OrderedDict()
+        self._memo_bytes = 0  # of the sliced answers' unit lists and flags (see _key_hits)
         self._memo_keys = max(16, _MEMO_BYTES // max(2 * self._rows, 1))
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -355,10 +355,10 @@ class TreeIndex:
         return [np.flatnonzero(found) for found in
                 self._walk(type_sets, between, required=required, allowed=mask)]
 
-    def _key_hits(self, key: str) -> tuple[np.ndarray, np.ndarray]:
-        """For ``key``: per top-level node, may it hold the key; and the units whose own filter says it
-        may (sorted indices).  One sliced probe per key and :class:`TreeIndex`, remembered (LRU, bounded
-        in keys and bytes like :meth:`_probe`'s answers)."""
+    def _key_hits(self, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For ``key``: per top-level node, may it hold the key; the units whose own filter says it may
+        (sorted indices); and the same as a flag per unit.  One sliced probe per key and
+        :class:`TreeIndex`, remembered (LRU, bounded in keys and bytes like :meth:`_probe`'s answers)."""
         with self._lock:
             known = self._memo.get(key)
             if known is not None:
@@ -366,13 +366,15 @@ class TreeIndex:
                 return known
         hit = self._sliced.probe([key])[:, 0]  # type: ignore[union-attr]
         U = len(self.units)
-        known = (hit[self._top_col], np.flatnonzero(hit[:U]))
+        flags = hit[:U].copy()
+        known = (hit[self._top_col], flags.nonzero()[0], flags)
         with self._lock:
             self._memo[key] = known
-            self._memo_bytes += known[1].nbytes
+            self._memo_bytes += known[1].nbytes + flags.nbytes
             while len(self._memo) > 1 and (len(self._memo) > self._memo_keys
                                            or self._memo_bytes > _MEMO_BYTES):
-                self._memo_bytes -= self._memo.popitem(last=False)[1][1].nbytes
+                gone = self._memo.popitem(last=False)[1]
+                self._memo_bytes -= gone[1].nbytes + gone[2].nbytes
         return known
 
     def _from_sliced(self, type_sets: Sequence[frozenset[str]], between: Between | None,
@@ -432,12 +434,20 @@ class TreeIndex:
             for p, types in enumerate(type_sets):
                 if types and top_alive[p].any():
                     if types not in done:
-                        units = _union([hits[key][1] for key in sorted(types)])
-                        if ok is not None:
-                            units = _in_runs(units, ok, ok_units)
-                        elif lo > 0 or hi < U:
-                            a, b = units.searchsorted((lo, hi))
-                            units = units[a:b]
+                        if ok_units is not None:
+                            # the usable units listed are fewer: look each up in the keys' flags
+                            keys = sorted(types)
+                            flags = hits[keys[0]][2][ok_units]
+                            for key in keys[1:]:
+                                flags |= hits[key][2][ok_units]
+                            units = ok_units[flags]
+                        elif ok is not None:
+                            units = _in_runs(_union([hits[key][1] for key in sorted(types)]), ok)
+                        else:
+                            units = _union([hits[key][1] for key in sorted(types)])
+                            if lo > 0 or hi < U:
+                                a, b = units.searchsorted((lo, hi))
+                                units = units[a:b]
                         alive = top_any[p]
                         if not alive.all():
                             units = units[alive[self._unit_top[units]]]
