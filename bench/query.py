@@ -52,9 +52,9 @@ def pruned_scan(query: Query, source: StoreSource) -> dict[str, Any]:
     """The exact engine over the whole stream, reading only the events verification would read from a
     candidate spanning it: every event under the contiguity strategies, else the types some positive or
     negated variable can bind.  No index is used."""
-    table, _ = source.read_ranges([(0, source.events_total - 1)], needed_columns(query), read_types(query))
-    matches = evaluate(query, table, type_counts=source.type_counts())
-    return answer(query, matches, match_ts(table, matches))
+    frame, _ = source.read_frame([(0, source.events_total - 1)], needed_columns(query), read_types(query))
+    matches = evaluate(query, frame, type_counts=source.type_counts())
+    return answer(query, matches, match_ts(frame, matches))
 
 
 def _quoted(t: str) -> str:
