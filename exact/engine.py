@@ -104,7 +104,8 @@ class Match(NamedTuple):
         return {name: list(seqs) for name, seqs in self.bindings}
 
 
-def evaluate(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame, *, two_phase: bool = True,
+def evaluate(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame, *,
+             two_phase: bool = True,
              prefilter: bool = True, type_counts: Mapping[str, int] | None = None,
              starts: tuple[int, int] | None = None) -> list[Match]:
     """All matches of ``query`` in ``events`` under its strategy: sorted, deduplicated.

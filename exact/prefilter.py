@@ -87,8 +87,8 @@ class EventFrame:
         """A frame of events given as columns: seqs (increasing), ts (UTC µs, never decreasing), and type
         codes into ``distinct`` (whose values are ``names``); ``make_table`` makes the same events as a
         table in the stream schema, when a condition needs a column."""
-        return cls(None, seq, ts, _codes=(codes, distinct), _names=names if len(names) <= _FEW_TYPES else None,
-                   _make_table=make_table)
+        few = names if len(names) <= _FEW_TYPES else None
+        return cls(None, seq, ts, _codes=(codes, distinct), _names=few, _make_table=make_table)
 
     def restrict(self, between: Between | None) -> EventFrame:
         """The events within ``between`` (this frame when all are)."""

@@ -270,6 +270,10 @@ class PartInfo:
                    seek_bytes=d.get("seek_bytes", 0))
 
 
+#: The rows of one part read from its seek file: the part, its seek file, the rows, their type codes.
+_SeekRows = tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """One committed state of the store (a manifest).  ``first_ts``/``last_ts`` are UTC microseconds."""
@@ -733,7 +737,7 @@ class EventStore:
 
     def _range_pieces(self, snap: Snapshot, ranges: Sequence[tuple[int, int]], cols: list[str],
                       types: frozenset[str] | None, type_dictionary: bool
-                      ) -> tuple[list[pa.Table | list[tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]]], int]:
+                      ) -> tuple[list[pa.Table | list[_SeekRows]], int]:
         """What :meth:`read_ranges` reads, in stream order: tables of parts read from Parquet, and for each
         run of consecutive parts read from seek files, their rows and type codes (part by part); and the
         rows decoded."""
@@ -741,7 +745,7 @@ class EventStore:
         bounds = bounds[bounds[:, 0] <= bounds[:, 1]]
         seekable = ATTRS not in cols
         value_set = None  # ``types`` as an Arrow array, made for the first part read from Parquet
-        pieces: list[pa.Table | list[tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]]] = []
+        pieces: list[pa.Table | list[_SeekRows]] = []
         decoded = 0
         # consecutive parts read from seek files: their rows are selected together
         seeking: list[tuple[PartInfo, SeekFile, np.ndarray]] = []
@@ -922,7 +926,7 @@ def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataTy
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-_Kept = Sequence[tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]]
+_Kept = Sequence[_SeekRows]
 
 
 def _seek_table(kept: _Kept, schema: pa.Schema) -> pa.Table:

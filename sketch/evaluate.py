@@ -428,7 +428,8 @@ class TreeIndex:
             probed += int(in_top[under].sum())
             # the usable units listed, when some set's units are more (a neighbourhood of a rare type)
             ok_units = None
-            if ok is not None and len(ok[0]) > 1 and int(in_top.sum()) <= max(len(h[1]) for h in hits.values()):
+            longest = max(len(h[1]) for h in hits.values())
+            if ok is not None and len(ok[0]) > 1 and int(in_top.sum()) <= longest:
                 ok_units = _expand(*ok)
             done: dict[frozenset[str], np.ndarray] = {}  # a pattern may repeat a type
             for p, types in enumerate(type_sets):

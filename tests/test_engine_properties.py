@@ -142,8 +142,8 @@ def frame_of(table: pa.Table) -> EventFrame:
     condition asks for a column."""
     encoded = table.column("type").combine_chunks().dictionary_encode()
     return EventFrame.of_columns(table.column("seq").to_numpy(), micros(table.column("ts")),
-                                 encoded.indices.to_numpy(), encoded.dictionary, encoded.dictionary.to_pylist(),
-                                 lambda: table)
+                                 encoded.indices.to_numpy(), encoded.dictionary,
+                                 encoded.dictionary.to_pylist(), lambda: table)
 
 
 def _check(query: Query, rows: list[dict]) -> None:
