@@ -99,8 +99,11 @@ class EventFrame:
         if lo == 0 and hi == len(self.ts):
             return self
         hi = max(hi, lo)
-        codes = None if self._codes is None else (self._codes[0][lo:hi], self._codes[1])
-        return EventFrame(None, self.seq[lo:hi], self.ts[lo:hi], _codes=codes, _names=self._names,
+        if self._codes is None:  # codes (and names) are then made from the slice's own table
+            codes, names = None, None
+        else:
+            codes, names = (self._codes[0][lo:hi], self._codes[1]), self._names
+        return EventFrame(None, self.seq[lo:hi], self.ts[lo:hi], _codes=codes, _names=names,
                           _make_table=lambda: self.table.slice(lo, hi - lo))
 
     @classmethod

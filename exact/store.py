@@ -926,10 +926,7 @@ def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataTy
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-_Kept = Sequence[_SeekRows]
-
-
-def _seek_table(kept: _Kept, schema: pa.Schema) -> pa.Table:
+def _seek_table(kept: Sequence[_SeekRows], schema: pa.Schema) -> pa.Table:
     """The rows (and their type codes) of consecutive parts read from their seek files as one table of
     ``schema`` (of seq, ts, type: a read's schema); ``type`` dictionary-encoded over the union of the
     parts' types (one dictionary: parts of one stream mostly share their types), or decoded when ``schema``
@@ -938,7 +935,7 @@ def _seek_table(kept: _Kept, schema: pa.Schema) -> pa.Table:
     return _columns_table(seq, ts, codes, dictionary, schema)
 
 
-def _seek_columns(kept: _Kept, names: Sequence[str] = (SEQ, TS, TYPE)
+def _seek_columns(kept: Sequence[_SeekRows], names: Sequence[str] = (SEQ, TS, TYPE)
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array, list[str]]:
     """:func:`_seek_table`'s columns as numpy arrays (those not in ``names`` empty): seq, ts (int64 µs),
     type codes (int32) into a dictionary, the dictionary, and its values."""

@@ -411,7 +411,7 @@ class TreeIndex:
         probed = int(top_ok.sum())
         no_top = np.zeros(len(top_ok), dtype=bool)
         top_alive = []  # per set, the probed top-level nodes that may hold one of its types
-        top_any = []  # ... and all those that may (the units of the others are not usable anyway)
+        top_any = []  # ... and all the top-level nodes that may (the units are cut to the usable ones)
         for types in type_sets:
             if not types:
                 top_alive.append(no_top)
@@ -681,7 +681,7 @@ class Approximation:
             return _EMPTY, _EMPTY, _EMPTY
         # spans are in start order; one begins a new interval where it starts after every earlier end
         reach = np.maximum.accumulate(self.ends)
-        first = np.concatenate(([0], (lo[1:] > reach[:-1]).nonzero()[0] + 1))
+        first = np.concatenate((_ZERO, (lo[1:] > reach[:-1]).nonzero()[0] + 1))
         last = np.concatenate((first[1:], [len(lo)])) - 1
         levels = np.maximum.reduceat(self.units.level[self.starts], first)
         return lo[first], reach[last], levels
