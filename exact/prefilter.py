@@ -137,13 +137,7 @@ class EventFrame:
                 i = int(back[0]) + 1
                 raise InputError("ts goes back in time (stream order is seq; ts must not decrease)",
                                  where=f"events: seq {int(seq[i])}")
-        if between is not None:
-            lo = int(np.searchsorted(ts, between.start, "left"))
-            hi = int(np.searchsorted(ts, between.end, "right"))
-            if lo > 0 or hi < len(ts):
-                table = table.slice(lo, max(hi - lo, 0))
-                seq, ts = seq[lo:hi], ts[lo:hi]
-        return cls(table, np.ascontiguousarray(seq), np.ascontiguousarray(ts))
+        return cls(table, np.ascontiguousarray(seq), np.ascontiguousarray(ts)).restrict(between)
 
     def __len__(self) -> int:
         return len(self.seq)

@@ -710,10 +710,7 @@ class EventStore:
         cols = _columns(columns, snap)
         schema = snap.read_schema(cols, type_dictionary)
         pieces, decoded = self._range_pieces(snap, ranges, cols, types, type_dictionary)
-        tables = [_seek_table(p, schema) if isinstance(p, list) else p for p in pieces]
-        if not tables:
-            return schema.empty_table(), decoded
-        return pa.concat_tables(tables) if len(tables) > 1 else tables[0], decoded
+        return _pieces_table(pieces, schema), decoded
 
     def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str] | None = None,
                    types: frozenset[str] | None = None, snapshot: Snapshot | None = None
@@ -730,10 +727,7 @@ class EventStore:
             seq, ts, codes, dictionary, names = _seek_columns(pieces[0])
             return EventFrame.of_columns(seq, ts, codes, dictionary, names,
                                          lambda: _columns_table(seq, ts, codes, dictionary, schema)), decoded
-        tables = [_seek_table(p, schema) if isinstance(p, list) else p for p in pieces]
-        table = (schema.empty_table() if not tables else pa.concat_tables(tables) if len(tables) > 1
-                 else tables[0])
-        return EventFrame.build(table), decoded
+        return EventFrame.build(_pieces_table(pieces, schema)), decoded
 
     def _range_pieces(self, snap: Snapshot, ranges: Sequence[tuple[int, int]], cols: list[str],
                       types: frozenset[str] | None, type_dictionary: bool
@@ -924,6 +918,14 @@ def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataTy
             arrays.append(table.column(c).cast(field.type))
         fields.append(field)
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _pieces_table(pieces: list[pa.Table | list[_SeekRows]], schema: pa.Schema) -> pa.Table:
+    """What :meth:`EventStore._range_pieces` read as one table of ``schema``."""
+    tables = [_seek_table(p, schema) if isinstance(p, list) else p for p in pieces]
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
 def _seek_table(kept: Sequence[_SeekRows], schema: pa.Schema) -> pa.Table:

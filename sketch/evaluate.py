@@ -157,18 +157,14 @@ def _clip_runs(runs: Runs | None, lo: int, hi: int) -> Runs:
     return first[keep], last[keep]
 
 
-def _in_runs(units: np.ndarray, runs: Runs, run_units: np.ndarray | None = None) -> np.ndarray:
-    """``units`` (sorted indices) that lie in ``runs``.  ``run_units``, the units of ``runs`` (sorted), when
-    given and no more than ``units``, are looked up in ``units`` instead of each unit in the runs."""
+def _in_runs(units: np.ndarray, runs: Runs) -> np.ndarray:
+    """``units`` (sorted indices) that lie in ``runs``."""
     first, last = runs
     if not len(first):
         return units[:0]
     if len(first) == 1:
         a, b = np.searchsorted(units, (int(first[0]), int(last[0])))
         return units[a:b]
-    if run_units is not None and len(run_units) <= len(units):
-        at = np.minimum(np.searchsorted(units, run_units), len(units) - 1)
-        return run_units[units[at] == run_units]
     k = np.searchsorted(first, units, "right") - 1
     return units[(k >= 0) & (units < last[np.maximum(k, 0)])]
 
@@ -442,13 +438,10 @@ class TreeIndex:
                             for key in keys[1:]:
                                 flags |= hits[key][2][ok_units]
                             units = ok_units[flags]
-                        elif ok is not None:
-                            units = _in_runs(_union([hits[key][1] for key in sorted(types)]), ok)
                         else:
                             units = _union([hits[key][1] for key in sorted(types)])
-                            if lo > 0 or hi < U:
-                                a, b = units.searchsorted((lo, hi))
-                                units = units[a:b]
+                            if ok is not None or lo > 0 or hi < U:
+                                units = _in_runs(units, ok if ok is not None else _clip_runs(None, lo, hi))
                         alive = top_any[p]
                         if not alive.all():
                             units = units[alive[self._unit_top[units]]]

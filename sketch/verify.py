@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from exact.ast import Field, Query, Return, Strategy
 from exact.engine import Match, answer, evaluate, iso_ts_many, match_ts
-from exact.events import micros
+from exact.events import ATTRS, micros
 from exact.normalize import Plan, normalize
 from exact.prefilter import EventFrame
 from exact.store import type_mask
@@ -109,25 +109,24 @@ class StoreSource:
         self.snapshot = snapshot if snapshot is not None else store.snapshot()
         self.events_total = int(self.snapshot.events)
 
+    def _columns(self, columns: Sequence[str]) -> list[str]:
+        """``columns`` without ``attrs`` when the stream has no attributes (the store has no such column)."""
+        return [c for c in columns if c != ATTRS or self.snapshot.attrs]
+
     def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
                     types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
         """:meth:`EventStore.read_ranges <exact.store.EventStore.read_ranges>` on the snapshot."""
-        from exact.events import ATTRS
-
-        cols = [c for c in columns if c != ATTRS or self.snapshot.attrs]
-        return self.store.read_ranges(ranges, cols, types, snapshot=self.snapshot, type_dictionary=True)
+        return self.store.read_ranges(ranges, self._columns(columns), types, snapshot=self.snapshot,
+                                      type_dictionary=True)
 
     def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
                    types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
         """:meth:`EventStore.read_frame <exact.store.EventStore.read_frame>` on the snapshot."""
-        from exact.events import ATTRS
-
-        cols = [c for c in columns if c != ATTRS or self.snapshot.attrs]
-        return self.store.read_frame(ranges, cols, types, snapshot=self.snapshot)
+        return self.store.read_frame(ranges, self._columns(columns), types, snapshot=self.snapshot)
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
-        cols = [c for c in columns if c != "attrs" or self.snapshot.attrs]
-        return self.store.read_table(0, None, cols, snapshot=self.snapshot, type_dictionary=True)
+        return self.store.read_table(0, None, self._columns(columns), snapshot=self.snapshot,
+                                     type_dictionary=True)
 
     def type_counts(self) -> dict[str, int] | None:
         return dict(self.snapshot.type_counts)
