@@ -26,29 +26,10 @@ def dataset_exists(home: Path, name: str) -> bool:
 
 
 def dataset_info(home: Path, name: str) -> dict[str, Any]:
-    """The ``info`` object of a dataset (CONTRACT §4), from its event store.
+    """The ``info`` object of a dataset (CONTRACT §4): :func:`sketch.dataset.dataset_info`."""
+    from sketch.dataset import dataset_info as info
 
-    ``name, events, start_ts, end_ts, types`` (type → count, most frequent first), ``store_bytes`` and
-    ``attrs`` (attribute → type).  The index adds its ``index`` entry to this dict.
-    """
-    from exact.errors import NotFound
-    from exact.events import iso_of_micros
-    from exact.store import EventStore, dataset_dir, store_dir
-
-    root = store_dir(dataset_dir(name, home))
-    if not (root / "manifest.json").is_file():
-        raise NotFound(f"no dataset {name!r}", where=str(dataset_dir(name, home)))
-    store = EventStore.open(root)
-    snap = store.snapshot()
-    types = dict(sorted(snap.type_counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    info = {"name": name, "events": snap.events,
-            "start_ts": None if snap.first_ts is None else iso_of_micros(snap.first_ts),
-            "end_ts": None if snap.last_ts is None else iso_of_micros(snap.last_ts),
-            "types": types, "store_bytes": store.size_bytes(snap), "attrs": dict(snap.attrs)}
-    from sketch.dataset import index_section
-
-    info["index"] = index_section(dataset_dir(name, home), snap)  # the tree this same manifest names
-    return info
+    return info(home, name)
 
 
 def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fmt: str = "auto",

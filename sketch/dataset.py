@@ -284,6 +284,27 @@ class Dataset:
             leftover.unlink(missing_ok=True)
 
 
+def dataset_info(home: Path, name: str) -> dict[str, Any]:
+    """The ``info`` object of a dataset (CONTRACT §4), from its event store and the index its manifest names.
+
+    ``name, events, start_ts, end_ts, types`` (type → count, most frequent first), ``store_bytes``,
+    ``attrs`` (attribute → type) and ``index`` (None without one).
+    """
+    from exact.events import iso_of_micros
+
+    root = store_dir(dataset_dir(name, home))
+    if not (root / "manifest.json").is_file():
+        raise NotFound(f"no dataset {name!r}", where=str(dataset_dir(name, home)))
+    store = EventStore.open(root)
+    snap = store.snapshot()
+    types = dict(sorted(snap.type_counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return {"name": name, "events": snap.events,
+            "start_ts": None if snap.first_ts is None else iso_of_micros(snap.first_ts),
+            "end_ts": None if snap.last_ts is None else iso_of_micros(snap.last_ts),
+            "types": types, "store_bytes": store.size_bytes(snap), "attrs": dict(snap.attrs),
+            "index": index_section(dataset_dir(name, home), snap)}
+
+
 def index_section(dataset_root: Path, snap: Snapshot) -> dict[str, Any] | None:
     """The ``index`` section of ``seqsketch info`` for a store snapshot: ``leaf_size, fanout, m, k, levels,
     nodes, bytes, bytes_per_event, expected_fpq, index_digest`` (CONTRACT §4) and more; None without index."""

@@ -605,7 +605,7 @@ def append_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *,
 
 
 def _build_summary(home: Path, name: str, result: JobResult, started: float, jvm: float) -> dict[str, Any]:
-    from api.commands import dataset_info
+    from sketch.dataset import dataset_info
 
     info = dataset_info(home, name)
     info.setdefault("index", result.tree.info())
