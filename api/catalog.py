@@ -6,7 +6,7 @@ dataset was created, which index version is live, which build jobs ran, who may 
 queries were answered — in a relational database (SQLite by default, PostgreSQL in production).
 
 SQLAlchemy 2.0 typed declarative models (``Mapped[...]`` / ``mapped_column``).  The schema is owned by the
-Alembic migrations in ``api/migrations/``; never ``create_all`` outside tests of the migrations themselves.
+Alembic migrations in ``migrations/``; never ``create_all`` outside tests of the migrations themselves.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Catalog database plumbing: where it is, engines, sessions, and the migration-head check.
 
 The catalog lives at ``$SEQSKETCH_DATABASE_URL`` or, by default, in SQLite at ``$SEQSKETCH_HOME/catalog.db``.
-Its schema belongs to the Alembic migrations in ``api/migrations/``.  Two rules keep a deployment honest:
+Its schema belongs to the Alembic migrations in ``migrations/``.  Two rules keep a deployment honest:
 
 * a database **behind** the migration head is refused (:class:`CatalogOutOfDate`), by the app and by every CLI
   command, with the command that fixes it — nothing migrates an existing database silently;
@@ -12,6 +12,7 @@ Its schema belongs to the Alembic migrations in ``api/migrations/``.  Two rules 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,8 +29,17 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from exact.errors import SeqsketchError
 
-#: The Alembic script directory (a sibling of the ``api`` package in a checkout and in an installed wheel).
-MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+def _migrations_dir() -> Path:
+    """The Alembic script directory: the top-level ``migrations`` package, in a checkout and in an installed
+    wheel alike.  It is located, not imported — its ``env.py`` is run by Alembic and uses this module."""
+    spec = importlib.util.find_spec("migrations")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the seqsketch migrations package is not installed")  # a packaging bug
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
+MIGRATIONS_DIR = _migrations_dir()
 DEFAULT_HOME = "./.seqsketch"
 
 

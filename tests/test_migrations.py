@@ -130,9 +130,10 @@ def test_cli_db_commands_and_refusal_behind_head(tmp_path: Path, monkeypatch: py
 
 
 def test_an_installed_package_carries_its_migrations(tmp_path: Path) -> None:
-    """The wheel holds the migrations, and the package installed from it alone — run outside the checkout —
-    migrates a new catalog to head with ``seqsketch db upgrade``."""
+    """The wheel holds the top-level migrations, and the package installed from it in a fresh virtual
+    environment — run outside the checkout — migrates a new catalog to head with ``seqsketch db upgrade``."""
     import sys
+    import sysconfig
     import zipfile
 
     repo = Path(__file__).resolve().parents[1]
@@ -145,18 +146,31 @@ def test_an_installed_package_carries_its_migrations(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = wheels.glob("seqsketch-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    versions = [f"api/migrations/versions/{p.name}" for p in (repo / "api/migrations/versions").glob("0*.py")]
-    for path in ("api/migrations/env.py", "api/migrations/script.py.mako", *versions):
+    versions = [f"migrations/versions/{p.name}" for p in (repo / "migrations/versions").glob("0*.py")]
+    assert versions
+    for path in ("migrations/env.py", "migrations/script.py.mako", *versions):
         assert path in names, f"{path} is not in the wheel"
-    site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site),
+    # a fresh venv whose only seqsketch is the wheel; its dependencies are borrowed from this environment's
+    # site-packages by a path entry (whose own .pth files, the editable install among them, are not run)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    fresh_python = venv / "bin" / "python"
+    fresh_site = Path(subprocess.run([str(fresh_python), "-c", "import sysconfig; "
+                                      "print(sysconfig.get_paths()['purelib'])"],
+                                     capture_output=True, text=True, check=True).stdout.strip())
+    (fresh_site / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(fresh_site),
                     str(wheel)], check=True, capture_output=True, timeout=300)
     home = tmp_path / "home"
-    env = {**os.environ, "PYTHONPATH": str(site), "SEQSKETCH_HOME": str(home)}
-    script = ("import api, sys; from api.cli import main; "
-              "assert api.__file__.startswith(sys.argv[1]), api.__file__; "
-              "sys.exit(main(['db', 'upgrade', '--json']))")
-    done = subprocess.run([sys.executable, "-c", script, str(site)], env=env, cwd=tmp_path,
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["SEQSKETCH_HOME"] = str(home)
+    where = subprocess.run([str(fresh_python), "-c", "import api, migrations; print(api.__file__); "
+                            "print(migrations.__file__)"], env=env, cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300)
+    assert where.returncode == 0, where.stderr[-2000:]
+    assert all(line.startswith(str(fresh_site)) for line in where.stdout.split()), where.stdout
+    script = "import sys; from api.cli import main; sys.exit(main(['db', 'upgrade', '--json']))"
+    done = subprocess.run([str(fresh_python), "-c", script], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["at_head"] is True
