@@ -25,93 +25,23 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
+from api import service
 from api.catalog import Catalog, open_catalog
-from api.db import database_url, seqsketch_home
-from api.jobs import JobRunner, Progress, input_roots_from_env, recover_published_builds
+from api.db import database_url
+from api.jobs import JobRunner
+from api.routes import bp
+from api.state import EXTENSION, ServiceState, default_config
 from exact.errors import SeqsketchError
+from exact.store import datasets_dir, sweep_abandoned
 
 log = logging.getLogger(__name__)
-
-EXTENSION = "seqsketch"
-
-
-class DatasetLocks:
-    """One lock per dataset name: appends, builds and deletes of one dataset take turns in this process.
-
-    The event store's optimistic commit protects the data across processes; these locks spare callers in one
-    process a conflict error when they merely arrive together.
-    """
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
-
-    @contextmanager
-    def hold(self, name: str) -> Iterator[None]:
-        with self._guard:
-            lock = self._locks.setdefault(name, threading.Lock())
-        with lock:
-            yield
-
-
-@dataclass
-class ServiceState:
-    """What the routes share: the data root, the catalog, input roots, limits, the job pool, the locks."""
-
-    home: Path
-    catalog: Catalog
-    input_roots: list[Path]
-    config: Mapping[str, Any]
-    jobs: JobRunner | None = None
-    locks: DatasetLocks = field(default_factory=DatasetLocks)
-
-    def run_build(self, dataset: str, inputs: list[Path], options: dict[str, Any],
-                  progress: Progress) -> dict[str, Any]:
-        """The body of a build job (runs on the job pool)."""
-        from api import service
-
-        with self.locks.hold(dataset):
-            return service.build_dataset(self.home, dataset, inputs, options, progress=progress)
-
-
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise SeqsketchError(f"environment variable {name} must be an integer, got {value!r}",
-                             where=name) from None
-
-
-def default_config() -> dict[str, Any]:
-    home = seqsketch_home()
-    return {
-        "SEQSKETCH_HOME": str(home),
-        "DATABASE_URL": None,  # resolved against SEQSKETCH_HOME in create_app
-        "INPUT_ROOTS": None,
-        "MAX_APPEND_BYTES": _env_int("SEQSKETCH_MAX_APPEND_BYTES", 64 * 1024 * 1024),
-        "MAX_CONTENT_LENGTH": _env_int("SEQSKETCH_MAX_REQUEST_BYTES", 1024 * 1024),
-        "QUERY_TIMEOUT_MS": _env_int("SEQSKETCH_QUERY_TIMEOUT_MS", 30_000),
-        "QUERY_MAX_MATCHES": _env_int("SEQSKETCH_QUERY_MAX_MATCHES", 10_000),
-        "QUERY_MAX_EVENTS": _env_int("SEQSKETCH_QUERY_MAX_EVENTS", 0),
-        "BUILD_WORKERS": _env_int("SEQSKETCH_BUILD_WORKERS", 1),
-        # In-process by default: the local builder gives the same bits as Spark without a JVM in the server.
-        "BUILD_ENGINE": os.environ.get("SEQSKETCH_BUILD_ENGINE") or "local",
-        "INIT_EMPTY_SQLITE": True,
-        "JSON_SORT_KEYS": False,
-    }
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -128,36 +58,25 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     roots = app.config["INPUT_ROOTS"]
     if isinstance(roots, str):
         roots = [r for r in roots.split(os.pathsep) if r]
-    roots = [Path(r) for r in roots] if roots else input_roots_from_env(home)
+    roots = [Path(r) for r in roots] if roots else service.input_roots_from_env(home)
 
-    from api.service import prepare_queries
-
-    prepare_queries()  # the first query is not charged for the parser's tables
+    service.prepare_queries()  # the first query is not charged for the parser's tables
     state = ServiceState(home=home, catalog=catalog, input_roots=roots, config=app.config)
-    finished = recover_published_builds(catalog, home)
+    finished = service.recover_published_builds(catalog, home)
     if finished:
         log.warning("recorded %d build job(s) that had published before the server stopped: %s",
                     len(finished), ", ".join(finished))
     interrupted = catalog.fail_unfinished_jobs("the server stopped before the job finished")
     if interrupted:
         log.warning("marked %d unfinished build job(s) failed: %s", len(interrupted), ", ".join(interrupted))
-    from exact.store import datasets_dir, sweep_abandoned
-
     swept = sweep_abandoned(datasets_dir(home))
     if swept:
         log.warning("removed what %d killed build(s) left: %s", len(swept), ", ".join(swept))
-    state.jobs = JobRunner(catalog, state.run_build, workers=int(app.config["BUILD_WORKERS"]))
+    state.jobs = JobRunner(catalog, home, state.locks, workers=int(app.config["BUILD_WORKERS"]))
     app.extensions[EXTENSION] = state
-
-    from api.routes import bp
-
     app.register_blueprint(bp)
     _register_error_handlers(app)
     return app
-
-
-def service_state(app: Flask) -> ServiceState:
-    return app.extensions[EXTENSION]
 
 
 def error_body(code: str, message: str, position: Mapping[str, int] | None = None) -> dict[str, Any]:

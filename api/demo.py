@@ -8,12 +8,12 @@ do and fails loudly when they do not.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from api.service import build_from_inputs, dataset_exists, dataset_info, run_query, shared_data_dirs
 from exact.errors import NotFound
 
 DATASET = "bpi2012"
@@ -45,25 +45,6 @@ QUESTIONS = (
 )
 
 
-def shared_data_dirs() -> list[Path]:
-    """Where the project's real data (``shared/data``) may be: ``$SEQSKETCH_SHARED_DATA`` alone when set,
-    else beside this checkout, beside the working directory, or beside the local repository this checkout
-    was cloned from (a fresh clone made elsewhere)."""
-    explicit = os.environ.get("SEQSKETCH_SHARED_DATA")
-    if explicit:
-        return [Path(explicit)]
-    repo = Path(__file__).resolve().parents[1]
-    bases = [repo.parent, Path.cwd()]
-    try:
-        origin = subprocess.run(["git", "-C", str(repo), "config", "--get", "remote.origin.url"],
-                                capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        origin = ""
-    if origin and Path(origin).is_dir():
-        bases.append(Path(origin).resolve().parent)
-    return [base / "shared" / "data" for base in bases]
-
-
 def find_log(explicit: str | None = None) -> Path:
     """The bundled BPI 2012 log: ``--data``, ``$SEQSKETCH_DEMO_DATA``, or ``shared/data`` (see
     :func:`shared_data_dirs`)."""
@@ -79,8 +60,6 @@ def find_log(explicit: str | None = None) -> Path:
 def run_demo(home: Path, *, engine: str, rebuild: bool, data: str | None,
              say: Callable[[str], None] = print) -> dict[str, Any]:
     """Build (unless already built) and answer :data:`QUESTIONS`; returns everything as one JSON object."""
-    from api.service import build_from_inputs, dataset_exists, dataset_info, run_query
-
     out: dict[str, Any] = {"dataset": DATASET, "questions": []}
     if rebuild or not dataset_exists(home, DATASET):
         log = find_log(data)

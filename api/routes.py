@@ -19,11 +19,12 @@ from flask import Blueprint, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from api import schemas as sc
-from api.app import ServiceState, service_state
+from api import service
 from api.auth import Principal, authorize, has_active_tokens
 from api.catalog import DatasetState, Scope
 from api.db import head_revision
-from api.jobs import publish_build, resolve_inputs
+from api.service import publish_build, resolve_inputs
+from api.state import ServiceState, service_state
 from exact.errors import Conflict, NotFound, SeqsketchError
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
@@ -157,8 +158,6 @@ def _sync_row(st: ServiceState, name: str, info: dict[str, Any]) -> dict[str, An
     summary="List datasets", scope="read", tag="datasets",
     responses={200: ("every dataset, by name", sc.DATASET_LIST)}))
 def list_datasets() -> Any:
-    from api import service
-
     st = state()
     out: dict[str, dict[str, Any]] = {}
     for info in service.list_datasets(st.home):
@@ -176,8 +175,6 @@ def list_datasets() -> Any:
                 "catalog state",
     responses={200: ("the dataset", sc.DATASET)}))
 def get_dataset(name: str) -> Any:
-    from api import service
-
     st = state()
     checked_name(name)
     if service.dataset_exists(st.home, name):
@@ -193,8 +190,6 @@ def get_dataset(name: str) -> Any:
     summary="Delete a dataset (events and index)", scope="write", tag="datasets",
     responses={200: ("deleted", sc.DELETED)}))
 def delete_dataset(name: str) -> Any:
-    from api import service
-
     st = state()
     checked_name(name)
     active = st.catalog.active_job(name)
@@ -233,8 +228,6 @@ def _append_records() -> list[dict[str, Any]]:
                 "is extended in place.",
     responses={200: ("appended", sc.APPEND_RESULT)}))
 def append_events(name: str) -> Any:
-    from api import service
-
     st = state()
     checked_name(name)
     records = _append_records()
@@ -257,8 +250,6 @@ def append_events(name: str) -> Any:
                 "The build runs in the background; poll GET /v1/jobs/{id}.",
     responses={202: ("queued", sc.JOB_ACCEPTED)}))
 def start_build(name: str, body: dict[str, Any]) -> Any:
-    from api import service
-
     st = state()
     checked_name(name)
     inputs = resolve_inputs(body["inputs"], st.input_roots)
@@ -300,8 +291,6 @@ def _query_text(query: str | dict[str, Any]) -> str:
                 "truncated (truncated: true); a query over the time or scan limit fails with query_limit.",
     responses={200: ("the answer (CONTRACT §3)", sc.QUERY_ANSWER)}))
 def query(name: str, body: dict[str, Any]) -> Any:
-    from api import service
-
     st = state()
     checked_name(name)
     cfg = current_app.config

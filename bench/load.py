@@ -107,7 +107,7 @@ def synthetic_input(path: Path, events: int, types: int = 20, seed: int = 1) -> 
 
 
 def build(home: Path, name: str, inputs: list[Path]) -> dict[str, Any]:
-    from api.commands import build_dataset
+    from api.service import build_from_inputs as build_dataset
 
     return build_dataset(home, name, [str(p) for p in inputs])
 

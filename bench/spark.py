@@ -67,7 +67,7 @@ def write_replay(raw: Any, events: int, folder: Path, *, time_ordered: bool = Fa
 
 
 def local_build(home: Path, name: str, inputs: list[Path]) -> dict[str, Any]:
-    from api.commands import build_dataset
+    from api.service import build_from_inputs as build_dataset
 
     started = time.perf_counter()
     summary = build_dataset(home, name, [str(p) for p in inputs], engine="local")

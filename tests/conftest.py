@@ -11,7 +11,7 @@ import pytest
 def shared_data() -> Path:
     """The read-only real data directory: $SEQSKETCH_SHARED_DATA, or shared/data beside the repository
     (or beside the one it was cloned from)."""
-    from api.demo import shared_data_dirs
+    from api.service import shared_data_dirs
 
     candidates = shared_data_dirs()
     for path in candidates:

@@ -18,9 +18,11 @@ from flask.testing import FlaskClient
 from openapi_spec_validator import validate as validate_openapi
 
 from api import service
-from api.app import create_app, service_state
+from api.service import datasets as service_datasets
+from api.app import create_app
 from api.auth import create_token, revoke_token
 from api.schemas import openapi_path
+from api.state import service_state
 
 OFF_MACHINE = {"REMOTE_ADDR": "10.20.30.40"}
 
@@ -252,7 +254,7 @@ def test_a_failing_build_is_reported_and_leaves_nothing(app: Flask, client: Flas
 
 def test_datasets_built_by_the_cli_appear_in_the_catalog(app: Flask, client: FlaskClient, home: Path,
                                                          shared_data: Path) -> None:
-    from api.commands import build_dataset
+    from api.service import build_from_inputs as build_dataset
 
     build_dataset(home, "from-cli", [str(shared_data / "running-example.xes")])
     listed = client.get("/v1/datasets").json["datasets"]
@@ -360,7 +362,7 @@ def test_a_restart_records_a_build_that_had_published(home: Path, shared_data: P
     """A server stopped between a build's publish and recording it: the restart finds the dataset written
     after the job started and records the job succeeded; a job whose dataset is older, or absent, failed."""
     from api.catalog import utcnow
-    from api.commands import build_dataset
+    from api.service import build_from_inputs as build_dataset
 
     log = str(shared_data / "running-example.xes")
     app = make_app(home, shared_data)
@@ -401,7 +403,7 @@ def test_call_with_timeout_answers_on_time() -> None:
     from exact.errors import QueryLimitError
 
     started = time.perf_counter()
-    with pytest.raises(QueryLimitError, match="longer than the server's limit of 50 ms"):
+    with pytest.raises(QueryLimitError, match="longer than the limit of 50 ms"):
         service.call_with_timeout(lambda: time.sleep(2), 50, "the query")
     assert time.perf_counter() - started < 1.5
     assert service.call_with_timeout(lambda: 7, 1000, "x") == 7
@@ -481,7 +483,7 @@ def test_build_progress_follows_the_inputs_read(tmp_path: Path) -> None:
     small.write_bytes(b"x" * 100)
     large.write_bytes(b"x" * 300)
     heard: list[tuple[float, str]] = []
-    report = service._reading_progress([small, large], lambda f, m: heard.append((f, m)))
+    report = service_datasets._reading_progress([small, large], lambda f, m: heard.append((f, m)))
     report(small, 10)
     report(large, 1234)
     assert heard == [(0.0, "reading a.csv: 10 events"), (0.8 * 0.25, "reading b.csv: 1,234 events")]

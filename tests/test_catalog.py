@@ -15,7 +15,7 @@ from sqlalchemy.exc import StatementError
 
 from api.auth import authenticate, authorize, bearer_secret, create_token, has_active_tokens, revoke_token
 from api.catalog import Catalog, DatasetState, JobState, Scope, Token, open_catalog, utcnow
-from api.jobs import publish_build
+from api.service import publish_build
 from exact.errors import Conflict, NotFound
 
 

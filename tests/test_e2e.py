@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from werkzeug.serving import make_server
 
-from api.app import create_app, service_state
+from api.app import create_app
 from api.auth import create_token
 from api.client import (
     AuthError,
@@ -31,6 +31,7 @@ from api.client import (
     QueryError,
     ServerError,
 )
+from api.state import service_state
 from exact.events import to_records
 from exact.store import EventStore, dataset_dir, store_dir
 

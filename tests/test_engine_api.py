@@ -205,7 +205,7 @@ def test_text_queries_match_the_reference_on_a_small_stream() -> None:
 
 @pytest.fixture
 def running_example(home: Path, shared_data: Path) -> Path:
-    from api.commands import build_dataset
+    from api.service import build_from_inputs as build_dataset
 
     build_dataset(home, "running", [str(shared_data / "running-example.xes")])
     return home

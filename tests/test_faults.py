@@ -32,7 +32,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from api.commands import build_dataset, dataset_info
+from api.service import build_from_inputs as build_dataset
+from api.service import dataset_info
 from exact.errors import IndexCorrupt, SeqsketchError
 from exact.store import EventStore, dataset_dir, dataset_names, staged_dataset, store_dir, sweep_abandoned
 from sketch.dataset import Dataset
@@ -359,7 +360,8 @@ def test_a_damaged_index_is_refused_never_used(tmp_path: Path, base_home: Path,
 
 
 def test_a_damaged_index_is_refused_over_http(tmp_path: Path, base_home: Path) -> None:
-    from api.app import create_app, service_state
+    from api.app import create_app
+    from api.state import service_state
 
     home = fresh_copy(base_home, tmp_path / "home")
     app = create_app({"SEQSKETCH_HOME": str(home), "DATABASE_URL": f"sqlite:///{home / 'catalog.db'}",

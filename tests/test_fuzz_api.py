@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from schemathesis import GenerationMode
 
-from api.app import create_app, service_state
-from api.commands import build_dataset
+from api.app import create_app
+from api.service import build_from_inputs as build_dataset
+from api.state import service_state
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.commands import build_dataset
+from api.service import build_from_inputs as build_dataset
 from exact.errors import InputError
 from exact.events import MAX_MICROS, MIN_MICROS, iso_of_micros, parse_timestamp
 from exact.ingest import IngestOptions, ingest

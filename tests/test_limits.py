@@ -22,7 +22,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from api.app import create_app, service_state
+from api.app import create_app
+from api.state import service_state
 
 N = 400  # alternating A, B: SEQ(A a, B b) under skip_till_any_match has N²/8 = 20,000 matches
 

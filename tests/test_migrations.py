@@ -159,8 +159,8 @@ def test_an_installed_package_carries_its_migrations(tmp_path: Path) -> None:
                                       "print(sysconfig.get_paths()['purelib'])"],
                                      capture_output=True, text=True, check=True).stdout.strip())
     (fresh_site / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(fresh_site),
-                    str(wheel)], check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target",
+                    str(fresh_site), str(wheel)], check=True, capture_output=True, timeout=300)
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["SEQSKETCH_HOME"] = str(home)

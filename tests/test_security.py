@@ -25,8 +25,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from api import auth
-from api.app import create_app, service_state
+from api.app import create_app
 from api.auth import create_token, revoke_token
+from api.state import service_state
 
 OFF_MACHINE = {"REMOTE_ADDR": "203.0.113.9"}
 

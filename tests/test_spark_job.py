@@ -42,7 +42,7 @@ pytestmark = pytest.mark.spark
 
 
 def local_build(home: Path, name: str, inputs: list[Path], **options) -> Dataset:
-    from api.commands import build_dataset
+    from api.service import build_from_inputs as build_dataset
 
     build_dataset(home, name, [str(p) for p in inputs], **options)
     return Dataset.open(home, name)

@@ -128,7 +128,8 @@ def test_cli_query_modes(running: Path) -> None:
 
 def test_http_query_in_every_mode(running: Path, shared_data: Path) -> None:
     """POST /v1/datasets/{name}/query: the same answers through the HTTP service (granularity included)."""
-    from api.app import create_app, service_state
+    from api.app import create_app
+    from api.state import service_state
 
     app = create_app({"SEQSKETCH_HOME": str(running),
                       "DATABASE_URL": f"sqlite:///{(running / 'catalog.db').as_posix()}",

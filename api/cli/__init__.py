@@ -1,33 +1,26 @@
-"""The ``seqsketch`` command line (CONTRACT §4)."""
+"""The ``seqsketch`` command line (CONTRACT §4): a thin door onto :mod:`api.service`.
+
+:mod:`api.cli.data` holds the commands on datasets, :mod:`api.cli.admin` those that run or administer the
+service, :mod:`api.cli.output` what they print."""
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
+from api.cli import admin, data
 from exact.errors import SeqsketchError
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def emit(args: argparse.Namespace, obj: Any, text: str | None = None) -> None:
-    """Print ``obj`` as JSON with --json (or when no human text is given), else ``text``."""
-    if getattr(args, "json", False) or text is None:
-        print(json.dumps(obj, indent=2, sort_keys=False, default=str))
-    else:
-        print(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seqsketch", description="Pattern queries over event histories.")
     sub = parser.add_subparsers(dest="command", required=True)
-    # Each command module registers itself; see api/commands.py.
-    from api import commands
-
-    commands.register(sub)
+    admin.register(sub)
+    data.register(sub)
     return parser
 
 
@@ -43,7 +36,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("seqsketch: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader of our output went away (`… | head`): nothing more to say, and nowhere to say it
+        _silence_stdout()
+        return 141  # as a process killed by SIGPIPE
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush does not fail on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)

@@ -1,0 +1,277 @@
+"""``seqsketch`` commands on datasets: ``build``, ``info``, ``datasets``, ``query``, ``append``,
+``export``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from api import service
+from api.cli.output import common, emit, human_bytes, table
+from api.db import seqsketch_home
+from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
+from exact.store import check_dataset_name, dataset_names
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    for add in (add_build, add_info, add_datasets, add_query, add_append, add_export):
+        add(sub)
+
+
+# --- datasets: build, info, datasets -----------------------------------------------------------------------
+
+
+def add_build(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("build", help="ingest inputs into a new dataset: event store (and index)")
+    p.add_argument("dataset", help="dataset name: [a-z0-9][a-z0-9_-]{0,63}")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, read in the order given")
+    p.add_argument("--format", default="auto", choices=("auto", *FORMATS),
+                   help="input format (default: by extension)")
+    p.add_argument("--type-field", default=DEFAULT_TYPE_FIELD, help="csv/jsonl/parquet: the event type field")
+    p.add_argument("--time-field", default=DEFAULT_TIME_FIELD, help="csv/jsonl/parquet: the timestamp field")
+    p.add_argument("--engine", choices=("spark", "local"), default="spark", help="index build engine")
+    p.add_argument("--leaf-size", type=_positive_int, default=None, help="events per leaf of the index (C)")
+    p.add_argument("--fpq", type=_probability, default=None, help="target false-positive rate of a query")
+    p.add_argument("--memory", type=_byte_size, default=None, help="memory budget of the index (e.g. 64M)")
+    p.add_argument("--replace", action="store_true", help="rebuild an existing dataset")
+    common(p)
+    p.set_defaults(handler=_build)
+
+
+def add_info(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("info", help="describe a dataset")
+    p.add_argument("dataset")
+    common(p)
+    p.set_defaults(handler=_info)
+
+
+def add_datasets(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("datasets", help="list the datasets")
+    common(p)
+    p.set_defaults(handler=_datasets)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _probability(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {text}")
+    return value
+
+
+def _byte_size(text: str) -> int:
+    """Bytes from ``123``, ``64K``, ``512M``, ``2G`` (binary multiples)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    body = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = body[-1] if body and body[-1] in units else ""
+    try:
+        value = int(float(body[: len(body) - len(unit)]) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r} (e.g. 268435456, 256M, 2G)") \
+            from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _build(args: argparse.Namespace) -> int:
+
+    progress = _terminal_progress(args)
+    job_progress = _terminal_job_progress(args)
+    try:
+        summary = service.build_from_inputs(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
+                                type_field=args.type_field, time_field=args.time_field,
+                                replace=args.replace, leaf_size=args.leaf_size, fpq=args.fpq,
+                                memory=args.memory, progress=progress, engine=args.engine,
+                                job_progress=job_progress)
+    finally:
+        if progress is not None:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)  # the counter line gives way to the result
+    emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
+         f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
+         f"store {human_bytes(summary['store_bytes'])}, {summary['seconds']:.1f} s")
+    return 0
+
+
+def _terminal_progress(args: argparse.Namespace) -> Any:
+    """A one-line reading counter on stderr when it is a terminal (and not with --json), else ``None``."""
+    if getattr(args, "json", False) or not sys.stderr.isatty():
+        return None
+
+    def show(path: Path, events: int) -> None:
+        print(f"\r\033[Kseqsketch: reading {path.name}: {events:,} events", end="", file=sys.stderr,
+              flush=True)
+
+    return show
+
+
+def _info(args: argparse.Namespace) -> int:
+
+    info = service.dataset_info(seqsketch_home(), check_dataset_name(args.dataset))
+    emit(args, info, _info_text(info))
+    return 0
+
+
+def _datasets(args: argparse.Namespace) -> int:
+
+    home = seqsketch_home()
+    infos = [service.dataset_info(home, n) for n in dataset_names(home)]
+    rows = [(i["name"], f"{i['events']:,}", i["start_ts"] or "-", i["end_ts"] or "-",
+             human_bytes(i["store_bytes"])) for i in infos]
+    text = table(("NAME", "EVENTS", "START", "END", "STORE"), rows) if rows else f"no datasets in {home}"
+    emit(args, {"datasets": infos}, text)
+    return 0
+
+
+def _info_text(info: dict[str, Any]) -> str:
+    top = list(info["types"].items())
+    lines = [f"name        {info['name']}", f"events      {info['events']:,}",
+             f"time range  {info['start_ts']} .. {info['end_ts']}",
+             f"store       {human_bytes(info['store_bytes'])}",
+             f"attributes  {', '.join(f'{k}: {v}' for k, v in info['attrs'].items()) or '-'}",
+             f"types       {len(top)}"]
+    index = info.get("index")
+    if index:
+        lines.insert(4, f"index       {human_bytes(index['bytes'])}, version {index['version']}, "
+                        f"C={index['leaf_size']}, m={index['m']}, k={index['k']}, {index['nodes']:,} nodes, "
+                        f"{index['levels']} levels, expected fpq {index['expected_fpq']:.2g}, "
+                        f"digest {index['index_digest'][:12]}…")
+    lines += [f"  {count:>12,}  {typ}" for typ, count in top[:20]]
+    if len(top) > 20:
+        lines.append(f"  … {len(top) - 20} more (--json lists all)")
+    return "\n".join(lines)
+
+
+# --- query ------------------------------------------------------------------------------------------------
+
+
+def add_query(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("query", help="answer a pattern query on a dataset")
+    p.add_argument("dataset")
+    p.add_argument("query", help="the query text (or its JSON form)")
+    p.add_argument("--mode", choices=("approximate", "verified", "exact"), default="verified",
+                   help="approximate: index only; verified (default): index, then exact on candidates; "
+                        "exact: the exact engine over the whole stream")
+    p.add_argument("--limit", type=_positive_int, default=None, help="return at most N matches")
+    common(p)
+    p.set_defaults(handler=_query)
+
+
+def _query(args: argparse.Namespace) -> int:
+
+    result = service.run_query(seqsketch_home(), args.dataset, args.query, mode=args.mode, limit=args.limit)
+    emit(args, result, _query_text(result))
+    return 0
+
+
+def _query_text(result: dict[str, Any]) -> str:
+    stats = result.get("stats", {})
+    if result.get("mode") == "approximate":  # no matches, no count: candidate intervals with their level
+        head = (f"{len(result.get('intervals', [])):,} candidate interval(s), exists: "
+                f"{str(result['exists']).lower()}, expected false-positive rate "
+                f"{result.get('expected_false_positive_rate', 0):.2g}  [approximate, "
+                f"{result.get('strategy', '')}, {stats.get('total_ms', 0):.1f} ms, "
+                f"{stats.get('nodes_probed', 0):,} nodes probed]")
+        rows = [(str(i["start_seq"]), str(i["end_seq"]), i["start_ts"], i["end_ts"], str(i.get("level", 0)))
+                for i in result.get("intervals", [])]
+        body = f"\n{table(('START', 'END', 'START_TS', 'END_TS', 'LEVEL'), rows)}" if rows else ""
+        why = f"\n{result['explain']}" if result.get("explain") else ""
+        return f"{head}{body}{why}"
+    head = (f"{result['count']:,} match(es), exists: {str(result['exists']).lower()}  "
+            f"[{result['mode']}, {result.get('strategy', '')}, {stats.get('total_ms', 0):.1f} ms]")
+    if result.get("explain"):
+        head += f"\n{result['explain']}"
+    if result.get("matches"):
+        rows = [(str(m["start_seq"]), str(m["end_seq"]), m["start_ts"],
+                 " ".join(f"{k}={','.join(map(str, v))}" for k, v in m["bindings"].items()))
+                for m in result["matches"]]
+        body = table(("START", "END", "START_TS", "BINDINGS"), rows)
+        more = "\n(truncated: --limit caps the matches shown)" if result.get("truncated") else ""
+        return f"{head}\n{body}{more}"
+    if result.get("intervals"):
+        rows = [(str(i["start_seq"]), str(i["end_seq"]), i["start_ts"], i["end_ts"])
+                for i in result["intervals"]]
+        return f"{head}\n{table(('START', 'END', 'START_TS', 'END_TS'), rows)}"
+    return head
+
+
+# --- append (local, or the Spark job) ----------------------------------------------------------------------
+
+
+def add_append(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("append", help="add the events of input files to a built dataset, index included")
+    p.add_argument("dataset")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, read in the order given")
+    p.add_argument("--format", default="auto", choices=("auto", *FORMATS))
+    p.add_argument("--type-field", default=DEFAULT_TYPE_FIELD)
+    p.add_argument("--time-field", default=DEFAULT_TIME_FIELD)
+    p.add_argument("--engine", choices=("local", "spark"), default="local",
+                   help="local (default: in place, no Spark) or the Spark job")
+    common(p)
+    p.set_defaults(handler=_append)
+
+
+def _append(args: argparse.Namespace) -> int:
+
+    out = service.append_inputs(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
+                        type_field=args.type_field, time_field=args.time_field, engine=args.engine,
+                        job_progress=_terminal_job_progress(args))
+    emit(args, out, f"appended {out['appended']:,} events to {out['name']} (seq {out['first_seq']:,} .. "
+         f"{out['last_seq']:,}); {out['events']:,} events in all")
+    return 0
+
+
+def _terminal_job_progress(args: argparse.Namespace) -> Any:
+    """The Spark job's stages on one stderr line when it is a terminal (and not with --json), else None."""
+    if getattr(args, "json", False) or not sys.stderr.isatty():
+        return None
+
+    def show(fraction: float, message: str | None = None) -> None:
+        end = "\n" if fraction >= 1.0 else ""
+        print(f"\r\033[Kseqsketch: [{fraction:4.0%}] {message or ''}", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
+# --- export -------------------------------------------------------------------------------------------------
+
+
+def add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="the stored events back out, in seq order, every attribute kept")
+    p.add_argument("dataset")
+    p.add_argument("--format", default="jsonl", choices=service.EXPORT_FORMATS,
+                   help="jsonl (default), parquet (needs --out) or csv")
+    p.add_argument("--out", default=None, metavar="PATH", help="output file (default: standard output)")
+    p.add_argument("--between", nargs=2, metavar=("T1", "T2"), default=None,
+                   help="only events with T1 <= ts <= T2 (ISO-8601; without a zone: UTC)")
+    common(p)
+    p.set_defaults(handler=_export)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from exact.errors import InputError
+    from exact.events import parse_timestamp
+
+    between = None
+    if args.between:
+        try:
+            between = (parse_timestamp(args.between[0]), parse_timestamp(args.between[1]))
+        except ValueError as err:
+            raise InputError(str(err), where="--between") from None
+    if args.out is None and args.json:
+        raise InputError("--json describes the export, so the events need --out PATH", where="--json")
+    out = service.export_dataset(seqsketch_home(), check_dataset_name(args.dataset), fmt=args.format,
+                                 out=args.out, between=between)
+    if args.out is not None:
+        emit(args, out, f"exported {out['events']:,} events of {out['dataset']} to {out['out']} "
+             f"({args.format}, {human_bytes(out['bytes'] or 0)})")
+    return 0
+

@@ -1,0 +1,34 @@
+"""What the ``seqsketch`` commands print: JSON with ``--json``, aligned tables and sizes for people."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def emit(args: argparse.Namespace, obj: Any, text: str | None = None) -> None:
+    """Print ``obj`` as JSON with --json (or when no human text is given), else ``text``."""
+    if getattr(args, "json", False) or text is None:
+        print(json.dumps(obj, indent=2, sort_keys=False, default=str))
+    else:
+        print(text)
+
+
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in (header, *rows))
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -1,0 +1,204 @@
+"""Datasets: exist, describe, list, build, append, delete and export — the service's data operations.
+
+Every door (the CLI, the HTTP routes, the build-job runner, the demo) calls these; they call the event store
+(:mod:`exact.store`) and the index (:mod:`sketch.dataset`) and nothing above them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from exact.errors import InputError, NotFound
+from exact.events import parse_timestamp, records_to_table
+from exact.ingest import IngestOptions, ingest, read_inputs
+from exact.store import (
+    MANIFEST,
+    EventStore,
+    check_dataset_name,
+    dataset_dir,
+    dataset_names,
+    staged_dataset,
+    store_dir,
+)
+from sketch.build import DEFAULT_OPTIONS, BuildOptions
+from sketch.dataset import Dataset, build_index_into
+from sketch.dataset import dataset_info as _dataset_info
+
+
+def dataset_exists(home: Path, name: str) -> bool:
+    """True when dataset ``name`` has a committed event store under ``home``."""
+    return (store_dir(dataset_dir(check_dataset_name(name), home)) / MANIFEST).is_file()
+
+
+def dataset_info(home: Path, name: str) -> dict[str, Any]:
+    """The ``info`` object of a dataset (CONTRACT §4)."""
+    return _dataset_info(home, check_dataset_name(name))
+
+
+def list_datasets(home: Path) -> list[dict[str, Any]]:
+    """``info`` of every dataset under ``home``, by name."""
+    return [dataset_info(home, name) for name in dataset_names(home)]
+
+
+def store_events(home: Path, name: str) -> int:
+    """The number of events in dataset ``name``'s store."""
+    return EventStore.open(store_dir(dataset_dir(check_dataset_name(name), home))).snapshot().events
+
+
+def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fmt: str = "auto",
+                      type_field: str = "type", time_field: str = "ts", replace: bool = False,
+                      leaf_size: int | None = None, fpq: float | None = None, memory: int | None = None,
+                      progress: Any = None, engine: str = "local",
+                      job_progress: Any = None) -> dict[str, Any]:
+    """Ingest ``inputs`` into a new dataset ``name`` under ``home`` (``seqsketch build``, and the body of a
+    build job); nothing is left behind on failure.
+
+    ``engine="spark"`` runs the Spark job (:mod:`sketch.spark_job`), which reports ``job_progress(fraction,
+    message)`` instead of per-batch reading ``progress``.
+
+    Returns the ``build`` summary: the ``info`` object plus ``seconds`` and ``timings`` (ingest, index).
+    ``progress`` (an :data:`exact.ingest.Progress`) hears of every batch read.
+    """
+    check_dataset_name(name)
+    if engine == "spark":
+        from sketch.spark_job import build_dataset_spark
+
+        return build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
+                                   leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
+                                   **({"progress": job_progress} if job_progress else {}))
+    options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
+                           memory_bytes=memory)
+    started = time.perf_counter()
+    with staged_dataset(name, home, replace=replace) as stage:
+        table = ingest(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field),
+                       progress=progress)
+        ingested = time.perf_counter()
+        # The index is built here, inside the staged directory, so that it is published with the events:
+        # the store's first manifest names it.  A refused --memory budget fails the build before any write.
+        extra = build_index_into(stage, table, options)
+        index_done = time.perf_counter()
+        EventStore.create(store_dir(stage), table, extra=extra)
+        del table
+        stored = time.perf_counter()
+    info = dataset_info(home, name)
+    return {**info, "seconds": round(time.perf_counter() - started, 3),
+            "timings": {"ingest": round(ingested - started + stored - index_done, 3),
+                        "index": round(index_done - ingested, 3)}}
+
+
+#: Build options of the API and the keyword of :func:`build_from_inputs` that takes each.
+BUILD_OPTIONS = {"format": "fmt", "type_field": "type_field", "time_field": "time_field", "engine": "engine",
+                 "leaf_size": "leaf_size", "fpq": "fpq", "memory": "memory", "replace": "replace"}
+
+
+def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mapping[str, Any], *,
+                  progress: Callable[..., None] | None = None) -> dict[str, Any]:
+    """Run the offline build of ``seqsketch build`` for dataset ``name`` with API ``options`` (a background
+    job's body).  An option the build cannot honour is an error, never silently dropped."""
+    kwargs: dict[str, Any] = {}
+    for option, value in options.items():
+        keyword = BUILD_OPTIONS.get(option)
+        if keyword is None:
+            raise InputError(f"build option {option!r} is not supported by this server", where=option)
+        kwargs[keyword] = value
+    if progress is not None:
+        progress(0.0, "reading inputs")
+        kwargs["progress"] = _reading_progress(inputs, progress)
+        kwargs["job_progress"] = progress  # the Spark job reports its stages itself: (fraction, message)
+    return build_from_inputs(home, name, [str(p) for p in inputs], **kwargs)
+
+
+def _reading_progress(inputs: Sequence[Path], progress: Callable[..., None]) -> Callable[[Path, int], None]:
+    """Adapt the reader's reports (file, events read so far) to a job's fraction and message.
+
+    Reading is counted as the first 80% of a build, shared among the inputs by their size on disk (the
+    event count of a file is unknown until it has been read); indexing and storing make up the rest.
+    """
+    sizes = [max(Path(p).stat().st_size, 1) for p in inputs]
+    total = float(sum(sizes))
+    before = {Path(p).resolve(): sum(sizes[:i]) for i, p in reversed(list(enumerate(inputs)))}
+
+    def report(path: Path, events: int) -> None:
+        done = before.get(Path(path).resolve(), 0) / total
+        progress(0.8 * done, f"reading {Path(path).name}: {events:,} events")
+
+    return report
+
+
+def delete_dataset(home: Path, name: str) -> None:
+    """Remove a dataset's directory (events and index).
+
+    The directory is first renamed out of the way — one atomic step after which readers no longer find the
+    dataset — and only then removed, so a crash midway leaves a hidden remnant, never half a dataset.
+    """
+    path = dataset_dir(check_dataset_name(name), home)
+    if not path.is_dir():
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    trash = path.parent / f".trash-{name}-{uuid.uuid4().hex[:8]}"
+    os.replace(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+# --- appends -----------------------------------------------------------------------------------------------
+
+
+def records_for_append(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """API event records (``type``, ``ts``, ``attrs`` and/or further top-level fields) as stream records.
+
+    ``ts`` is ISO-8601 text (naive = UTC) or epoch seconds, as in the readers; it becomes UTC microseconds.
+    An attribute given both at top level and under ``attrs`` with different values is an error.
+    """
+    out: list[dict[str, Any]] = []
+    for i, rec in enumerate(records):
+        where = f"record {i}"
+        try:
+            ts = parse_timestamp(rec.get("ts"))
+        except ValueError as err:
+            raise InputError(f"field 'ts': {err}", where=where) from None
+        attrs = dict(rec.get("attrs") or {})
+        for key, value in rec.items():
+            if key in ("type", "ts", "attrs"):
+                continue
+            if key in attrs and attrs[key] != value:
+                raise InputError(f"attribute {key!r} given twice with different values", where=where)
+            attrs[key] = value
+        out.append({"type": rec["type"], "ts": ts, "attrs": attrs})
+    return out
+
+
+def append_records(home: Path, name: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Append API records to dataset ``name``, all or nothing; the index covering them is published with
+    them.  Returns ``{appended, first_seq, last_seq}``."""
+    if not dataset_exists(home, name):
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    table = records_to_table(records_for_append(records), first_seq=None, where="events")
+    dataset = Dataset.open(home, name)
+    before = dataset.snapshot().events
+    after = dataset.append(table).events
+    return {"appended": after - before, "first_seq": before, "last_seq": after - 1}
+
+
+def append_inputs(home: Path, name: str, inputs: Sequence[str], *, fmt: str = "auto",
+                  type_field: str = "type", time_field: str = "ts", engine: str = "local",
+                  job_progress: Any = None) -> dict[str, Any]:
+    """Append the events of ``inputs`` to dataset ``name`` (all or nothing); returns ``info`` plus
+    ``appended``, ``first_seq`` and ``last_seq``."""
+    if not dataset_exists(home, name):
+        raise NotFound(f"dataset {name!r} does not exist; build it first", where=name)
+    before = store_events(home, name)
+    if engine == "spark":
+        from sketch.spark_job import append_dataset_spark
+
+        info = append_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
+                                    **({"progress": job_progress} if job_progress else {}))
+    else:
+        table = read_inputs(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field))
+        Dataset.open(home, name).append(table)
+        info = dataset_info(home, name)
+    return {**info, "appended": info["events"] - before, "first_seq": before, "last_seq": info["events"] - 1}

@@ -1,0 +1,155 @@
+"""Queries: the three modes of CONTRACT §3 on a dataset, under the caller's limits.
+
+``exact`` runs the exact engine over the whole stream; ``approximate`` and ``verified`` answer from the
+Bloom-filter index (:func:`indexed_query`).  :func:`limited_query` is what the doors call: it applies the
+time, match and scan limits and adds the bound events a caller asked for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from api.service.datasets import dataset_exists, store_events
+from api.service.limits import call_with_timeout
+from exact.ast import BUILTIN_FIELDS, Field, Query
+from exact.engine import answer, evaluate, match_ts
+from exact.errors import NotFound, QueryLimitError, QuerySemanticError
+from exact.events import iso_of_micros, to_records
+from exact.language import load, parse
+from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
+from sketch.dataset import Dataset, require_index
+from sketch.verify import StoreSource, answer_indexed
+
+QUERY_MODES = ("approximate", "verified", "exact")
+
+
+def prepare_queries() -> None:
+    """Load what every query needs once per process — the parser's LALR tables (about 0.1–0.3 s) — so that
+    a server's first query is not charged for them (nor refused by its time limit for them)."""
+    parse("PATTERN SEQ(A a)")
+
+
+def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, mode: str = "verified",
+              limit: int | None = None, granularity: int | None = None) -> dict[str, Any]:
+    """Answer ``query`` (text, JSON text, the JSON form or a parsed query) on dataset ``name``.
+
+    ``granularity`` is the tree level approximate intervals are resolved at (default: leaves).
+    """
+    started = time.perf_counter()
+    if mode not in QUERY_MODES:
+        raise QuerySemanticError(f"unknown mode {mode!r}; choose one of {', '.join(QUERY_MODES)}",
+                                 where="mode")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise QuerySemanticError(f"limit must be an integer ≥ 1, got {limit!r}", where="limit")
+    parsed = _parsed(query)
+    if mode != "exact":
+        return indexed_query(home, name, parsed, mode=mode, limit=limit, granularity=granularity)
+    root = store_dir(dataset_dir(check_dataset_name(name), home))
+    if not (root / "manifest.json").is_file():
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    store = EventStore.open(root)
+    snap = store.snapshot()
+    # attributes are read only when a condition or the partition names one
+    attrs_used = bool(parsed.partition_by) or any(
+        o.attr not in BUILTIN_FIELDS for c in parsed.where for o in (c.left, c.right) if isinstance(o, Field))
+    table = store.read_table(snapshot=snap, columns=None if attrs_used else ["seq", "ts", "type"],
+                             type_dictionary=True)
+    verify_started = time.perf_counter()
+    matches = evaluate(parsed, table, type_counts=snap.type_counts)
+    verify_ms = (time.perf_counter() - verify_started) * 1000
+    out: dict[str, Any] = {"dataset": name, "index_version": None, "mode": mode}
+    out.update(answer(parsed, matches, match_ts(table, matches), limit=limit))
+    out["stats"] = {"approximate_ms": 0.0, "verify_ms": round(verify_ms, 3),
+                    "total_ms": round((time.perf_counter() - started) * 1000, 3), "nodes_probed": 0,
+                    "candidate_intervals": 0, "events_scanned": table.num_rows,
+                    "events_total": snap.events}
+    return out
+
+
+def _parsed(query: str | Mapping[str, Any] | Query) -> Query:
+    if isinstance(query, Query):
+        return query
+    return load(query if isinstance(query, str) else dict(query))
+
+
+def indexed_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, mode: str = "verified",
+                  limit: int | None = None, granularity: int | None = None) -> dict[str, Any]:
+    """The ``approximate`` and ``verified`` modes of CONTRACT §3 on dataset ``name``'s index snapshot.
+
+    The store snapshot and the tree come from one manifest, so the answer sees the events the index covers.
+    """
+    if granularity is not None and (isinstance(granularity, bool) or not isinstance(granularity, int)
+                                    or granularity < 0):
+        raise QuerySemanticError(f"granularity must be a tree level (an integer ≥ 0, 0 = leaves), got "
+                                 f"{granularity!r}", where="granularity")
+    parsed = _parsed(query)
+    if not dataset_exists(home, check_dataset_name(name)):
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    dataset = Dataset.open(home, name)
+    snap = dataset.snapshot()
+    tree = require_index(snap, name)
+    body = answer_indexed(parsed, tree, StoreSource(dataset.store, snap.store), mode=mode, limit=limit,
+                          granularity=granularity or 0)
+    return {"dataset": name, "index_version": snap.index_version, **body}
+
+
+def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: str = "verified",
+                  limit: int | None = None, granularity: int | None = None, include_events: bool = False,
+                  max_matches: int | None = None, timeout_ms: int | None = None,
+                  max_events: int | None = None) -> dict[str, Any]:
+    """:func:`run_query` under per-query limits.
+
+    ``max_matches`` caps the matches returned (the answer says ``truncated``); ``timeout_ms`` bounds the
+    wall time and ``max_events`` the events a query may scan (both refuse with ``query_limit``).
+    """
+    effective = limit if max_matches is None else (max_matches if limit is None else min(limit, max_matches))
+    if max_events and mode == "exact":
+        _refuse_exact_scan_over(home, name, max_events)
+
+    def run() -> dict[str, Any]:
+        return run_query(home, name, query, mode=mode, limit=effective,
+                         granularity=granularity if mode == "approximate" else None)
+
+    result = call_with_timeout(run, timeout_ms, "the query")
+    if max_events and (result.get("stats") or {}).get("events_scanned", 0) > max_events:
+        raise QueryLimitError(f"the query scanned {result['stats']['events_scanned']:,} events, over the "
+                              f"server's limit of {max_events:,}")
+    if include_events and result.get("matches"):
+        for match, events in zip(result["matches"], bound_events(home, name, result["matches"]), strict=True):
+            match["events"] = events
+    return result
+
+
+def _refuse_exact_scan_over(home: Path, name: str, max_events: int) -> None:
+    """Exact mode reads the whole stream: refuse it before any work when that is over the scan limit."""
+    if not dataset_exists(home, name):
+        return  # the query itself reports the missing dataset
+    events = store_events(home, name)
+    if events > max_events:
+        raise QueryLimitError(f"mode 'exact' scans all {events:,} events of {name!r}, over the server's "
+                              f"limit of {max_events:,}; use mode 'verified'", where="mode")
+
+
+def bound_events(home: Path, name: str, matches: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
+    """For each match, its bound events (``seq``, ``ts`` ISO, ``type``, ``attrs``) in stream order."""
+    store = EventStore.open(store_dir(dataset_dir(name, home)))
+    snap = store.snapshot()
+    out: list[list[dict[str, Any]]] = []
+    for match in matches:
+        seqs = sorted({s for seq_list in match.get("bindings", {}).values() for s in seq_list})
+        if not seqs:
+            out.append([])
+            continue
+        wanted = set(seqs)
+        rows = to_records(store.read_table(seqs[0], seqs[-1], snapshot=snap))
+        events = []
+        for row in rows:
+            if row["seq"] in wanted:
+                ts = row["ts"]
+                events.append({"seq": row["seq"], "ts": iso_of_micros(ts) if isinstance(ts, int) else str(ts),
+                               "type": row["type"], "attrs": row.get("attrs", {})})
+        out.append(events)
+    return out

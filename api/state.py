@@ -1,0 +1,94 @@
+"""What the HTTP doors share within one process: the configuration, the catalog, the input roots, the job
+runner and per-dataset locks — kept on the Flask app by the factory and found by the routes through
+:func:`service_state` (so that the routes never import the factory)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from flask import Flask
+
+from api.catalog import Catalog
+from api.db import seqsketch_home
+from exact.errors import SeqsketchError
+
+EXTENSION = "seqsketch"
+
+
+class JobQueue(Protocol):
+    """What the routes need of a build-job runner."""
+
+    def submit(self, dataset: str, inputs: list[Path], options: Mapping[str, Any], *,
+               exists: bool) -> dict[str, Any]: ...
+
+
+class DatasetLocks:
+    """One lock per dataset name: appends, builds and deletes of one dataset take turns in this process.
+
+    The event store's optimistic commit protects the data across processes; these locks spare callers in one
+    process a conflict error when they merely arrive together.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+
+    @contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:
+            yield
+
+
+@dataclass
+class ServiceState:
+    """What the routes share: the data root, the catalog, input roots, limits, the job queue, the locks."""
+
+    home: Path
+    catalog: Catalog
+    input_roots: list[Path]
+    config: Mapping[str, Any]
+    jobs: JobQueue | None = None
+    locks: DatasetLocks = field(default_factory=DatasetLocks)
+
+
+def service_state(app: Flask) -> ServiceState:
+    return app.extensions[EXTENSION]
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise SeqsketchError(f"environment variable {name} must be an integer, got {value!r}",
+                             where=name) from None
+
+
+def default_config() -> dict[str, Any]:
+    """The configuration from the environment (the table in :mod:`api.app`)."""
+    home = seqsketch_home()
+    return {
+        "SEQSKETCH_HOME": str(home),
+        "DATABASE_URL": None,  # resolved against SEQSKETCH_HOME in create_app
+        "INPUT_ROOTS": None,
+        "MAX_APPEND_BYTES": _env_int("SEQSKETCH_MAX_APPEND_BYTES", 64 * 1024 * 1024),
+        "MAX_CONTENT_LENGTH": _env_int("SEQSKETCH_MAX_REQUEST_BYTES", 1024 * 1024),
+        "QUERY_TIMEOUT_MS": _env_int("SEQSKETCH_QUERY_TIMEOUT_MS", 30_000),
+        "QUERY_MAX_MATCHES": _env_int("SEQSKETCH_QUERY_MAX_MATCHES", 10_000),
+        "QUERY_MAX_EVENTS": _env_int("SEQSKETCH_QUERY_MAX_EVENTS", 0),
+        "BUILD_WORKERS": _env_int("SEQSKETCH_BUILD_WORKERS", 1),
+        # In-process by default: the local builder gives the same bits as Spark without a JVM in the server.
+        "BUILD_ENGINE": os.environ.get("SEQSKETCH_BUILD_ENGINE") or "local",
+        "INIT_EMPTY_SQLITE": True,
+        "JSON_SORT_KEYS": False,
+    }
