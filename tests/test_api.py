@@ -18,10 +18,10 @@ from flask.testing import FlaskClient
 from openapi_spec_validator import validate as validate_openapi
 
 from api import service
-from api.service import datasets as service_datasets
 from api.app import create_app
 from api.auth import create_token, revoke_token
 from api.schemas import openapi_path
+from api.service import datasets as service_datasets
 from api.state import service_state
 
 OFF_MACHINE = {"REMOTE_ADDR": "10.20.30.40"}
