@@ -15,6 +15,7 @@ key                        environment                      default
 ``QUERY_MAX_EVENTS``       ``SEQSKETCH_QUERY_MAX_EVENTS``   0 = unlimited (events a query may scan)
 ``BUILD_WORKERS``          ``SEQSKETCH_BUILD_WORKERS``      1
 ``BUILD_ENGINE``           ``SEQSKETCH_BUILD_ENGINE``       ``local`` (builds that name no engine)
+``ALLOWED_ORIGINS``        ``SEQSKETCH_ALLOWED_ORIGINS``    none: other origins may not call (``api.guard``)
 ``INIT_EMPTY_SQLITE``      —                                True (an empty SQLite catalog is migrated)
 =========================  ===============================  ================================================
 
@@ -32,7 +33,7 @@ from typing import Any
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
-from api import service
+from api import guard, service
 from api.catalog import Catalog, open_catalog
 from api.db import database_url
 from api.jobs import JobRunner
@@ -74,6 +75,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         log.warning("removed what %d killed build(s) left: %s", len(swept), ", ".join(swept))
     state.jobs = JobRunner(catalog, home, state.locks, workers=int(app.config["BUILD_WORKERS"]))
     app.extensions[EXTENSION] = state
+    guard.install(app, state)
     app.register_blueprint(bp)
     _register_error_handlers(app)
     return app
@@ -97,7 +99,7 @@ def _register_error_handlers(app: Flask) -> None:
         # Werkzeug's own errors (unknown route, wrong method, body too large) in the same JSON shape.
         fallback = (err.name or "error").lower().replace(" ", "_")
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
-                415: "unsupported_media_type"}.get(err.code or 500, fallback)
+                415: "unsupported_media_type", 421: "misdirected_request"}.get(err.code or 500, fallback)
         response = jsonify(error_body(code, err.description or err.name))
         response.status_code = err.code or 500
         if err.code == 405 and err.response is None:

@@ -304,11 +304,18 @@ class Client:
             delay = min(delay * 1.5, 2.0)
 
     def query(self, name: str, query: Any, mode: str = "verified", limit: int | None = None, *,
-              granularity: int | None = None, include_events: bool = False) -> QueryResult:
-        """Answer ``query`` (text, its JSON form, or an ``exact.ast.Query``) on dataset ``name``."""
+              granularity: int | None = None, include_events: bool = False,
+              timeout_ms: int | None = None) -> QueryResult:
+        """Answer ``query`` (text, its JSON form, or an ``exact.ast.Query``) on dataset ``name``.
+
+        ``limit`` caps the matches returned (the server caps them too); ``timeout_ms`` asks for a tighter
+        wall-time limit than the server's (a query over it fails with :class:`QueryError`, code
+        ``query_limit``)."""
         body: JSON = {"query": _query_payload(query), "mode": mode}
         if limit is not None:
             body["limit"] = limit
+        if timeout_ms is not None:
+            body["timeout_ms"] = timeout_ms
         if granularity is not None:
             body["granularity"] = granularity
         if include_events:

@@ -23,6 +23,7 @@ from api import service
 from api.auth import Principal, authorize, has_active_tokens
 from api.catalog import DatasetState, Scope
 from api.db import head_revision
+from api.guard import NDJSON_TYPES, is_forwarded
 from api.service import publish_build, resolve_inputs
 from api.state import ServiceState, service_state
 from exact.errors import Conflict, NotFound, SeqsketchError
@@ -30,7 +31,6 @@ from exact.errors import Conflict, NotFound, SeqsketchError
 bp = Blueprint("v1", __name__, url_prefix="/v1")
 
 NAME = re.compile(sc.DATASET_NAME_PATTERN)
-NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines")
 
 
 def package_version() -> str:
@@ -52,7 +52,7 @@ def operation(rule: str, method: str, op: sc.Operation) -> Callable[[Callable[..
         def endpoint(**kwargs: Any) -> Any:
             g.principal = None
             if op.scope is not None:
-                forwarded = "Forwarded" in request.headers or "X-Forwarded-For" in request.headers
+                forwarded = is_forwarded(request.headers.keys())
                 g.principal = authorize(state().catalog, request.headers.get("Authorization"),
                                         Scope(op.scope), request.remote_addr, forwarded=forwarded)
             if op.request is not None and op.request_kind == "json":
@@ -215,7 +215,8 @@ def _append_records() -> list[dict[str, Any]]:
     request.max_content_length = int(current_app.config["MAX_APPEND_BYTES"])
     raw = request_body()
     mimetype = (request.mimetype or "").lower()
-    records = sc.parse_ndjson_body(raw) if mimetype in NDJSON_TYPES else sc.parse_json_body(raw)
+    records = (sc.parse_ndjson_body(raw) if mimetype in NDJSON_TYPES
+               else sc.parse_json_body(raw, records=True))
     return sc.validate_events(records)
 
 
@@ -280,6 +281,12 @@ def get_job(job_id: str) -> Any:
 # --- queries -----------------------------------------------------------------------------------------------
 
 
+def _timeout_ms(asked: int | None, server: int) -> int | None:
+    """The tighter of the request's and the server's time limits (0 = none on the server)."""
+    limits = [t for t in (asked, server) if t]
+    return min(limits) if limits else None
+
+
 def _query_text(query: str | dict[str, Any]) -> str:
     return query if isinstance(query, str) else json.dumps(query, sort_keys=True)
 
@@ -305,7 +312,7 @@ def query(name: str, body: dict[str, Any]) -> Any:
             st.home, name, body["query"], mode=mode, limit=body.get("limit"),
             granularity=body.get("granularity"), include_events=bool(body.get("include_events")),
             max_matches=int(cfg["QUERY_MAX_MATCHES"]) or None,
-            timeout_ms=int(cfg["QUERY_TIMEOUT_MS"]) or None,
+            timeout_ms=_timeout_ms(body.get("timeout_ms"), int(cfg["QUERY_TIMEOUT_MS"])),
             max_events=int(cfg["QUERY_MAX_EVENTS"]) or None)
         return jsonify(answer)
     except SeqsketchError as err:

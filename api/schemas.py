@@ -18,6 +18,7 @@ from typing import Any
 from flask import Flask
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.validators import extend
 
 from exact.errors import SeqsketchError
 
@@ -45,6 +46,16 @@ def _where(path: Iterator[Any] | Any, prefix: str = "") -> str:
     return ", ".join(parts) or "request body"
 
 
+def _is_integer(_checker: Any, value: Any) -> bool:
+    # JSON Schema counts 2.0 as an integer; this API does not: a count, a level or a size is written 2.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: Draft 2020-12 with integers that are integers in the JSON text.
+_Validator = extend(Draft202012Validator,
+                    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+
+
 @dataclass(frozen=True)
 class Schema:
     """A named JSON Schema that validates values and is published under ``components/schemas``."""
@@ -55,7 +66,7 @@ class Schema:
     @cached_property
     def _validator(self) -> Draft202012Validator:
         Draft202012Validator.check_schema(self.schema)
-        return Draft202012Validator(self.schema)
+        return _Validator(self.schema)
 
     def errors(self, value: Any) -> list[ValidationError]:
         return list(self._validator.iter_errors(value))
@@ -228,7 +239,10 @@ QUERY_REQUEST = Schema("QueryRequest", {
             "description": "the query text (CONTRACT §2) or its JSON form",
         },
         "mode": {"enum": ["approximate", "verified", "exact"], "default": "verified"},
-        "limit": {"type": ["integer", "null"], "minimum": 0, "description": "cap on returned matches"},
+        "limit": {"type": ["integer", "null"], "minimum": 1,
+                  "description": "cap on returned matches (a JSON integer ≥ 1; 2.0 is refused)"},
+        "timeout_ms": {"type": ["integer", "null"], "minimum": 1,
+                       "description": "wall-time limit of this query; the server's own limit still applies"},
         "granularity": {
             "type": ["integer", "null"], "minimum": 0,
             "description": "approximate mode: the tree level candidate intervals are resolved to "
@@ -291,12 +305,44 @@ ALL_SCHEMAS: tuple[Schema, ...] = (
 # --- parsing request bodies ---------------------------------------------------------------------------------
 
 
-def parse_json_body(raw: bytes) -> Any:
-    """The JSON value of a request body; a syntax error names its line and column."""
+def check_text(value: Any, where: str = "") -> Any:
+    """``value`` (parsed JSON) when every string and key in it is valid Unicode; else :class:`RequestInvalid`
+    naming the field.  JSON may escape a lone surrogate (``"\\ud800"``), which no UTF-8 text can hold."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            _valid_unicode(item, path, where)
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                _valid_unicode(key, path, where, key=True)
+                stack.append((sub, (*path, key)))
+        elif isinstance(item, list):
+            stack.extend((sub, (*path, i)) for i, sub in enumerate(item))
+    return value
+
+
+def _valid_unicode(text: str, path: tuple[Any, ...], where: str, *, key: bool = False) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        what = "a key" if key else "the text"
+        raise RequestInvalid(f"{what} holds invalid Unicode (a lone surrogate, U+{ord(text[err.start]):04X}, "
+                             f"at character {err.start + 1})", where=_where(path, where)) from None
+
+
+def parse_json_body(raw: bytes, *, records: bool = False) -> Any:
+    """The JSON value of a request body; a syntax error names its line and column, invalid Unicode its
+    field (with ``records``, the items of a top-level array are named ``record i``)."""
     if not raw.strip():
         raise RequestInvalid("the request body is empty; expected JSON", where="request body")
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
+        if records and isinstance(value, list):
+            for i, item in enumerate(value):
+                check_text(item, f"record {i}")
+            return value
+        return check_text(value)
     except UnicodeDecodeError:
         raise RequestInvalid("the request body is not UTF-8", where="request body") from None
     except json.JSONDecodeError as err:
@@ -317,7 +363,7 @@ def parse_ndjson_body(raw: bytes) -> list[Any]:
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            records.append(check_text(json.loads(line), f"record {len(records)}"))
         except json.JSONDecodeError as err:
             raise RequestInvalid(f"invalid JSON: {err.msg}", line=lineno, column=err.colno,
                                  where="NDJSON body") from None

@@ -89,6 +89,7 @@ def default_config() -> dict[str, Any]:
         "BUILD_WORKERS": _env_int("SEQSKETCH_BUILD_WORKERS", 1),
         # In-process by default: the local builder gives the same bits as Spark without a JVM in the server.
         "BUILD_ENGINE": os.environ.get("SEQSKETCH_BUILD_ENGINE") or "local",
+        "ALLOWED_ORIGINS": os.environ.get("SEQSKETCH_ALLOWED_ORIGINS") or "",
         "INIT_EMPTY_SQLITE": True,
         "JSON_SORT_KEYS": False,
     }

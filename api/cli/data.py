@@ -14,6 +14,11 @@ from api.db import seqsketch_home
 from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
 from exact.store import check_dataset_name, dataset_names
 
+#: The CLI's query limits, the server's defaults (SEQSKETCH_QUERY_TIMEOUT_MS is 30 s; a person at a terminal
+#: waits a little longer).
+QUERY_TIMEOUT_S = 60.0
+QUERY_MAX_MATCHES = 10_000
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     for add in (add_build, add_info, add_datasets, add_query, add_append, add_export):
@@ -54,9 +59,22 @@ def add_datasets(sub: argparse._SubParsersAction) -> None:
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
 
 
@@ -160,14 +178,18 @@ def add_query(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=("approximate", "verified", "exact"), default="verified",
                    help="approximate: index only; verified (default): index, then exact on candidates; "
                         "exact: the exact engine over the whole stream")
-    p.add_argument("--limit", type=_positive_int, default=None, help="return at most N matches")
+    p.add_argument("--limit", type=_positive_int, default=None,
+                   help=f"return at most N matches (default and most: {QUERY_MAX_MATCHES:,}, as the server)")
+    p.add_argument("--timeout", type=_positive_float, default=QUERY_TIMEOUT_S, metavar="SECONDS",
+                   help=f"give up after this many seconds (default {QUERY_TIMEOUT_S:g})")
     common(p)
     p.set_defaults(handler=_query)
 
 
 def _query(args: argparse.Namespace) -> int:
-
-    result = service.run_query(seqsketch_home(), args.dataset, args.query, mode=args.mode, limit=args.limit)
+    limit = QUERY_MAX_MATCHES if args.limit is None else args.limit
+    result = service.limited_query(seqsketch_home(), args.dataset, args.query, mode=args.mode, limit=limit,
+                                   timeout_ms=round(args.timeout * 1000))
     emit(args, result, _query_text(result))
     return 0
 

@@ -172,13 +172,57 @@ def records_for_append(records: Sequence[Mapping[str, Any]]) -> list[dict[str, A
     return out
 
 
+#: The JSON kinds an attribute of each stored type accepts (ints into a double only where exact).
+_ACCEPTS = {"string": {str}, "int64": {int}, "double": {int, float}, "bool": {bool}}
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_EXACT_IN_DOUBLE = 1 << 53
+
+
+def check_attr_kinds(records: Sequence[Mapping[str, Any]], stored: Mapping[str, str]) -> None:
+    """Refuse a batch whose attribute values would change type silently: an integer beyond 64 bits, a value
+    of another JSON kind than the attribute has in the dataset (``stored``: name → type name), or, for a new
+    attribute, values of different kinds (numbers may mix only where every integer is exact in a double).
+    """
+    kinds: dict[str, tuple[type, int]] = {}  # attribute → first kind seen, and where
+    for i, rec in enumerate(records):
+        for key, value in rec["attrs"].items():
+            if value is None:
+                continue
+            kind = type(value)
+            where = f"record {i}, attribute {key!r}"
+            if kind is int and not _INT64[0] <= value <= _INT64[1]:
+                raise InputError(f"{value} does not fit a 64-bit integer; send it as a string (or a float, "
+                                 "if precision may be lost)", where=where)
+            accepted = _ACCEPTS.get(stored.get(key, ""))
+            if accepted is not None:
+                inexact = kind is int and float in accepted and abs(value) > _EXACT_IN_DOUBLE
+                if kind not in accepted or inexact:
+                    raise InputError(f"the dataset holds {key!r} as {stored[key]}; this value is "
+                                     f"{_kind_name(kind)} {value!r}", where=where)
+                continue
+            first = kinds.setdefault(key, (kind, i))
+            numbers = {first[0], kind} <= {int, float}
+            if kind is not first[0] and not numbers:
+                raise InputError(f"{key!r} is {_kind_name(first[0])} in record {first[1]} and "
+                                 f"{_kind_name(kind)} {value!r} here; one attribute holds one kind of value",
+                                 where=where)
+            if numbers and kind is int and abs(value) > _EXACT_IN_DOUBLE and float in {first[0], kind}:
+                raise InputError(f"{value} mixed with floats would lose precision as a double", where=where)
+
+
+def _kind_name(kind: type) -> str:
+    return {str: "a string", int: "an integer", float: "a float", bool: "a boolean"}.get(kind, kind.__name__)
+
+
 def append_records(home: Path, name: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Append API records to dataset ``name``, all or nothing; the index covering them is published with
     them.  Returns ``{appended, first_seq, last_seq}``."""
     if not dataset_exists(home, name):
         raise NotFound(f"dataset {name!r} does not exist", where=name)
-    table = records_to_table(records_for_append(records), first_seq=None, where="events")
+    stream = records_for_append(records)
     dataset = Dataset.open(home, name)
+    check_attr_kinds(stream, dataset.store.snapshot().attrs)
+    table = records_to_table(stream, first_seq=None, where="events")
     before = dataset.snapshot().events
     after = dataset.append(table).events
     return {"appended": after - before, "first_seq": before, "last_seq": after - 1}

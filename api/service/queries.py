@@ -7,6 +7,7 @@ time, match and scan limits and adds the bound events a caller asked for.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,9 +17,9 @@ from api.service.datasets import dataset_exists, store_events
 from api.service.limits import call_with_timeout
 from exact.ast import BUILTIN_FIELDS, Field, Query
 from exact.engine import answer, evaluate, match_ts
-from exact.errors import NotFound, QueryLimitError, QuerySemanticError
+from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError
 from exact.events import iso_of_micros, to_records
-from exact.language import load, parse
+from exact.language import load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 from sketch.dataset import Dataset, require_index
 from sketch.verify import StoreSource, answer_indexed
@@ -72,7 +73,28 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, 
 def _parsed(query: str | Mapping[str, Any] | Query) -> Query:
     if isinstance(query, Query):
         return query
-    return load(query if isinstance(query, str) else dict(query))
+    if isinstance(query, str):
+        _check_unicode(query)
+    parsed = load(query if isinstance(query, str) else dict(query))
+    try:  # the JSON form may escape a lone surrogate into a name or a literal
+        json.dumps(to_json(parsed), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise QuerySyntaxError("the query holds invalid Unicode (a lone surrogate) in a name or a literal",
+                               where="query") from None
+    return parsed
+
+
+def _check_unicode(text: str) -> None:
+    """Query text holds valid Unicode (a command line may carry bytes that are not UTF-8: they arrive as
+    lone surrogates); the error points at the first bad character."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        before = text[:err.start]
+        line = before.count("\n") + 1
+        column = err.start - (before.rfind("\n") + 1) + 1
+        raise QuerySyntaxError("the query holds invalid Unicode (bytes that are not UTF-8, or a lone "
+                               "surrogate)", line=line, column=column) from None
 
 
 def indexed_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, mode: str = "verified",
