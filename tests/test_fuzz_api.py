@@ -174,3 +174,82 @@ def test_a_bad_record_rejects_the_whole_batch(app: Flask, batch: list[dict[str, 
     error = response.json["error"]
     assert error["message"] and ("record" in error["message"] or error["code"] == "conflict"), error
     assert fingerprint(app) == before
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every (path, value) of a JSON value, containers included."""
+    yield path, value
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            yield from _leaves(sub, (*path, key))
+    elif isinstance(value, list):
+        for i, sub in enumerate(value):
+            yield from _leaves(sub, (*path, i))
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {k: (_replaced(v, rest, new) if k == head else v) for k, v in value.items()}
+    return [(_replaced(v, rest, new) if i == head else v) for i, v in enumerate(value)]
+
+
+#: Integer fields of the request schemas (where ``2.0`` is not an integer).
+INTEGER_FIELDS = ("limit", "granularity", "leaf_size", "memory", "timeout_ms")
+
+
+@pytest.mark.parametrize("poison", ["surrogate", "float_integer"])
+def test_generated_bodies_with_lone_surrogates_and_float_integers(app: Flask, schema: Any,
+                                                                  poison: str) -> None:
+    """Valid generated requests, each with one string given a lone surrogate (which JSON can escape but no
+    UTF-8 text can hold) or one integer written as a float (``2.0``): a clean 4xx, nothing changed.  Sent
+    as JSON text with the surrogate escaped, as a client in another language would send it."""
+    import json
+
+    strategy = schema.include(method="POST").as_strategy(generation_mode=GenerationMode.POSITIVE)
+    poisoned: set[tuple[str, str]] = set()
+    client = app.test_client()
+
+    @settings(FUZZ, max_examples=150)
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        case = data.draw(strategy, label="case")
+        if not isinstance(case.body, (dict, list)):
+            return
+        if poison == "surrogate":
+            spots = [p for p, v in _leaves(case.body) if isinstance(v, str)]
+        else:
+            spots = [p for p, v in _leaves(case.body) if isinstance(v, int) and not isinstance(v, bool)
+                     and p and p[-1] in INTEGER_FIELDS]
+        if not spots:
+            return
+        spot = data.draw(st.sampled_from(spots), label="spot")
+        old = next(v for p, v in _leaves(case.body) if p == spot)
+        if poison == "surrogate":
+            bad = data.draw(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), label="surrogate")
+            at = data.draw(st.integers(0, len(old)), label="at")
+            new: Any = old[:at] + bad + old[at:]
+        else:
+            new = float(old)
+        body = json.dumps(_replaced(case.body, spot, new)).encode()
+        before = fingerprint(app)
+        started = time.perf_counter()
+        response = client.open(case.formatted_path, method=case.method, data=body,
+                                headers={k: v for k, v in (case.headers or {}).items()
+                                         if k.lower() != "content-type"},
+                                content_type="application/json")
+        where = f"{case.method} {case.formatted_path} {spot} → {response.status_code}"
+        text = response.get_data(as_text=True)
+        assert time.perf_counter() - started < 10.0, where
+        # 401/403/404 may come first (scope, a missing dataset); otherwise the poisoned field is refused
+        assert response.status_code in (400, 401, 403, 404, 413), f"{where}: {text[:300]}"
+        assert set(response.json) == {"error"} and "Traceback" not in text, where
+        if response.status_code == 400:
+            assert ("surrogate" in text if poison == "surrogate" else "integer" in text), f"{where}: {text}"
+        assert fingerprint(app) == before, f"{where}: a refused request changed the store or the catalog"
+        poisoned.add((case.method, case.path))
+
+    run()
+    assert len(poisoned) >= 2, f"too few operations poisoned: {sorted(poisoned)}"
