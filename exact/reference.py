@@ -48,7 +48,7 @@ from exact.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.engine import Match
+from exact.matchtable import Match
 from exact.normalize import compare, normalize
 
 Binding = dict[str, tuple[int, ...]]  # var name → positions (indices into the event list), increasing
