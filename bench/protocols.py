@@ -29,11 +29,11 @@ from typing import Any
 
 from bench.corpora import Corpora
 from bench.protocol_runs import SCALES, TINY, Scale
-from bench.protocols_baltus import OPERATOR_FORMS, accuracy, baltus_bpi, baltus_words, build_scaling
+from bench.protocols_baltus import accuracy, baltus_bpi, baltus_words, build_scaling
 from bench.protocols_cadonna import exact_engine
 
-# Re-exported for the suite, the report and the tests.
-__all__ = ["OPERATOR_FORMS", "PROTOCOLS", "SCALES", "TINY", "Scale", "run_protocol"]
+# Re-exported for the suite and the tests.
+__all__ = ["PROTOCOLS", "SCALES", "TINY", "Scale", "run_protocol"]
 
 
 PROTOCOLS: dict[str, Callable[[Scale, Corpora, Path], dict[str, Any]]] = {
