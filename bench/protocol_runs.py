@@ -148,7 +148,7 @@ def run_modes(bench: Bench, query: Query, modes: Sequence[str]) -> dict[str, Any
             row["verified_equals_exact"] = answers["verified"].get("matches") == exact.get("matches")
         if "approximate" in answers:
             row["missed_by_approximate"] = outside_intervals(exact.get("matches", []),
-                                                   answers["approximate"]["intervals"])
+                                                             answers["approximate"]["intervals"])
     return row
 
 

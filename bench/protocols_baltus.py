@@ -80,7 +80,7 @@ def baltus_bpi(scale: Scale, corpora: Corpora, workdir: Path) -> dict[str, Any]:
     replay = prepare("bpic2012_replay", corpora.bpic_events(scale.bpic_replay_events), workdir)
     out["datasets"]["bpic2012_replay"] = _seq_length_runs(replay, scale, rng, scale.replay_checked)
     raise_on({k: sum(d["violations"][k] for d in out["datasets"].values())
-               for k in ("verified_not_exact", "exact_matches_missed")}, "Baltus §5.1 protocol")
+              for k in ("verified_not_exact", "exact_matches_missed")}, "Baltus §5.1 protocol")
     return out
 
 
@@ -150,7 +150,7 @@ def baltus_words(scale: Scale, corpora: Corpora, workdir: Path) -> dict[str, Any
     out = {"protocol": "baltus_words", "options": asdict(THESIS_WORD_OPTIONS), "datasets": datasets,
            "forms": list(OPERATOR_FORMS)}
     raise_on({k: sum(d["violations"][k] for d in datasets.values())
-               for k in ("verified_not_exact", "exact_matches_missed")}, "Baltus §5.2 protocol")
+              for k in ("verified_not_exact", "exact_matches_missed")}, "Baltus §5.2 protocol")
     return out
 
 
