@@ -42,6 +42,8 @@ walking, probing, densities, the digest), :mod:`~sketch.tree.probe` (probing sto
 (where a tree's sections go in its index file, :mod:`sketch.persist`).
 """
 
+from __future__ import annotations
+
 from sketch.tree.bits import encode_types, leaf_type_pairs
 from sketch.tree.bloomtree import BloomTree
 from sketch.tree.config import Node, TreeConfig
