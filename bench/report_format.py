@@ -45,10 +45,8 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-
 def s_to_ms(value: Any) -> float | None:
     return None if value is None else float(value) * 1000.0
-
 
 
 def load_results(results: Path) -> dict[str, dict[str, Any]]:
@@ -72,6 +70,20 @@ def missing_note(record: dict[str, Any] | None, name: str) -> str | None:
     if not record.get("results"):
         return f"_No figures in `bench/results/{name}.json`._"
     return None
+
+
+def flatten(value: Any, prefix: str = "", depth: int = 3) -> list[tuple[str, Any]]:
+    """Scalar leaves of nested JSON as ``(dotted.path, value)``, lists of scalars summarised."""
+    if isinstance(value, dict) and depth > 0:
+        out = []
+        for k, v in value.items():
+            out += flatten(v, f"{prefix}.{k}" if prefix else str(k), depth - 1)
+        return out
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return [(prefix, value)]
+    if isinstance(value, list):
+        return [(prefix, f"[{len(value)} items]")]
+    return [(prefix, "{…}")]
 
 
 # ------------------------------------------------------------------------------------------- plots
@@ -102,18 +114,3 @@ class Plots:
         import matplotlib.pyplot as plt
 
         return plt.subplots(1, ncols, figsize=(width, height))
-
-
-
-def flatten(value: Any, prefix: str = "", depth: int = 3) -> list[tuple[str, Any]]:
-    """Scalar leaves of nested JSON as ``(dotted.path, value)``, lists of scalars summarised."""
-    if isinstance(value, dict) and depth > 0:
-        out = []
-        for k, v in value.items():
-            out += flatten(v, f"{prefix}.{k}" if prefix else str(k), depth - 1)
-        return out
-    if isinstance(value, (int, float, str, bool)) or value is None:
-        return [(prefix, value)]
-    if isinstance(value, list):
-        return [(prefix, f"[{len(value)} items]")]
-    return [(prefix, "{…}")]
