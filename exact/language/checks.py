@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+import exact.language.lexical as lexical
+import exact.language.temporal as temporal
 from exact.ast import (
     OPERATORS,
     Absent,
@@ -32,7 +34,6 @@ from exact.ast import (
     WithinTime,
 )
 from exact.errors import QueryLimitError, QuerySemanticError, SeqsketchError
-from exact.language import lexical, temporal
 
 #: Documented limits (docs/query-language.md, "Limits").
 MAX_QUERY_BYTES = 64 * 1024

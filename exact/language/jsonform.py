@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import exact.language.lexical as lexical
+import exact.language.temporal as temporal
 from exact.ast import (
     AST_VERSION,
     Absent,
@@ -43,7 +45,6 @@ from exact.ast import (
     WithinTime,
 )
 from exact.errors import QueryLimitError, QuerySyntaxError
-from exact.language import lexical, temporal
 from exact.language.checks import MAX_CONDITIONS, MAX_VARIABLES, Key, Locator, check_query
 
 _KINDS: dict[type, str] = {Single: "var", EventSet: "set", AnyOf: "or", Absent: "not"}

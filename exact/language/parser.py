@@ -16,6 +16,8 @@ from pathlib import Path
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
+import exact.language.lexical as lexical
+import exact.language.temporal as temporal
 from exact.ast import (
     Absent,
     AnyOf,
@@ -35,7 +37,6 @@ from exact.ast import (
     WithinTime,
 )
 from exact.errors import QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
-from exact.language import lexical, temporal
 from exact.language.checks import MAX_QUERY_BYTES, Key, TokenLocator, check_query
 
 _GRAMMAR = Path(__file__).with_name("query.lark")

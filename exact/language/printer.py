@@ -9,6 +9,8 @@ names bare when they are plain identifiers (types: and not keywords), else singl
 
 from __future__ import annotations
 
+import exact.language.lexical as lexical
+import exact.language.temporal as temporal
 from exact.ast import (
     Absent,
     AnyOf,
@@ -27,7 +29,6 @@ from exact.ast import (
     WithinTime,
 )
 from exact.errors import QuerySemanticError
-from exact.language import lexical, temporal
 
 
 def to_text(query: Query) -> str:
