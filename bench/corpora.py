@@ -23,8 +23,8 @@ from exact.ingest import IngestOptions, ingest, order_by_time, read_inputs, with
 
 
 def shared_data() -> Path:
-    """The first of :func:`api.demo.shared_data_dirs` that exists (the first of them if none)."""
-    from api.demo import shared_data_dirs
+    """The first of :func:`api.service.shared_data_dirs` that exists (the first of them if none)."""
+    from api.service import shared_data_dirs
 
     candidates = shared_data_dirs()
     return next((d for d in candidates if d.is_dir()), candidates[0])
