@@ -121,9 +121,10 @@ def evaluate_table(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | E
                    returns: Return | None = None, limit: int | None = None, budget: Budget | None = None,
                    two_phase: bool = True, prefilter: bool = True,
                    type_counts: Mapping[str, int] | None = None,
-                   starts: tuple[int, int] | None = None) -> MatchTable:
+                   starts: tuple[int, int] | None = None, chains: bool = True) -> MatchTable:
     """The matches of ``query`` in ``events`` as a :class:`MatchTable`, keeping what ``returns`` (default:
-    the query's ``RETURN``) needs — see the module docstring; ``limit`` caps the matches kept."""
+    the query's ``RETURN``) needs — see the module docstring; ``limit`` caps the matches kept.
+    ``chains=False`` runs every pattern in the kernels (the tests hold both ways to the reference)."""
     plan = normalize(query)
     if plan.nvars > MAX_VARIABLES:
         raise QueryLimitError(f"a pattern may have at most {MAX_VARIABLES} positive variables")
@@ -134,7 +135,7 @@ def evaluate_table(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | E
         return MatchTable(names)
     evaluation = _Evaluation(plan, frame, type_counts=type_counts, starts=starts, two_phase=two_phase,
                              prefilter=prefilter)
-    return evaluation.run(query.returns if returns is None else returns, limit, budget or Budget())
+    return evaluation.run(query.returns if returns is None else returns, limit, budget or Budget(), chains)
 
 
 def absent_types(plan: Plan, type_counts: Mapping[str, int] | None) -> bool:
@@ -198,13 +199,13 @@ class _Evaluation:
 
     # -- driver -------------------------------------------------------------------------------------
 
-    def run(self, returns: Return, limit: int | None, budget: Budget) -> MatchTable:
+    def run(self, returns: Return, limit: int | None, budget: Budget, chains: bool = True) -> MatchTable:
         dropped = frozenset(self.plan.partition_attrs)
         firsts = self._firsts()
         if not len(firsts):
             return MatchTable(self.names)
         shape = None
-        if self.query.strategy == Strategy.SKIP_TILL_NEXT_MATCH:
+        if chains and self.query.strategy == Strategy.SKIP_TILL_NEXT_MATCH:
             shape = chain_shape(self.plan, self.aut, dropped)
             if shape is not None and branches(shape, self.em):
                 shape = None

@@ -53,7 +53,7 @@ class MatchTable:
     #: all matches (None: the search stopped before it knew)
     count: int | None = 0
     #: merged spans of all matches (None: not computed)
-    spans: np.ndarray | None = None
+    spans: np.ndarray | None = field(default_factory=lambda: np.zeros((0, 2), dtype=_I64))
     #: did the evaluation look at every possible first event?
     complete: bool = True
 
