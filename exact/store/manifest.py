@@ -154,20 +154,29 @@ class Snapshot:
     def _schema(self) -> pa.Schema:
         return event_schema(self.attr_types())
 
-    def read_schema(self, cols: Sequence[str], type_dictionary: bool) -> pa.Schema:
-        """The schema of a read of ``cols`` (``type`` as :data:`TYPE_DICTIONARY` with ``type_dictionary``),
-        made once per snapshot: a read of a few hundred rows costs little more than making it."""
-        key = (tuple(cols), type_dictionary)
+    def attr_subset(self, names: Sequence[str] | None) -> dict[str, pa.DataType]:
+        """The attribute types of a read of only the attributes ``names`` (None: all of them); an attribute
+        the stream never had is left out (it reads as null)."""
+        every = self.attr_types()
+        return every if names is None else {n: t for n, t in every.items() if n in names}
+
+    def read_schema(self, cols: Sequence[str], type_dictionary: bool,
+                    attrs: Sequence[str] | None = None) -> pa.Schema:
+        """The schema of a read of ``cols`` (``type`` as :data:`TYPE_DICTIONARY` with ``type_dictionary``;
+        only the attributes ``attrs``, unless None), made once per snapshot: a read of a few hundred rows
+        costs little more than making it."""
+        key = (tuple(cols), type_dictionary, None if attrs is None else tuple(attrs))
         found = self._read_schemas.get(key)
         if found is None:
-            fields = [self._schema.field(c) for c in cols]
+            schema = self._schema if attrs is None else event_schema(self.attr_subset(attrs))
+            fields = [schema.field(c) for c in cols if c in schema.names]
             if type_dictionary:
                 fields = [f.with_type(TYPE_DICTIONARY) if f.name == TYPE else f for f in fields]
             found = self._read_schemas[key] = pa.schema(fields)
         return found
 
     @cached_property
-    def _read_schemas(self) -> dict[tuple[tuple[str, ...], bool], pa.Schema]:
+    def _read_schemas(self) -> dict[tuple[tuple[str, ...], bool, tuple[str, ...] | None], pa.Schema]:
         return {}
 
     def to_json(self) -> dict[str, Any]:

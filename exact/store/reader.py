@@ -55,19 +55,20 @@ class StoreReader(StoreBase):
              snapshot: Snapshot | None = None, *, type_dictionary: bool = False) -> Iterator[pa.RecordBatch]:
         """Batches of the events with ``start_seq <= seq <= end_seq`` (inclusive; ``None`` = to the end).
 
-        ``columns`` picks among ``seq``, ``ts``, ``type``, ``attrs`` (default all); every batch has the
+        ``columns`` picks among ``seq``, ``ts``, ``type``, ``attrs`` (default all; ``attrs.NAME`` reads
+        only the attributes named so, which Parquet decodes alone); every batch has the
         snapshot's unified schema, but with ``type_dictionary`` ``type`` stays dictionary-encoded as
         stored (one dictionary per part; the exact engine works on the codes, and decoding every row to a
         string costs more than the rest of a scan).  Only the row groups that overlap the range are read.
         """
         snap = snapshot or self.snapshot()
-        cols = _columns(columns, snap)
-        attrs = snap.attr_types()
+        cols, names = _columns(columns, snap)
+        attrs = snap.attr_subset(names)
         end = snap.events - 1 if end_seq is None else end_seq
         for part, groups in self.plan(start_seq, end, snap):
             if not groups:
                 continue
-            table = self._read_groups(part, groups, cols)
+            table = self._read_groups(part, groups, cols, names)
             first = part.row_groups[groups[0]][0]
             lo = max(start_seq - first, 0)
             hi = min(end - first + 1, table.num_rows)
@@ -89,9 +90,9 @@ class StoreReader(StoreBase):
         :meth:`read`.
         """
         snap = snapshot or self.snapshot()
-        cols = _columns(columns, snap)
-        schema = snap.read_schema(cols, type_dictionary)
-        pieces, decoded = self._range_pieces(snap, ranges, cols, types, type_dictionary)
+        cols, names = _columns(columns, snap)
+        schema = snap.read_schema(cols, type_dictionary, names)
+        pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, type_dictionary)
         return _pieces_table(pieces, schema), decoded
 
     def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str] | None = None,
@@ -102,9 +103,9 @@ class StoreReader(StoreBase):
         condition asks for one): the reads of a verification are small, and converting them to Arrow and
         back cost as much as finding them."""
         snap = snapshot or self.snapshot()
-        cols = _columns(columns, snap)
-        schema = snap.read_schema(cols, True)
-        pieces, decoded = self._range_pieces(snap, ranges, cols, types, True)
+        cols, names = _columns(columns, snap)
+        schema = snap.read_schema(cols, True, names)
+        pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, True)
         if len(pieces) == 1 and isinstance(pieces[0], list) and schema.names == [SEQ, TS, TYPE]:
             seq, ts, codes, dictionary, names = _seek_columns(pieces[0])
             return EventFrame.of_columns(seq, ts, codes, dictionary, names,
@@ -112,7 +113,7 @@ class StoreReader(StoreBase):
         return EventFrame.build(_pieces_table(pieces, schema)), decoded
 
     def _range_pieces(self, snap: Snapshot, ranges: Sequence[tuple[int, int]], cols: list[str],
-                      types: frozenset[str] | None, type_dictionary: bool
+                      names: tuple[str, ...] | None, types: frozenset[str] | None, type_dictionary: bool
                       ) -> tuple[list[pa.Table | list[_SeekRows]], int]:
         """What :meth:`read_ranges` reads, in stream order: tables of parts read from Parquet, and for each
         run of consecutive parts read from seek files, their rows and type codes (part by part); and the
@@ -150,7 +151,7 @@ class StoreReader(StoreBase):
             flush()
             if types is not None and value_set is None:
                 value_set = pa.array(sorted(types), pa.string())
-            kept, rows_read = self._parquet_ranges(snap, part, inside, cols, types, value_set,
+            kept, rows_read = self._parquet_ranges(snap, part, inside, cols, names, types, value_set,
                                                    type_dictionary)
             decoded += rows_read
             if kept is not None:
@@ -162,7 +163,8 @@ class StoreReader(StoreBase):
         return pieces, decoded
 
     def _parquet_ranges(self, snap: Snapshot, part: PartInfo, inside: np.ndarray, cols: list[str],
-                        types: frozenset[str] | None, value_set: pa.Array | None, type_dictionary: bool
+                        names: tuple[str, ...] | None, types: frozenset[str] | None,
+                        value_set: pa.Array | None, type_dictionary: bool
                         ) -> tuple[pa.Table | None, int]:
         """The rows of ``part`` in ``inside`` (ranges within the part; of ``types``, as the Arrow array
         ``value_set``, unless None) from its Parquet file, in the snapshot's schema (None when there are
@@ -171,7 +173,7 @@ class StoreReader(StoreBase):
         read_cols = [c for c in cols if c != SEQ]
         if types is not None and TYPE not in read_cols:
             read_cols.append(TYPE)
-        raw = self._read_groups(part, groups, read_cols)
+        raw = self._read_groups(part, groups, read_cols, names)
         rows, seq = _rows_in_ranges(part, groups, inside)
         if types is not None and len(rows):
             keep = type_mask(raw.column(TYPE), value_set, rows)
@@ -179,7 +181,8 @@ class StoreReader(StoreBase):
         if not len(rows):
             return None, raw.num_rows
         kept = raw.take(pa.array(rows)).append_column(SEQ, pa.array(seq))
-        return conform_columns(kept, cols, snap.attr_types(), type_dictionary=type_dictionary), raw.num_rows
+        return (conform_columns(kept, cols, snap.attr_subset(names), type_dictionary=type_dictionary),
+                raw.num_rows)
 
     def _seek_path(self, part: PartInfo) -> str:
         """The path of ``part``'s seek file (kept: a part's name is never reused)."""
@@ -188,9 +191,10 @@ class StoreReader(StoreBase):
             path = self._seek_paths[part.file] = str(self.root / PARTS / seek_name(part.file))
         return path
 
-    def _read_groups(self, part: PartInfo, groups: list[int], cols: list[str]) -> pa.Table:
+    def _read_groups(self, part: PartInfo, groups: list[int], cols: list[str],
+                     names: tuple[str, ...] | None = None) -> pa.Table:
         try:
-            return _read_part(self.root / PARTS / part.file, part, groups, cols)
+            return _read_part(self.root / PARTS / part.file, part, groups, cols, names)
         except _PartMissing:
             if any(p.file == part.file for p in self.snapshot().parts):
                 raise
@@ -203,9 +207,10 @@ class StoreReader(StoreBase):
                    snapshot: Snapshot | None = None, *, type_dictionary: bool = False) -> pa.Table:
         """:meth:`read` as one table (empty with the right schema when nothing is in range)."""
         snap = snapshot or self.snapshot()
-        cols = _columns(columns, snap)
-        batches = list(self.read(start_seq, end_seq, cols, snap, type_dictionary=type_dictionary))
-        return pa.Table.from_batches(batches, schema=snap.read_schema(cols, type_dictionary))
+        cols, names = _columns(columns, snap)
+        asked = cols if names is None else [c for c in cols if c != ATTRS] + [f"{ATTRS}.{n}" for n in names]
+        batches = list(self.read(start_seq, end_seq, asked, snap, type_dictionary=type_dictionary))
+        return pa.Table.from_batches(batches, schema=snap.read_schema(cols, type_dictionary, names))
 
 
 #: Footers of the parts read lately, by (path, size, mtime, inode): parts never change once written, and
@@ -236,16 +241,27 @@ class _PartMissing(StoreCorrupt):
     """A part named by a snapshot is not on disk (damage, or a dataset replaced under its reader)."""
 
 
-def _read_part(path: Path, part: PartInfo, groups: list[int], cols: list[str]) -> pa.Table:
-    """Row groups of one part; a part whose size differs from the manifest's, whose pages fail their
-    checksums or that cannot be decoded is :class:`StoreCorrupt`, never returned."""
+def _read_part(path: Path, part: PartInfo, groups: list[int], cols: list[str],
+               names: tuple[str, ...] | None = None) -> pa.Table:
+    """Row groups of one part (only the attributes ``names`` of ``attrs``, unless None); a part whose size
+    differs from the manifest's, whose pages fail their checksums or that cannot be decoded is
+    :class:`StoreCorrupt`, never returned."""
     try:
         size = path.stat().st_size
         if part.bytes and size != part.bytes:
             raise StoreCorrupt(f"damaged event-store part: {size} bytes, the manifest says {part.bytes}",
                                where=str(path))
         pf = open_part(path)
-        file_cols = [c for c in cols if c != ATTRS or ATTRS in pf.schema_arrow.names]
+        file_cols = []
+        for c in cols:
+            if c != ATTRS:
+                file_cols.append(c)
+            elif ATTRS in pf.schema_arrow.names:
+                if names is None:
+                    file_cols.append(c)
+                else:  # only the fields asked for that this part has (the others read as null)
+                    present = {f.name for f in pf.schema_arrow.field(ATTRS).type}
+                    file_cols.extend(f"{ATTRS}.{n}" for n in names if n in present)
         table = pf.read_row_groups(groups, columns=file_cols)
     except FileNotFoundError:
         raise _PartMissing("event-store part is missing", where=str(path)) from None
@@ -256,12 +272,20 @@ def _read_part(path: Path, part: PartInfo, groups: list[int], cols: list[str]) -
     return table
 
 
-def _columns(columns: Sequence[str] | None, snap: Snapshot) -> list[str]:
+def _columns(columns: Sequence[str] | None, snap: Snapshot) -> tuple[list[str], tuple[str, ...] | None]:
+    """The stream columns of a read (in schema order), and the attributes to read (None: all of them);
+    ``attrs.NAME`` asks for the ``attrs`` column with only the attributes so named."""
     wanted = list(COLUMNS) if columns is None else list(columns)
-    unknown = [c for c in wanted if c not in COLUMNS]
+    fields = [c[len(ATTRS) + 1:] for c in wanted if c.startswith(ATTRS + ".")]
+    plain = [c for c in wanted if not c.startswith(ATTRS + ".")]
+    unknown = [c for c in plain if c not in COLUMNS]
     if unknown:
-        raise ValueError(f"unknown column(s) {unknown}; choose from {COLUMNS}")
-    return [c for c in COLUMNS if c in wanted and (c != ATTRS or snap.attrs)]
+        raise ValueError(f"unknown column(s) {unknown}; choose from {COLUMNS} or attrs.NAME")
+    if fields and ATTRS not in plain:
+        plain.append(ATTRS)
+    names = None if not fields or ATTRS in [c for c in wanted if c == ATTRS] else tuple(dict.fromkeys(fields))
+    cols = [c for c in COLUMNS if c in plain and (c != ATTRS or snap.attrs)]
+    return cols, names
 
 
 def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataType], *,
