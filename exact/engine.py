@@ -66,6 +66,7 @@ from exact.automaton import Buffer, Runner, automaton_for, condition_attrs
 from exact.errors import QueryLimitError
 from exact.events import micros
 from exact.normalize import FLIPPED, Plan, compare, normalize
+from exact.operands import reject_run_operands
 from exact.prefilter import EventFrame, property_mask, variable_bits
 from exact.strategies import (
     PartitionViews,
@@ -116,6 +117,7 @@ def evaluate(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | EventFr
     [lo, hi] — the events passed may reach further, so the strategy sees everything it needs.  The results
     do not depend on ``two_phase``, ``prefilter`` or ``type_counts``.
     """
+    reject_run_operands(query)
     plan = normalize(query)
     if plan.nvars > MAX_VARIABLES:
         raise QueryLimitError(f"a pattern may have at most {MAX_VARIABLES} positive variables")
