@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from exact.ast import Field, Query, Return, Strategy
+from exact.ast import Query, Return, Strategy
 from exact.engine import Match, answer, evaluate, iso_ts_many, match_ts
 from exact.events import ATTRS, micros
 from exact.normalize import Plan, normalize
@@ -143,8 +143,7 @@ def needed_columns(query: Query) -> list[str]:
     """The stream columns the exact engine reads for ``query`` (attributes only when a condition or
     ``PARTITION BY`` names one)."""
     cols = ["seq", "ts", "type"]
-    named = bool(query.partition_by) or any(
-        isinstance(o, Field) and not o.builtin for c in query.where for o in (c.left, c.right))
+    named = bool(query.partition_by) or any(c.attributes() for c in query.where)
     return cols + ["attrs"] if named else cols
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from api.service.datasets import dataset_exists, store_events
 from api.service.limits import call_with_timeout
-from exact.ast import BUILTIN_FIELDS, Field, Query
+from exact.ast import Query
 from exact.engine import answer, evaluate, match_ts
 from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError
 from exact.events import iso_of_micros, to_records
@@ -54,8 +54,7 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, 
     store = EventStore.open(root)
     snap = store.snapshot()
     # attributes are read only when a condition or the partition names one
-    attrs_used = bool(parsed.partition_by) or any(
-        o.attr not in BUILTIN_FIELDS for c in parsed.where for o in (c.left, c.right) if isinstance(o, Field))
+    attrs_used = bool(parsed.partition_by) or any(c.attributes() for c in parsed.where)
     table = store.read_table(snapshot=snap, columns=None if attrs_used else ["seq", "ts", "type"],
                              type_dictionary=True)
     verify_started = time.perf_counter()
