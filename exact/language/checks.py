@@ -2,8 +2,9 @@
 
 The grammar (or the JSON shape check) only says what is well-formed; this module says what is meaningful
 (CONTRACT §2): every variable declared once and every condition naming declared variables, ``prev()`` only
-on Kleene variables (Cadonna 2013, Def. 3.1: ``prev(v.A) φ v.A``), negation neither first nor — without a
-window — last (SASE+, Agrawal et al. 2008 §2: negation is checked between the neighbouring positive
+on Kleene variables (Cadonna 2013, Def. 3.1: ``prev(v.A) φ v.A``), run indexes and aggregates only on
+positive Kleene variables and in the shapes :mod:`exact.operands` allows, negation neither first nor —
+without a window — last (SASE+, Agrawal et al. 2008 §2: negation is checked between the neighbouring positive
 events), literal types that fit the event's own fields, windows in range.  It also rewrites ISO-8601
 strings compared with ``x.ts`` into microseconds, which is the only change it makes.
 
