@@ -59,6 +59,7 @@ from exact.matchtable import (
 )
 from exact.negation import negation_filter
 from exact.normalize import Plan, normalize
+from exact.operands import reject_run_operands
 from exact.prefilter import EventFrame, variable_bits
 from exact.program import (
     automaton_tables,
@@ -125,6 +126,7 @@ def evaluate_table(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | E
     """The matches of ``query`` in ``events`` as a :class:`MatchTable`, keeping what ``returns`` (default:
     the query's ``RETURN``) needs — see the module docstring; ``limit`` caps the matches kept.
     ``chains=False`` runs every pattern in the kernels (the tests hold both ways to the reference)."""
+    reject_run_operands(query)
     plan = normalize(query)
     if plan.nvars > MAX_VARIABLES:
         raise QueryLimitError(f"a pattern may have at most {MAX_VARIABLES} positive variables")

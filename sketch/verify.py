@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from exact.ast import Field, Query, Return, Strategy
+from exact.ast import Query, Return, Strategy
 from exact.engine import Match, answer, evaluate, iso_ts_many, match_ts
 from exact.events import ATTRS, micros
 from exact.normalize import Plan, normalize
@@ -147,8 +147,7 @@ def int_column(table: pa.Table, name: str) -> np.ndarray:
 def needed_columns(query: Query) -> list[str]:
     """The stream columns the exact engine reads for ``query``: ``seq, ts, type``, and ``attrs.NAME`` for
     each attribute a condition or ``PARTITION BY`` names (Parquet decodes only those)."""
-    named = list(query.partition_by) + [o.attr for c in query.where for o in (c.left, c.right)
-                                        if isinstance(o, Field) and not o.builtin]
+    named = list(query.partition_by) + sorted({a for c in query.where for a in c.attributes()})
     return ["seq", "ts", "type"] + [f"{ATTRS}.{n}" for n in dict.fromkeys(named)]
 
 
