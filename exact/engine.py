@@ -73,15 +73,15 @@ from exact.program import (
 )
 from exact.prune import candidate_windows, necessary_starts
 
-__all__ = ["Budget", "Match", "MatchTable", "answer", "evaluate", "evaluate_table", "iso_ts", "iso_ts_many",
-           "match_ts", "merge_intervals", "ts_lookup"]
+__all__ = ["Budget", "Match", "MatchTable", "absent_types", "answer", "evaluate", "evaluate_table", "iso_ts",
+           "iso_ts_many", "match_ts", "merge_intervals", "merge_spans", "ts_lookup"]
 
 #: Positive variables are bits of a 63-bit mask.
 MAX_VARIABLES = 62
 _I64 = np.int64
 #: Kernel work between two looks at the clock, and the first bound on one window's work.
-_SLICE_STEPS = 200_000
-_WINDOW_STEPS = 2_000_000
+_SLICE_STEPS = 50_000
+_WINDOW_STEPS = 200_000
 
 
 @dataclass(frozen=True)
@@ -248,6 +248,8 @@ class _Evaluation:
     def _chains(self, shape, firsts: np.ndarray, returns: Return, limit: int | None) -> MatchTable:  # noqa: ANN001
         chains = run_chains(shape, self.em, self.keys, self.ends, firsts)
         m = len(chains.starts)
+        if returns == Return.EXISTS and not self.plan.negatives:
+            return _exists_only(self.names) if m else MatchTable(self.names)
         start = self.seq[chains.starts]
         end = self.seq[chains.last]
         if self.plan.negatives:
@@ -346,7 +348,6 @@ class _Evaluation:
         found: list[MatchTable] = []
         done_kept = 0
         kept_after_post = 0
-        stopped = False
         t = tables
         while first < len(prog_starts):
             budget.check()
@@ -374,30 +375,22 @@ class _Evaluation:
                     found.append(chunk)
                     kept_after_post += len(chunk)
                 if returns == Return.EXISTS and kept_after_post:
-                    stopped = first < len(prog_starts)
                     break
-                if returns == Return.MATCHES and limit is not None and kept_after_post >= limit:
-                    stopped = first < len(prog_starts)
-                    break
-            else:
-                if mode == K.EXISTS and out[K.FOUND]:
-                    stopped = first < len(prog_starts)
-                    break
-                if mode == K.MATCHES and out[K.FOUND] >= keep:
-                    stopped = first < len(prog_starts)
-                    break
+            elif mode == K.EXISTS and out[K.FOUND]:
+                break
         if post:
             table = _concat(self.names, found)
-            table.complete = not stopped
-            table.count = len(table) if not stopped else None
-            table.spans = merge_spans(table.start, table.end) if not stopped else None
+            if returns == Return.EXISTS and len(table):
+                return _exists_only(self.names)
+            table.count = len(table)
+            table.spans = merge_spans(table.start, table.end)
             return self._cut(table, returns, limit)
+        if mode == K.EXISTS:
+            return _exists_only(self.names) if out[K.FOUND] else MatchTable(self.names)
         table = self._kept(out, m_start, m_off, b_var, b_pos, seq, 0) if mode == K.MATCHES else \
             MatchTable(self.names)
-        table.complete = not stopped
-        table.count = None if stopped and mode == K.MATCHES else int(out[K.FOUND])
-        table.spans = iv[:int(out[K.INTERVALS])].copy() if mode in (K.SPANS, K.MATCHES) and not stopped \
-            else None
+        table.count = int(out[K.FOUND])
+        table.spans = iv[:int(out[K.INTERVALS])].copy() if mode in (K.SPANS, K.MATCHES) else None
         return self._cut(table, returns, limit) if mode == K.MATCHES else table
 
     def _kept(self, out: np.ndarray, m_start: np.ndarray, m_off: np.ndarray, b_var: np.ndarray,
@@ -446,6 +439,11 @@ class _Evaluation:
         return out
 
 
+def _exists_only(names: tuple[str, ...]) -> MatchTable:
+    """The answer to ``RETURN exists`` once a match is found: yes, the count unknown (the search stopped)."""
+    return MatchTable(names, count=None, spans=None, complete=False, found_one=True)
+
+
 def _concat(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
     if not tables:
         return MatchTable(names)
@@ -464,9 +462,16 @@ def _partition_codes(frame: EventFrame, attrs: tuple[str, ...]) -> np.ndarray:
     """An int64 code per event for the tuple of ``attrs`` values (-1 when one of them is null).  Floats are
     keyed on their value with -0.0 taken as 0.0, as they compare."""
     n = len(frame)
+    if len(attrs) == 1 and attrs[0] in frame.keys:
+        return frame.keys[attrs[0]]
     code = np.zeros(n, dtype=_I64)
     null = np.zeros(n, dtype=bool)
     for attr in attrs:
+        if attr in frame.keys:
+            known = frame.keys[attr]
+            null |= known < 0
+            code = code * (int(known.max(initial=0)) + 1) + np.maximum(known, 0)
+            continue
         arr = frame.array(attr)
         if pa.types.is_null(arr.type):
             null[:] = True

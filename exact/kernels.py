@@ -41,8 +41,8 @@ from numba import njit
 #: Modes: what a kernel keeps.
 EXISTS, COUNT, SPANS, MATCHES = 0, 1, 2, 3
 #: Fields of a kernel's ``out`` counters.
-FOUND, NEXT, STEPS, INTERVALS, KEPT, ROWS, ABORTED, DONE_FOUND = range(8)
-OUT_FIELDS = 8
+FOUND, NEXT, STEPS, INTERVALS, KEPT, ROWS, ABORTED, DONE_FOUND, WINDOW_NOTED = range(9)
+OUT_FIELDS = 9
 #: Node fields of the pool.
 _POS, _VAR, _PARENT, _SRC, _KIDS = 0, 1, 2, 3, 4
 
@@ -169,11 +169,13 @@ def _next_event(mask, i, end, vpos_off, vpos):
 
 
 @njit(cache=True, nogil=True)
-def _emit(mode, keep, s, node, pool, seq, out, iv, m_start, m_off, b_var, b_pos):
-    """Report the run ending at ``node`` (a chain of bindings) that started at event ``s``."""
+def _emit(mode, keep, s, node, pool, seq, out, iv, wl):
+    """Report the run ending at ``node`` (a chain of bindings) that started at event ``s``: count it, merge
+    its span into the intervals, and (``MATCHES``, while fewer than ``keep`` are kept) note it for the
+    window's end, where the first of the window's matches are copied out (:func:`_flush`)."""
     out[0] += 1
-    if mode == 0:
-        return iv, m_start, m_off, b_var, b_pos
+    if mode <= 1:
+        return iv, wl
     lo = seq[s]
     hi = seq[pool[node, 0]]
     k = out[3]
@@ -186,6 +188,33 @@ def _emit(mode, keep, s, node, pool, seq, out, iv, m_start, m_off, b_var, b_pos)
         iv[k, 1] = hi
         out[3] = k + 1
     if mode == 3 and out[7] < keep:
+        w = out[8]
+        wl = _grow(wl, w + 1)
+        wl[w, 0] = node
+        wl[w, 1] = hi
+        out[8] = w + 1
+    return iv, wl
+
+
+@njit(cache=True, nogil=True)
+def _flush(keep, s, pool, out, wl, m_start, m_off, b_var, b_pos):
+    """At a window's end: copy out the bindings of its matches that can be among the first ``keep`` in
+    answer order (start, end, bindings) — those with the smallest ends, ties at the cut included — so
+    that what is kept stays bounded however many matches the window has."""
+    w = out[8]
+    need = keep - out[7]
+    if w == 0 or need <= 0:
+        out[8] = 0
+        return m_start, m_off, b_var, b_pos
+    order = np.argsort(wl[:w, 1], kind="mergesort")
+    take = w
+    if need < w:
+        cut_end = wl[order[need - 1], 1]
+        take = need
+        while take < w and wl[order[take], 1] == cut_end:
+            take += 1
+    for i in range(take):
+        node = wl[order[i], 0]
         m = out[4]
         r = out[5]
         n = 0
@@ -194,6 +223,7 @@ def _emit(mode, keep, s, node, pool, seq, out, iv, m_start, m_off, b_var, b_pos)
             if pool[nd, 1] >= 0:
                 n += 1
             nd = pool[nd, 2]
+        out[2] += n  # copying a run out is work too
         m_start = _grow(m_start, m + 1)
         m_off = _grow(m_off, m + 2)
         b_var = _grow(b_var, r + n)
@@ -211,7 +241,8 @@ def _emit(mode, keep, s, node, pool, seq, out, iv, m_start, m_off, b_var, b_pos)
         m_off[m + 1] = r + n
         out[4] = m + 1
         out[5] = r + n
-    return iv, m_start, m_off, b_var, b_pos
+    out[8] = 0
+    return m_start, m_off, b_var, b_pos
 
 
 @njit(cache=True, nogil=True)
@@ -238,6 +269,7 @@ def next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, tr_off, 
                mode, keep, first, max_steps, abort_steps, out, iv, m_start, m_off, b_var, b_pos):
     """Skip-till-next-match over the windows of ``starts[first:]`` (see the module docstring)."""
     pool = np.empty((64, 5), dtype=np.int64)
+    wl = np.empty((16, 2), dtype=np.int64)
     ist = np.empty(16, dtype=np.int64)
     ind = np.empty(16, dtype=np.int64)
     nst = np.empty(16, dtype=np.int64)
@@ -245,11 +277,14 @@ def next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, tr_off, 
     steps = 0
     si = first
     out[6] = 0
+    call0 = out[2]
     while si < starts.shape[0]:
         s = starts[si]
         end = wend[s]
         mark = _mark(out, iv)
+        out[8] = 0
         window_steps = 0
+        emit0 = out[2]
         nodes = 0
         ninst = 0
         for t in range(tr_off[0], tr_off[1]):
@@ -258,8 +293,7 @@ def next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, tr_off, 
                 pool = _push(pool, nodes, s, tr_var[t], -1, 0)
                 q = tr_target[t]
                 if st_final[q] and st_rel[q] == 0:
-                    iv, m_start, m_off, b_var, b_pos = _emit(mode, keep, s, nodes, pool, seq, out, iv,
-                                                             m_start, m_off, b_var, b_pos)
+                    iv, wl = _emit(mode, keep, s, nodes, pool, seq, out, iv, wl)
                 else:
                     ist = _grow(ist, ninst + 1)
                     ind = _grow(ind, ninst + 1)
@@ -279,7 +313,7 @@ def next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, tr_off, 
             if nxt == _NEVER:
                 break
             window_steps += ninst
-            if window_steps > abort_steps:
+            if window_steps + out[2] - emit0 > abort_steps:
                 break
             nnew = 0
             for k in range(ninst):
@@ -293,8 +327,7 @@ def next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, tr_off, 
                             pool = _push(pool, nodes, nxt, tr_var[t], ind[k], q)
                             target = tr_target[t]
                             if st_final[target] and st_rel[target] == 0:
-                                iv, m_start, m_off, b_var, b_pos = _emit(mode, keep, s, nodes, pool, seq, out,
-                                                                         iv, m_start, m_off, b_var, b_pos)
+                                iv, wl = _emit(mode, keep, s, nodes, pool, seq, out, iv, wl)
                             else:
                                 nst = _grow(nst, nnew + 1)
                                 nnd = _grow(nnd, nnew + 1)
@@ -312,22 +345,21 @@ def next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, tr_off, 
             ind, nnd = nnd, ind
             ninst = nnew
             i = nxt
-        if window_steps > abort_steps:
+        if window_steps + out[2] - emit0 > abort_steps:
             _undo(out, iv, mark)
             break
         if not (mode == 0 and out[0] > 0):
             for k in range(ninst):
                 if st_final[ist[k]]:
-                    iv, m_start, m_off, b_var, b_pos = _emit(mode, keep, s, ind[k], pool, seq, out, iv,
-                                                             m_start, m_off, b_var, b_pos)
+                    iv, wl = _emit(mode, keep, s, ind[k], pool, seq, out, iv, wl)
         steps += window_steps + 1
         si += 1
+        if mode == 3:
+            m_start, m_off, b_var, b_pos = _flush(keep, s, pool, out, wl, m_start, m_off, b_var, b_pos)
         out[7] = out[0]
         if mode == 0 and out[0] > 0:
             break
-        if mode == 3 and out[0] >= keep:
-            break
-        if steps >= max_steps:
+        if steps + out[2] - call0 >= max_steps:
             break
     out[1] = si
     out[2] += steps
@@ -341,15 +373,19 @@ def any_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, tr_off, t
     """Skip-till-any-match over the windows of ``starts[first:]``: every match starting at each first
     event, depth first by the next bound event in stream order (each match once)."""
     pool = np.empty((64, 5), dtype=np.int64)
+    wl = np.empty((16, 2), dtype=np.int64)
     stack = np.empty((16, 3), dtype=np.int64)  # state, node, last event
     steps = 0
     si = first
     out[6] = 0
+    call0 = out[2]
     while si < starts.shape[0]:
         s = starts[si]
         end = wend[s]
         mark = _mark(out, iv)
+        out[8] = 0
         window_steps = 0
+        emit0 = out[2]
         nodes = 0
         top = 0
         for t in range(tr_off[0], tr_off[1]):
@@ -370,8 +406,7 @@ def any_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, tr_off, t
             nd = stack[top, 1]
             last = stack[top, 2]
             if st_final[q]:
-                iv, m_start, m_off, b_var, b_pos = _emit(mode, keep, s, nd, pool, seq, out, iv, m_start,
-                                                         m_off, b_var, b_pos)
+                iv, wl = _emit(mode, keep, s, nd, pool, seq, out, iv, wl)
             mask = st_rel[q]
             j = _next_event(mask, last, end, vpos_off, vpos)
             while j != _NEVER:
@@ -387,19 +422,19 @@ def any_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, tr_off, t
                         top += 1
                         nodes += 1
                 j = _next_event(mask, j, end, vpos_off, vpos)
-            if window_steps > abort_steps:
+            if window_steps + out[2] - emit0 > abort_steps:
                 break
-        if window_steps > abort_steps:
+        if window_steps + out[2] - emit0 > abort_steps:
             _undo(out, iv, mark)
             break
         steps += window_steps + 1
         si += 1
+        if mode == 3:
+            m_start, m_off, b_var, b_pos = _flush(keep, s, pool, out, wl, m_start, m_off, b_var, b_pos)
         out[7] = out[0]
         if mode == 0 and out[0] > 0:
             break
-        if mode == 3 and out[0] >= keep:
-            break
-        if steps >= max_steps:
+        if steps + out[2] - call0 >= max_steps:
             break
     out[1] = si
     out[2] += steps
@@ -413,16 +448,20 @@ def contiguous(starts, wend, em, seq, successor, st_final, tr_off, tr_var, tr_ta
     """Strict / partition contiguity over the windows of ``starts[first:]``: the runs whose events are
     ``s, successor[s], successor[successor[s]], …`` (``-1``: the next event cannot be bound)."""
     pool = np.empty((64, 5), dtype=np.int64)
+    wl = np.empty((16, 2), dtype=np.int64)
     cur = np.empty((16, 2), dtype=np.int64)  # state, node
     nxt = np.empty((16, 2), dtype=np.int64)
     steps = 0
     si = first
     out[6] = 0
+    call0 = out[2]
     while si < starts.shape[0]:
         s = starts[si]
         end = wend[s]
         mark = _mark(out, iv)
+        out[8] = 0
         window_steps = 0
+        emit0 = out[2]
         nodes = 0
         ncur = 0
         for t in range(tr_off[0], tr_off[1]):
@@ -438,15 +477,14 @@ def contiguous(starts, wend, em, seq, successor, st_final, tr_off, tr_var, tr_ta
         while ncur > 0:
             for k in range(ncur):
                 if st_final[cur[k, 0]]:
-                    iv, m_start, m_off, b_var, b_pos = _emit(mode, keep, s, cur[k, 1], pool, seq, out, iv,
-                                                             m_start, m_off, b_var, b_pos)
+                    iv, wl = _emit(mode, keep, s, cur[k, 1], pool, seq, out, iv, wl)
             if mode == 0 and out[0] > 0:
                 break
             y = successor[x]
             if y < 0 or y > end:
                 break
             window_steps += ncur
-            if window_steps > abort_steps:
+            if window_steps + out[2] - emit0 > abort_steps:
                 break
             nn = 0
             for k in range(ncur):
@@ -463,17 +501,17 @@ def contiguous(starts, wend, em, seq, successor, st_final, tr_off, tr_var, tr_ta
             cur, nxt = nxt, cur
             ncur = nn
             x = y
-        if window_steps > abort_steps:
+        if window_steps + out[2] - emit0 > abort_steps:
             _undo(out, iv, mark)
             break
         steps += window_steps + 1
         si += 1
+        if mode == 3:
+            m_start, m_off, b_var, b_pos = _flush(keep, s, pool, out, wl, m_start, m_off, b_var, b_pos)
         out[7] = out[0]
         if mode == 0 and out[0] > 0:
             break
-        if mode == 3 and out[0] >= keep:
-            break
-        if steps >= max_steps:
+        if steps + out[2] - call0 >= max_steps:
             break
     out[1] = si
     out[2] += steps
@@ -503,6 +541,7 @@ def robust_next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, t
     """Robust skip-till-next-match over the windows of ``starts[first:]``: Algorithm 4 (see the module
     docstring).  Node 0 of each window's pool is the execution tree's root (variable -1)."""
     pool = np.empty((64, 5), dtype=np.int64)
+    wl = np.empty((16, 2), dtype=np.int64)
     omega = np.empty((16, 3), dtype=np.int64)  # state, node, resume after
     back = np.empty((16, 3), dtype=np.int64)
     insts = np.empty((16, 2), dtype=np.int64)
@@ -511,11 +550,14 @@ def robust_next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, t
     steps = 0
     si = first
     out[6] = 0
+    call0 = out[2]
     while si < starts.shape[0]:
         s = starts[si]
         end = wend[s]
         mark = _mark(out, iv)
+        out[8] = 0
         window_steps = 0
+        emit0 = out[2]
         pool = _push(pool, 0, s - 1, -1, -1, 0)
         nodes = 1
         nres = 0
@@ -557,7 +599,7 @@ def robust_next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, t
                     if nxt == _NEVER:
                         break
                     window_steps += ninst
-                    if window_steps > abort_steps:
+                    if window_steps + out[2] - emit0 > abort_steps:
                         break
                     nn = 0
                     for k in range(ninst):
@@ -584,7 +626,7 @@ def robust_next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, t
                     insts, fresh = fresh, insts
                     ninst = nn
                     i = nxt
-                if window_steps > abort_steps:
+                if window_steps + out[2] - emit0 > abort_steps:
                     break
                 for k in range(ninst):
                     q = insts[k, 0]
@@ -605,7 +647,7 @@ def robust_next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, t
             first_round = False
             omega, back = back, omega
             nomega = nback
-        if window_steps > abort_steps:
+        if window_steps + out[2] - emit0 > abort_steps:
             _undo(out, iv, mark)
             break
         for a in range(nres):
@@ -615,16 +657,15 @@ def robust_next_match(starts, wend, em, seq, vpos_off, vpos, st_final, st_rel, t
                     seen = True
                     break
             if not seen:
-                iv, m_start, m_off, b_var, b_pos = _emit(mode, keep, s, results[a], pool, seq, out, iv,
-                                                         m_start, m_off, b_var, b_pos)
+                iv, wl = _emit(mode, keep, s, results[a], pool, seq, out, iv, wl)
         steps += window_steps + 1
         si += 1
+        if mode == 3:
+            m_start, m_off, b_var, b_pos = _flush(keep, s, pool, out, wl, m_start, m_off, b_var, b_pos)
         out[7] = out[0]
         if mode == 0 and out[0] > 0:
             break
-        if mode == 3 and out[0] >= keep:
-            break
-        if steps >= max_steps:
+        if steps + out[2] - call0 >= max_steps:
             break
     out[1] = si
     out[2] += steps

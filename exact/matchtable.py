@@ -56,13 +56,15 @@ class MatchTable:
     spans: np.ndarray | None = field(default_factory=lambda: np.zeros((0, 2), dtype=_I64))
     #: did the evaluation look at every possible first event?
     complete: bool = True
+    #: a match was found (set when the search stopped at the first one, keeping nothing)
+    found_one: bool = False
 
     def __len__(self) -> int:
         return len(self.start)
 
     @property
     def exists(self) -> bool:
-        return bool(self.count) or len(self.start) > 0
+        return self.found_one or bool(self.count) or len(self.start) > 0
 
     @classmethod
     def of_matches(cls, names: tuple[str, ...], matches: Sequence[Match], *, complete: bool = True,
@@ -179,7 +181,9 @@ def answer(query: Query, found: MatchTable | Sequence[Match],
     if not isinstance(found, MatchTable):
         found = _ListTable(sorted(found))
     lookup: Callable[[int], int] = ts_of.__getitem__ if isinstance(ts_of, Mapping) else ts_of
-    out: dict[str, Any] = {"strategy": query.strategy.value, "exists": found.exists, "count": found.count}
+    # RETURN exists asks only the yes/no: the search stops at the first match, so the count is not known
+    count = (None if found.exists else 0) if query.returns == Return.EXISTS else found.count
+    out: dict[str, Any] = {"strategy": query.strategy.value, "exists": found.exists, "count": count}
     shown: list[Match] = []
     spans: list[tuple[int, int]] = []
     truncated = False

@@ -73,6 +73,10 @@ class EventFrame:
     _codes: tuple[np.ndarray, pa.Array] | None = None
     _names: list[str | None] | None = None
     _make_table: Callable[[], pa.Table] | None = None
+    #: per attribute, a code per event standing for its value (equal codes ⇔ equal values, -1: none), as a
+    #: store's partition layout knows them; the partition and "x is present" use them instead of the values
+    keys: dict[str, np.ndarray] = field(default_factory=dict)
+    _columns_only: bool = False
 
     @property
     def table(self) -> pa.Table:
@@ -88,7 +92,8 @@ class EventFrame:
         codes into ``distinct`` (whose values are ``names``); ``make_table`` makes the same events as a
         table in the stream schema, when a condition needs a column."""
         few = names if len(names) <= _FEW_TYPES else None
-        return cls(None, seq, ts, _codes=(codes, distinct), _names=few, _make_table=make_table)
+        return cls(None, seq, ts, _codes=(codes, distinct), _names=few, _make_table=make_table,
+                   _columns_only=True)
 
     def restrict(self, between: Between | None) -> EventFrame:
         """The events within ``between`` (this frame when all are)."""
@@ -104,7 +109,23 @@ class EventFrame:
         else:
             codes, names = (self._codes[0][lo:hi], self._codes[1]), self._names
         return EventFrame(None, self.seq[lo:hi], self.ts[lo:hi], _codes=codes, _names=names,
-                          _make_table=lambda: self.table.slice(lo, hi - lo))
+                          _make_table=lambda: self.table.slice(lo, hi - lo),
+                          keys={a: c[lo:hi] for a, c in self.keys.items()}, _columns_only=self._columns_only)
+
+    def take(self, keep: np.ndarray) -> EventFrame:
+        """The events where ``keep`` (a bool per event) is true, in order."""
+        if keep.all():
+            return self
+        at = np.flatnonzero(keep)
+        codes = None if self._codes is None else (self._codes[0][at], self._codes[1])
+        return EventFrame(None, self.seq[at], self.ts[at], _codes=codes, _names=self._names,
+                          _make_table=lambda: self.table.take(pa.array(at)),
+                          keys={a: c[at] for a, c in self.keys.items()}, _columns_only=self._columns_only)
+
+    def with_keys(self, attr: str, codes: np.ndarray) -> EventFrame:
+        """This frame, knowing ``attr``'s values by ``codes`` (see :attr:`keys`)."""
+        self.keys[attr] = np.asarray(codes, dtype=np.int64)
+        return self
 
     @classmethod
     def build(cls, events: pa.Table | Iterable[pa.RecordBatch], between: Between | None = None
@@ -166,6 +187,13 @@ class EventFrame:
                 return None
             self._names = distinct.to_pylist()
         return self._names
+
+    def has_attribute(self, attr: str) -> bool:
+        """Does the frame hold the values of attribute ``attr`` (not only codes for them)?"""
+        if self._columns_only:
+            return False  # made of seq, ts and type columns (:meth:`of_columns`)
+        return "attrs" in self.table.column_names and self.table.schema.field("attrs").type.get_field_index(
+            attr) >= 0
 
     def array(self, attr: str) -> pa.Array:
         """The values of ``attr`` (a builtin field or an attribute; all-null when missing)."""
@@ -255,6 +283,11 @@ def condition_mask(frame: EventFrame, cond: Condition) -> np.ndarray:
     assert isinstance(left, Field)
     if isinstance(right, Literal):
         return _literal_mask(frame.array(left.attr), op, right.value)
+    if right.attr == left.attr and left.attr in frame.keys:
+        # ``v.x = v.x`` on an attribute the frame knows by codes: present where it has a code
+        if op in ("=", "<=", ">="):
+            return frame.keys[left.attr] >= 0
+        return np.zeros(len(frame), dtype=bool)
     arr = frame.array(left.attr)
     if right.attr == left.attr and not pa.types.is_floating(arr.type) and _column_kind(arr.type):
         # ``v.x = v.x`` (PARTITION BY's "x is present"): a value equals itself unless it is null (or NaN,

@@ -144,6 +144,14 @@ def value_columns(frame: EventFrame, attrs: tuple[str, ...], positions: np.ndarr
             integer[a] = raw
             value[a] = raw
             continue
+        if attr in frame.keys and not frame.has_attribute(attr):
+            # known only by codes (a partition layout's): equal codes are equal values, which is all the
+            # partition's conditions ask
+            codes = frame.keys[attr][positions]
+            kind[a][codes >= 0] = 4
+            integer[a] = codes
+            value[a] = codes
+            continue
         arr = frame.array(attr).take(take)
         typ = arr.type
         if pa.types.is_null(typ) or n == 0:

@@ -55,6 +55,9 @@ _PREFIX = struct.Struct("<8sII")
 _WIDE = 0xFFFFFFFF
 #: Up to this many codes are tested by comparing with each (see :meth:`_CodeTest.mask`).
 _COMPARED_CODES = 8
+#: A read of more ranges than this, of fewer rows each than the next on average, gathers its rows.
+_GATHER_RANGES = 64
+_GATHER_ROWS_PER_RANGE = 16
 
 
 class SeekUnavailable(Exception):
@@ -167,8 +170,22 @@ def select(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: froz
     A verification reads tens of ranges of hundreds of rows from each of a few parts.  Each range's codes
     are copied out with one slice (a position per row, and a gather by it, cost several times more), those
     of all the files with the same types are tested together (so the numpy calls do not grow with the
-    files), and positions are worked out for the rows kept only."""
-    if wanted is None:
+    files), and positions are worked out for the rows kept only.  Many short ranges (the rows of a partition
+    layout's groups) are gathered instead: a slice per range would cost a Python step per row."""
+    short = [len(r) > _GATHER_RANGES and int((r[:, 1] - r[:, 0]).sum()) < _GATHER_ROWS_PER_RANGE * len(r)
+             for r in ranges]
+    if wanted is None or any(short):
+        out = []
+        for f, r, gather in zip(files, ranges, short, strict=True):
+            rows = run_positions(r[:, 0], r[:, 1] - r[:, 0] + 1)
+            codes = f.codes[rows]
+            if wanted is not None and gather:
+                keep = _code_test(f.types, wanted).mask(codes)
+                rows, codes = rows[keep], codes[keep]
+            elif wanted is not None:
+                [(rows, codes)] = select([f], [r], wanted)
+            out.append((rows, codes))
+        return out
         out = []
         for f, r in zip(files, ranges, strict=True):
             rows = run_positions(r[:, 0], r[:, 1] - r[:, 0] + 1)

@@ -28,18 +28,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from exact.errors import IndexCorrupt, NotFound
+from exact.events import micros
 from exact.ingest import order_by_time
+from exact.layout import LAYOUT_KEY, build_layout, default_key, layout_of, write_layout
 from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir
 from sketch import persist
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
 from sketch.evaluate import TreeIndex
+from sketch.partition import PartitionIndex, build_partition_tree
 from sketch.tree import BloomTree, TreeConfig
 
 INDEX_DIR = "index"
 INDEX_KEY = "index"
+#: The manifest's entry naming the partition tree (``extra["partition_index"]``), and the folder of layouts.
+PARTITION_KEY = "partition_index"
+PARTITION_DIR = "partition"
+#: ``partition_key`` of a build that names none: the default key when every event has it.
+AUTO_KEY = "<auto>"
+#: The partition tree's leaves hold this many times the stream tree's: it only cuts the groups down
+#: coarsely before the layout's exact type sets decide, and so costs a quarter of the bytes.
+PARTITION_LEAVES = 4
+
+
+def partition_options(options: BuildOptions) -> BuildOptions:
+    """The build options of the partition tree, from those of the stream tree."""
+    from dataclasses import replace
+
+    return replace(options, leaf_size=options.leaf_size * PARTITION_LEAVES)
 _INDEX_FILE = re.compile(r"tree-(\d{6,})\.sqt")
 #: Index versions kept besides the live one, for readers that took a snapshot just before an append.
 KEEP_PREVIOUS = 1
@@ -134,14 +154,58 @@ def write_index(dataset_root: Path, tree: BloomTree, version: int) -> IndexRef:
 
 
 def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions = DEFAULT_OPTIONS, *,
-                     config: TreeConfig | None = None) -> dict[str, Any]:
-    """Build the tree of a whole stream table into ``dataset_root`` as version 1.
+                     config: TreeConfig | None = None, partition_key: str | None = AUTO_KEY
+                     ) -> dict[str, Any]:
+    """Build the tree of a whole stream table into ``dataset_root`` as version 1 — and, with a partition key
+    (``AUTO_KEY``: :data:`exact.layout.DEFAULT_KEY` when every event has it; None: none), the partition
+    layout and the partition-clustered tree (:mod:`sketch.partition`).
 
     Returns the ``extra`` to commit with the events (``EventStore.create(..., extra=...)``).  Used by
     ``seqsketch build`` inside its staged directory, so that the dataset appears with its index or not at all.
     """
     tree, _ = build_from_table(table, options, config=config)
-    return {INDEX_KEY: write_index(dataset_root, tree, 1).to_json()}
+    extra: dict[str, Any] = {INDEX_KEY: write_index(dataset_root, tree, 1).to_json()}
+    key = default_key(table) if partition_key == AUTO_KEY else partition_key
+    if key:
+        extra.update(build_partition_into(dataset_root, table, key, options, version=1))
+    return extra
+
+
+def partition_into_store(dataset_root: Path, store: EventStore, key: str | None,
+                         options: BuildOptions) -> None:
+    """Add the partition layout and tree to a store just written (by the Spark job), from its events: the
+    same bits as :func:`build_index_into` makes of the same events.  ``key`` as there; the caller holds the
+    store's writer lock."""
+    snap = store.snapshot()
+    if key == AUTO_KEY:
+        if "case" not in snap.attrs:
+            return
+        table = store.read_table(snapshot=snap, columns=["seq", "ts", "type", "attrs.case"])
+        key = default_key(table)
+    else:
+        table = store.read_table(snapshot=snap, columns=["seq", "ts", "type", f"attrs.{key}"])
+    if key:
+        store.commit((), build_partition_into(dataset_root, table, key, options, version=1),
+                     expect_version=snap.version)
+
+
+def build_partition_into(dataset_root: Path, table: pa.Table, key: str, options: BuildOptions, *,
+                         version: int) -> dict[str, Any]:
+    """The partition layout and tree of a whole stream table, written into ``dataset_root`` (not yet
+    published); returns their manifest entries."""
+    layout = build_layout(table, key)
+    layout_ref = write_layout(dataset_root / PARTITION_DIR, layout, version)
+    layout_ref["file"] = f"{PARTITION_DIR}/{layout_ref['file']}"
+    codes = pc.index_in(table.column("type").combine_chunks().cast(pa.string()),
+                        value_set=pa.array(layout.types, pa.string())).to_numpy(zero_copy_only=False)
+    ptree = build_partition_tree(layout, codes.astype(np.int64), micros(table.column("ts")),
+                                 partition_options(options))
+    name = f"{INDEX_DIR}/ptree-{version:06d}.sqt"
+    (dataset_root / INDEX_DIR).mkdir(parents=True, exist_ok=True)
+    size = persist.save(ptree, dataset_root / name)
+    ptree_ref = {"file": name, "key": key, "events": layout.events, "groups": layout.groups,
+                 "index_digest": ptree.digest(), "bytes": size, "config": ptree.config.to_dict()}
+    return {LAYOUT_KEY: layout_ref, PARTITION_KEY: ptree_ref}
 
 
 class Dataset:
@@ -156,13 +220,15 @@ class Dataset:
     # ------------------------------------------------------------------------------------------- opening
     @classmethod
     def build(cls, home: Path, name: str, table: pa.Table, options: BuildOptions = DEFAULT_OPTIONS, *,
-              config: TreeConfig | None = None, replace: bool = False) -> Dataset:
-        """Create dataset ``name`` from a stream table (``seq`` from 0, in stream order) with its index.
+              config: TreeConfig | None = None, replace: bool = False,
+              partition_key: str | None = AUTO_KEY) -> Dataset:
+        """Create dataset ``name`` from a stream table (``seq`` from 0, in stream order) with its index (and
+        partition index, see :func:`build_index_into`).
 
         The index is built before anything is published; a refused budget or any failure leaves nothing.
         """
         with staged_dataset(name, home, replace=replace) as stage:
-            extra = build_index_into(stage, table, options, config=config)
+            extra = build_index_into(stage, table, options, config=config, partition_key=partition_key)
             EventStore.create(store_dir(stage), table, extra=extra)
         return cls.open(home, name)
 
@@ -193,6 +259,45 @@ class Dataset:
                                    f"says {ref.events} of {snap.events}", where=str(self.root / ref.file))
             self._trees = {ref.file: tree}  # keep only the live version in memory
         return tree
+
+    def partition(self, snap: Snapshot) -> PartitionIndex | None:
+        """The partition index (tree and layout) ``snap``'s manifest names, or None without a key."""
+        ref = (snap.extra or {}).get(PARTITION_KEY)
+        if not ref:
+            return None
+        layout = layout_of(self.store.root, snap.extra)
+        tree = _LOADED.load(self.root / ref["file"])
+        return _PARTITIONS.get(tree, layout)
+
+    def compact(self) -> DatasetSnapshot:
+        """Fold the events appended since the last build into the partition layout and tree: both are built
+        anew over every stored event (the same bits a build of these events makes) and published."""
+        with self.store.writing():
+            snap = self.store.snapshot()
+            ref = (snap.extra or {}).get(PARTITION_KEY)
+            if not ref:
+                raise NotFound(f"dataset {self.name!r} has no partition key to compact by; rebuild it with "
+                               "`seqsketch build … --partition-key ATTR`", where=self.name)
+            key = ref["key"]
+            config = TreeConfig.from_dict(ref["config"])
+            options = BuildOptions(leaf_size=config.leaf_size // PARTITION_LEAVES, fpq=config.fpq,
+                                   fanout=config.fanout, fold=config.fold, query_length=config.query_length)
+            version = _file_version(ref["file"]) + 1
+            while (self.root / f"{INDEX_DIR}/ptree-{version:06d}.sqt").exists():
+                version += 1
+            if snap.events == (snap.extra or {}).get(LAYOUT_KEY, {}).get("events"):
+                return self.snapshot()  # nothing appended since
+            table = self.store.read_table(snapshot=snap, columns=["seq", "ts", "type", f"attrs.{key}"])
+            update = build_partition_into(self.root, table, key, options, version=version)
+            try:
+                self.store.commit((), update, expect_version=snap.version)
+            except BaseException:
+                for entry in update.values():
+                    (self.root / entry["file"]).unlink(missing_ok=True)
+                raise
+            for old in (ref["file"], snap.extra[LAYOUT_KEY]["file"]):
+                (self.root / old).unlink(missing_ok=True)
+        return self.snapshot()
 
     def index_info(self) -> dict[str, Any] | None:
         """The ``index`` section of ``info`` (CONTRACT §4) with the version, or None without an index."""
@@ -302,16 +407,56 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
             "start_ts": None if snap.first_ts is None else iso_of_micros(snap.first_ts),
             "end_ts": None if snap.last_ts is None else iso_of_micros(snap.last_ts),
             "types": types, "store_bytes": store.size_bytes(snap), "attrs": dict(snap.attrs),
+            "partition_key": ((snap.extra or {}).get(LAYOUT_KEY) or {}).get("key"),
             "index": index_section(dataset_dir(name, home), snap)}
 
 
 def index_section(dataset_root: Path, snap: Snapshot) -> dict[str, Any] | None:
     """The ``index`` section of ``seqsketch info`` for a store snapshot: ``leaf_size, fanout, m, k, levels,
-    nodes, bytes, bytes_per_event, expected_fpq, index_digest`` (CONTRACT §4) and more; None without index."""
+    nodes, bytes, bytes_per_event, expected_fpq, index_digest`` (CONTRACT §4) and more — with a partition
+    key, ``partition`` describes the partition tree the same way, with its key, groups and the events it
+    covers (those after are the tail, until ``compact``); None without index."""
     ref = _index_ref(snap)
     if ref is None:
         return None
-    return _info_of(_LOADED.load(dataset_root / ref.file), ref)
+    info = _info_of(_LOADED.load(dataset_root / ref.file), ref)
+    pref = (snap.extra or {}).get(PARTITION_KEY)
+    if pref:
+        ptree = _LOADED.load(dataset_root / pref["file"])
+        part = ptree.info()
+        part.update(key=pref["key"], groups=pref["groups"], events=pref["events"],
+                    tail_events=snap.events - pref["events"], bytes=pref["bytes"],
+                    layout_bytes=snap.extra[LAYOUT_KEY]["bytes"])
+        info["partition"] = part
+    return info
+
+
+def _file_version(name: str) -> int:
+    return int(re.search(r"(\d{6,})", name).group(1))  # type: ignore[union-attr]
+
+
+class _PartitionCache:
+    """Partition indexes by their tree and layout (both immutable once published), the last few."""
+
+    def __init__(self, capacity: int = 8) -> None:
+        self.capacity = capacity
+        self._found: OrderedDict[tuple[int, int], PartitionIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, tree: BloomTree, layout) -> PartitionIndex:  # noqa: ANN001 - an exact.layout.Layout
+        key = (id(tree), id(layout))
+        with self._lock:
+            found = self._found.get(key)
+            if found is not None and found.tree is tree and found.layout is layout:
+                self._found.move_to_end(key)
+                return found
+            found = self._found[key] = PartitionIndex(tree, layout)
+            while len(self._found) > self.capacity:
+                self._found.popitem(last=False)
+            return found
+
+
+_PARTITIONS = _PartitionCache()
 
 
 def _info_of(tree: BloomTree, ref: IndexRef | None) -> dict[str, Any]:

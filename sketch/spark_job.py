@@ -324,10 +324,12 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
                         type_field: str = "type", time_field: str = "ts", leaf_size: int | None = None,
                         fpq: float | None = None, memory: int | None = None, replace_existing: bool = False,
                         progress: Progress = _no_progress, spark: Any = None,
-                        leaves_per_task: int | None = None) -> dict[str, Any]:
-    """``seqsketch build --engine spark``: a new dataset (store + index) published at once, or nothing."""
+                        leaves_per_task: int | None = None, partition_key: str | None = "<auto>"
+                        ) -> dict[str, Any]:
+    """``seqsketch build --engine spark``: a new dataset (store + index, and with a partition key the
+    partition layout and tree) published at once, or nothing."""
     from exact.store import check_dataset_name, dataset_dir, staged_dataset, store_dir
-    from sketch.dataset import write_index
+    from sketch.dataset import partition_into_store, write_index
 
     check_dataset_name(name)
     started = time.perf_counter()
@@ -346,6 +348,9 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
                              snapshot=snap, progress=progress, leaves_per_task=leaves_per_task)
             progress(0.95, "publishing")
             publish(store, result, write_index(stage, result.tree, 1), expect_version=snap.version)
+            if partition_key:
+                progress(0.97, "clustering by partition key")
+                partition_into_store(stage, store, partition_key, build_options(leaf_size, fpq, memory))
     progress(1.0, f"built {name}: {result.events:,} events")
     return _build_summary(home, name, result, started, jvm)
 

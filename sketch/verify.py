@@ -34,12 +34,24 @@ import numpy as np
 import pyarrow as pa
 
 from exact.ast import Query, Return, Strategy
-from exact.engine import Match, answer, evaluate, iso_ts_many, match_ts
+from exact.engine import (
+    Budget,
+    Match,
+    MatchTable,
+    absent_types,
+    answer,
+    evaluate_table,
+    iso_ts_many,
+    match_ts,
+    merge_spans,
+)
 from exact.events import ATTRS, micros
 from exact.normalize import Plan, normalize
 from exact.prefilter import EventFrame
 from exact.store import type_mask
 from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
+from sketch.partition import PartitionIndex
+from sketch.partition_answer import columns_without_key, keyed_frame, partition_body, runs_of, served, tail_of
 
 _I64 = np.int64
 MODES = ("approximate", "verified", "exact")
@@ -136,6 +148,12 @@ class StoreSource:
     def type_counts(self) -> dict[str, int] | None:
         return dict(self.snapshot.type_counts)
 
+    def ts_of(self, seqs: np.ndarray) -> np.ndarray:
+        """The ts (UTC µs) of events ``seqs``."""
+        wanted = np.unique(seqs)
+        frame, _ = self.read_frame(runs_of(wanted), ["seq", "ts", "type"])
+        return frame.ts[np.searchsorted(frame.seq, seqs)]
+
 
 def int_column(table: pa.Table, name: str) -> np.ndarray:
     """A seq or ts column as int64 (ts in UTC microseconds; see :func:`exact.events.micros`)."""
@@ -171,14 +189,19 @@ def _relevant_types(plan: Plan) -> frozenset[str] | None:
 
 @dataclass(frozen=True)
 class Verification:
-    """Exact matches of the candidate regions, with the rows read (decoded, whole row groups) to find them
-    and the rows handed to the exact engine (in candidate units, of relevant types)."""
+    """Exact matches of the candidate regions — what the query's RETURN keeps of them — with the rows read
+    (decoded, whole row groups) to find them and the rows handed to the exact engine (in candidate units,
+    of relevant types)."""
 
-    matches: list[Match]
+    found: MatchTable
     events_scanned: int
     regions: int
     ts_of: dict[int, int]
     events_checked: int = 0
+
+    @property
+    def matches(self) -> list[Match]:
+        return self.found.matches()
 
 
 def _region_ranges(approx: Approximation, regions: Sequence[Region]) -> list[list[tuple[int, int]]]:
@@ -210,7 +233,8 @@ MERGE_GAP = 8192
 
 
 def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = False,
-           merge_gap: int = MERGE_GAP) -> Verification:
+           merge_gap: int = MERGE_GAP, budget: Budget | None = None, limit: int | None = None,
+           returns: Return | None = None) -> Verification:
     """Exact matches of ``approx.query`` on its candidate regions (see the module docstring).
 
     ``stop_at_first`` stops after the first region with a match (the matches are then a prefix).
@@ -221,12 +245,14 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     contiguous = query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)
     keep_types = read_types(query, plan)
     counts = source.type_counts()
-    matches: list[Match] = []
+    tables: list[MatchTable] = []
     ts_of: dict[int, int] = {}
     scanned = checked = 0
+    names = tuple(v.name for v in plan.positives)
 
-    def run(region: Region, table: pa.Table | EventFrame) -> list[Match]:
-        found = evaluate(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi))
+    def run(region: Region, table: pa.Table | EventFrame) -> MatchTable:
+        found = evaluate_table(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi),
+                               budget=budget, limit=limit, returns=returns)
         ts_of.update(match_ts(table, found))
         return found
 
@@ -236,9 +262,8 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         # beyond the region's reach), so the unread gaps change nothing.
         ranges, n_regions, whole = approx.read_plan(merge_gap)
         frame, scanned = source.read_frame(ranges, cols, keep_types)
-        if whole is not None:
-            matches = run(whole, frame)
-        return Verification(matches, scanned, n_regions, ts_of, len(frame))
+        found = run(whole, frame) if whole is not None else MatchTable(names)
+        return Verification(found, scanned, n_regions, ts_of, len(frame))
 
     regions = approx.regions(merge_gap)
     per_region = _region_ranges(approx, regions)
@@ -250,8 +275,8 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
             scanned += decoded
             checked += table.num_rows
             found = run(region, table)
-            if found:
-                matches.extend(found)
+            if found.exists:
+                tables.append(found)
                 break
     else:
         everything = [r for ranges in per_region for r in ranges]
@@ -273,8 +298,37 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
                 keep = (k >= 0) & (piece_seq <= highs[np.maximum(k, 0)])
                 if not keep.all():
                     piece = piece.filter(pa.array(keep))
-            matches.extend(run(region, piece))
-    return Verification(matches, scanned, len(regions), ts_of, checked)
+            tables.append(run(region, piece))
+            if tables[-1].found_one:  # RETURN exists: the first match answers it
+                break
+    return Verification(combined(names, tables), scanned, len(regions), ts_of, checked)
+
+
+def combined(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
+    """The matches of regions in stream order (their starts disjoint, increasing) as one table."""
+    if not tables:
+        return MatchTable(names)
+    if len(tables) == 1:
+        return tables[0]
+    if any(t.found_one for t in tables):
+        return next(t for t in tables if t.found_one)
+    offs, base = [], 0
+    for t in tables:
+        offs.append(t.off[:-1] + base)
+        base += int(t.off[-1])
+    out = MatchTable(names, np.concatenate([t.start for t in tables]),
+                     np.concatenate([t.end for t in tables]),
+                     np.concatenate(offs + [np.asarray([base], dtype=_I64)]),
+                     np.concatenate([t.var for t in tables]), np.concatenate([t.seq for t in tables]))
+    counts = [t.count for t in tables]
+    out.count = None if any(c is None for c in counts) else sum(counts)
+    spans = [t.spans for t in tables]
+    out.spans = None if any(x is None for x in spans) else _merged(np.concatenate(spans))
+    return out
+
+
+def _merged(spans: np.ndarray) -> np.ndarray:
+    return merge_spans(spans[:, 0], spans[:, 1]) if len(spans) else spans
 
 
 def _merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -310,28 +364,30 @@ def approximate_body(approx: Approximation, *, events_total: int) -> dict[str, A
 
 
 def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "verified",
-                   limit: int | None = None, granularity: int = 0) -> dict[str, Any]:
+                   limit: int | None = None, granularity: int = 0, partition: PartitionIndex | None = None,
+                   budget: Budget | None = None) -> dict[str, Any]:
     """The CONTRACT §3 answer (without ``dataset`` and ``index_version``) of ``query`` in ``mode``.
 
     ``approximate``: from the tree alone.  ``verified``: approximate, then :func:`verify` on the candidates.
-    ``exact``: the exact engine over the whole stream (``tree`` unused; may be None).
+    ``exact``: the exact engine over the whole stream (``tree`` unused; may be None).  A query partitioned
+    on ``partition``'s key is answered from the partition-clustered tree (:mod:`sketch.partition_answer`):
+    the planner's choice, reported as ``stats.index`` (``partition`` or ``stream``).
     """
     if mode not in MODES:
         from exact.errors import QuerySemanticError
 
         raise QuerySemanticError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}", where="mode")
     started = time.perf_counter()
-    stats: dict[str, Any] = {"approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0, "nodes_probed": 0,
-                             "candidate_intervals": 0, "events_scanned": 0,
-                             "events_total": source.events_total}
     if mode == "exact":
-        table = source.read_all(needed_columns(query))
-        matches = evaluate(query, table, type_counts=source.type_counts())
-        stats["events_scanned"] = table.num_rows
-        body = answer(query, matches, match_ts(table, matches), limit=limit)
-        stats["verify_ms"] = _ms(started)
-        stats["total_ms"] = stats["verify_ms"]
-        return {"mode": mode, **body, "stats": stats}
+        return exact_body(query, source, limit=limit, partition=partition, budget=budget)
+    plan = normalize(query)
+    if partition is not None and served(query, partition.key) and granularity == 0:
+        # (a coarser granularity asks for the stream tree's levels)
+        return partition_body(query, plan, partition, source, mode=mode, limit=limit,
+                              columns=needed_columns(query), types=read_types(query, plan), budget=budget)
+    stats: dict[str, Any] = {"index": "stream", "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
+                             "nodes_probed": 0, "candidate_intervals": 0, "events_scanned": 0,
+                             "events_total": source.events_total}
 
     index = TreeIndex.shared(tree, granularity)
     if mode == "approximate" and query.returns == Return.EXISTS:
@@ -350,16 +406,49 @@ def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "veri
         return {"mode": mode, **body, "stats": stats}
 
     verifying = time.perf_counter()
-    result = verify(approx, source)
+    result = verify(approx, source, budget=budget, limit=limit)
     stats["verify_ms"] = _ms(verifying)
     stats["events_scanned"] = result.events_scanned
-    body = answer(query, result.matches, result.ts_of.__getitem__, limit=limit)
-    if not result.matches:
+    body = answer(query, result.found, result.ts_of.__getitem__, limit=limit)
+    if not result.found.exists:
         body["explain"] = approx.explain if approx.explain is not None else (
             f"{stats['candidate_intervals']} candidate interval(s) of {approx.coverage():,} events hold no "
             "exact match: conditions, negation or the strategy rule them out (or the index's filters erred)")
     stats["total_ms"] = _ms(started)
     return {"mode": mode, **body, "stats": stats}
+
+
+def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
+               partition: PartitionIndex | None = None, budget: Budget | None = None) -> dict[str, Any]:
+    """The ``exact`` answer: the engine over every event of the stream, no index.  Only the columns the
+    query needs are read, and only the events of types a variable can bind (from the seek files, in place;
+    every event under the contiguity strategies); a query partitioned on the store's partition key gets
+    the groups from its layout by number instead of decoding the key's values."""
+    started = time.perf_counter()
+    stats: dict[str, Any] = {"index": None, "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
+                             "nodes_probed": 0, "candidate_intervals": 0, "events_scanned": 0,
+                             "events_total": source.events_total}
+    plan = normalize(query)
+    whole = [(0, source.events_total - 1)] if source.events_total else []
+    columns, types = needed_columns(query), read_types(query, plan)
+    if absent_types(plan, source.type_counts()):
+        frame: EventFrame | pa.Table = EventFrame.build(source.read_ranges([], ["seq", "ts", "type"])[0])
+        scanned = 0
+    elif partition is not None and partition.key in query.partition_by and isinstance(source, StoreSource):
+        layout = partition.layout
+        frame, scanned = keyed_frame(source, layout, tail_of(source, layout), whole,
+                                     columns_without_key(query, columns, layout.key), types)
+    elif hasattr(source, "read_frame"):
+        frame, scanned = source.read_frame(whole, columns, types)
+    else:
+        frame = source.read_all(columns)
+        scanned = len(frame)
+    table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts())
+    stats["events_scanned"] = scanned
+    body = answer(query, table, match_ts(frame, table), limit=limit)
+    stats["verify_ms"] = _ms(started)
+    stats["total_ms"] = stats["verify_ms"]
+    return {"mode": "exact", **body, "stats": stats}
 
 
 def _ms(since: float) -> float:

@@ -73,3 +73,27 @@ def test_a_closed_pipe_is_no_error(helpdesk: Path, tmp_path: Path) -> None:
                           "--json | head -c 100", shell=True, capture_output=True, text=True, timeout=120,
                           cwd=REPO, env=env_of(helpdesk))
     assert len(done.stdout) == 100 and done.stderr == ""
+
+
+def test_the_runaway_query_answers_exists_count_and_a_limit(helpdesk: Path) -> None:
+    """exists stops at the first match; count keeps no match; limit keeps the first matches only — each in
+    both modes alike, well inside the CLI's time limit (which would end the command with an error)."""
+    n = 4000  # 'Assign seriousness' events, unpartitioned: n(n-1)/2 matches, runs up to n events long
+    for mode in ("exact", "verified"):
+        done = seqsketch(helpdesk, "query", "helpdesk", RUNAWAY + " RETURN exists", "--mode", mode, "--json",
+                         "--timeout", "20")
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout)
+        assert answer["exists"] is True and answer["count"] is None
+        done = seqsketch(helpdesk, "query", "helpdesk", RUNAWAY + " RETURN count", "--mode", mode, "--json",
+                         "--timeout", "60")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["count"] == n * (n - 1) // 2
+        done = seqsketch(helpdesk, "query", "helpdesk", RUNAWAY, "--mode", mode, "--json", "--limit", "5",
+                         "--timeout", "60")
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout)
+        assert answer["truncated"] is True and answer["count"] == n * (n - 1) // 2
+        first = answer["matches"]
+        assert [len(m["bindings"]["v0"]) for m in first] == [1, 2, 3, 4, 5]  # the shortest runs first
+        assert all(m["start_seq"] == 0 for m in first)

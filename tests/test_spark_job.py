@@ -272,8 +272,8 @@ def assert_untouched(home: Path, name: str, before: tuple[pa.Table, str, dict]) 
     assert Dataset.open(home, name).snapshot().tree.n_events == snap.events
     on_disk = sorted(p.name for p in (root / "parts").iterdir())
     assert on_disk == sorted(f for p in snap.parts for f in p.files)
-    live = snap.extra["index"]["file"]
-    assert [p.name for p in (dataset_dir(name, home) / "index").iterdir()] == [Path(live).name]
+    live = [Path(snap.extra[k]["file"]).name for k in ("index", "partition_index") if k in snap.extra]
+    assert sorted(p.name for p in (dataset_dir(name, home) / "index").iterdir()) == sorted(live)
     assert not [p for p in dataset_dir(name, home).iterdir() if p.name.startswith(".spark")]
 
 

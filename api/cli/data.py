@@ -13,6 +13,7 @@ from api.cli.output import common, emit, human_bytes, table
 from api.db import seqsketch_home
 from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
 from exact.store import check_dataset_name, dataset_names
+from sketch.dataset import AUTO_KEY
 
 #: The CLI's query limits, the server's defaults (SEQSKETCH_QUERY_TIMEOUT_MS is 30 s; a person at a terminal
 #: waits a little longer).
@@ -21,7 +22,7 @@ QUERY_MAX_MATCHES = 10_000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    for add in (add_build, add_info, add_datasets, add_query, add_append, add_export):
+    for add in (add_build, add_info, add_datasets, add_query, add_append, add_export, add_compact):
         add(sub)
 
 
@@ -41,6 +42,9 @@ def add_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fpq", type=_probability, default=None, help="target false-positive rate of a query")
     p.add_argument("--memory", type=_byte_size, default=None, help="memory budget of the index (e.g. 64M)")
     p.add_argument("--replace", action="store_true", help="rebuild an existing dataset")
+    p.add_argument("--partition-key", default=AUTO_KEY, metavar="ATTR",
+                   help="cluster events by this attribute for per-case questions (default: case, when every "
+                        "event has it; '' for none)")
     common(p)
     p.set_defaults(handler=_build)
 
@@ -109,7 +113,7 @@ def _build(args: argparse.Namespace) -> int:
                                 type_field=args.type_field, time_field=args.time_field,
                                 replace=args.replace, leaf_size=args.leaf_size, fpq=args.fpq,
                                 memory=args.memory, progress=progress, engine=args.engine,
-                                job_progress=job_progress)
+                                job_progress=job_progress, partition_key=args.partition_key or None)
     finally:
         if progress is not None:
             print("\r\033[K", end="", file=sys.stderr, flush=True)  # the counter line gives way to the result
@@ -162,6 +166,13 @@ def _info_text(info: dict[str, Any]) -> str:
                         f"C={index['leaf_size']}, m={index['m']}, k={index['k']}, {index['nodes']:,} nodes, "
                         f"{index['levels']} levels, expected fpq {index['expected_fpq']:.2g}, "
                         f"digest {index['index_digest'][:12]}…")
+        part = index.get("partition")
+        if part:
+            tail = (f", {part['tail_events']:,} appended since (compact folds them in)"
+                    if part["tail_events"] else "")
+            lines.insert(5, f"partition   by {part['key']}: {part['groups']:,} groups, tree "
+                            f"{human_bytes(part['bytes'])} ({part['nodes']:,} nodes), layout "
+                            f"{human_bytes(part['layout_bytes'])}{tail}")
     lines += [f"  {count:>12,}  {typ}" for typ, count in top[:20]]
     if len(top) > 20:
         lines.append(f"  … {len(top) - 20} more (--json lists all)")
@@ -207,7 +218,8 @@ def _query_text(result: dict[str, Any]) -> str:
         body = f"\n{table(('START', 'END', 'START_TS', 'END_TS', 'LEVEL'), rows)}" if rows else ""
         why = f"\n{result['explain']}" if result.get("explain") else ""
         return f"{head}{body}{why}"
-    head = (f"{result['count']:,} match(es), exists: {str(result['exists']).lower()}  "
+    count = "some" if result["count"] is None else f"{result['count']:,}"
+    head = (f"{count} match(es), exists: {str(result['exists']).lower()}  "
             f"[{result['mode']}, {result.get('strategy', '')}, {stats.get('total_ms', 0):.1f} ms]")
     if result.get("explain"):
         head += f"\n{result['explain']}"
@@ -295,5 +307,23 @@ def _export(args: argparse.Namespace) -> int:
     if args.out is not None:
         emit(args, out, f"exported {out['events']:,} events of {out['dataset']} to {out['out']} "
              f"({args.format}, {human_bytes(out['bytes'] or 0)})")
+    return 0
+
+
+# --- compact ------------------------------------------------------------------------------------------------
+
+
+def add_compact(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compact", help="fold appended events into the partition-clustered index")
+    p.add_argument("dataset")
+    common(p)
+    p.set_defaults(handler=_compact)
+
+
+def _compact(args: argparse.Namespace) -> int:
+    info = service.compact_dataset(seqsketch_home(), check_dataset_name(args.dataset))
+    part = (info.get("index") or {}).get("partition") or {}
+    emit(args, info, f"compacted {info['name']}: {part.get('groups', 0):,} groups by {part.get('key')} "
+         f"over {part.get('events', 0):,} events")
     return 0
 

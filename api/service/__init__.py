@@ -22,6 +22,7 @@ from api.service.datasets import (
     append_records,
     build_dataset,
     build_from_inputs,
+    compact_dataset,
     dataset_exists,
     dataset_info,
     delete_dataset,
@@ -48,8 +49,9 @@ from api.service.queries import (
 
 __all__ = [
     "EXPORT_FORMATS", "QUERY_MODES", "InputNotAllowed", "allowed_inputs", "append_inputs", "append_records",
-    "bound_events", "build_dataset", "build_from_inputs", "call_with_timeout", "dataset_exists",
-    "dataset_info", "delete_dataset", "export_dataset", "indexed_query", "input_roots_from_env", "jsonable",
-    "limited_query", "list_datasets", "prepare_queries", "publish_build", "recover_published_builds",
-    "resolve_inputs", "run_query", "shared_data_dirs", "store_events",
+    "bound_events", "build_dataset", "build_from_inputs", "call_with_timeout", "compact_dataset",
+    "dataset_exists", "dataset_info", "delete_dataset", "export_dataset", "indexed_query",
+    "input_roots_from_env", "jsonable", "limited_query", "list_datasets", "prepare_queries",
+    "publish_build", "recover_published_builds", "resolve_inputs", "run_query", "shared_data_dirs",
+    "store_events",
 ]

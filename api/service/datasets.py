@@ -27,7 +27,7 @@ from exact.store import (
     store_dir,
 )
 from sketch.build import DEFAULT_OPTIONS, BuildOptions
-from sketch.dataset import Dataset, build_index_into
+from sketch.dataset import AUTO_KEY, Dataset, build_index_into
 from sketch.dataset import dataset_info as _dataset_info
 
 
@@ -55,7 +55,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
                       type_field: str = "type", time_field: str = "ts", replace: bool = False,
                       leaf_size: int | None = None, fpq: float | None = None, memory: int | None = None,
                       progress: Any = None, engine: str = "local",
-                      job_progress: Any = None) -> dict[str, Any]:
+                      job_progress: Any = None, partition_key: str | None = AUTO_KEY) -> dict[str, Any]:
     """Ingest ``inputs`` into a new dataset ``name`` under ``home`` (``seqsketch build``, and the body of a
     build job); nothing is left behind on failure.
 
@@ -63,14 +63,18 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
     message)`` instead of per-batch reading ``progress``.
 
     Returns the ``build`` summary: the ``info`` object plus ``seconds`` and ``timings`` (ingest, index).
-    ``progress`` (an :data:`exact.ingest.Progress`) hears of every batch read.
+    ``progress`` (an :data:`exact.ingest.Progress`) hears of every batch read.  ``partition_key``: the
+    attribute events are clustered by for per-group questions (``AUTO_KEY``: ``case`` when every event has
+    it; None or ``""``: none).
     """
     check_dataset_name(name)
+    partition_key = partition_key or None
     if engine == "spark":
         from sketch.spark_job import build_dataset_spark
 
         return build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
                                    leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
+                                   partition_key=partition_key,
                                    **({"progress": job_progress} if job_progress else {}))
     options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
                            memory_bytes=memory)
@@ -81,7 +85,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
         ingested = time.perf_counter()
         # The index is built here, inside the staged directory, so that it is published with the events:
         # the store's first manifest names it.  A refused --memory budget fails the build before any write.
-        extra = build_index_into(stage, table, options)
+        extra = build_index_into(stage, table, options, partition_key=partition_key)
         index_done = time.perf_counter()
         EventStore.create(store_dir(stage), table, extra=extra)
         del table
@@ -94,7 +98,8 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
 
 #: Build options of the API and the keyword of :func:`build_from_inputs` that takes each.
 BUILD_OPTIONS = {"format": "fmt", "type_field": "type_field", "time_field": "time_field", "engine": "engine",
-                 "leaf_size": "leaf_size", "fpq": "fpq", "memory": "memory", "replace": "replace"}
+                 "leaf_size": "leaf_size", "fpq": "fpq", "memory": "memory", "replace": "replace",
+                 "partition_key": "partition_key"}
 
 
 def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mapping[str, Any], *,
@@ -246,3 +251,13 @@ def append_inputs(home: Path, name: str, inputs: Sequence[str], *, fmt: str = "a
         Dataset.open(home, name).append(table)
         info = dataset_info(home, name)
     return {**info, "appended": info["events"] - before, "first_seq": before, "last_seq": info["events"] - 1}
+
+
+def compact_dataset(home: Path, name: str) -> dict[str, Any]:
+    """Fold the events appended since the last build into the partition-clustered index
+    (``seqsketch compact``); returns the dataset's ``info``."""
+    if not dataset_exists(home, name):
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    Dataset.open(home, name).compact()
+    return dataset_info(home, name)
+

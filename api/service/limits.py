@@ -32,7 +32,8 @@ def _unraisable(previous: Callable[[Any], None]) -> Callable[[Any], None]:
     return hook
 
 
-def call_with_timeout(fn: Callable[[], Any], timeout_ms: int | None, what: str) -> Any:
+def call_with_timeout(fn: Callable[[], Any], timeout_ms: int | None, what: str,
+                      limit_ms: int | None = None) -> Any:
     """``fn()``, or :class:`QueryLimitError` once ``timeout_ms`` pass.
 
     The work runs on a worker thread.  When the limit passes, the caller is answered at once and the worker
@@ -40,7 +41,8 @@ def call_with_timeout(fn: Callable[[], Any], timeout_ms: int | None, what: str) 
     call finishes first), again every 50 ms until it ends — an exception raised while the worker runs a
     destructor or a weak-reference callback is swallowed there — so an abandoned query does not keep a core
     busy until it would have ended.  The work it leaves behind is only its own (caches it was filling are
-    filled atomically or under ``with``).
+    filled atomically or under ``with``).  ``limit_ms`` is the limit the message names (default
+    ``timeout_ms``: a caller may wait a little past the limit it states).
     """
     if not timeout_ms:
         return fn()
@@ -77,7 +79,7 @@ def call_with_timeout(fn: Callable[[], Any], timeout_ms: int | None, what: str) 
         if not getattr(sys.unraisablehook, "quiet_about_stops", False):
             sys.unraisablehook = _unraisable(sys.unraisablehook)
         threading.Thread(target=stop, name="seqsketch-query-stop", daemon=True).start()
-        raise QueryLimitError(f"{what} took longer than the limit of {timeout_ms} ms; narrow it "
+        raise QueryLimitError(f"{what} took longer than the limit of {limit_ms or timeout_ms} ms; narrow it "
                               "(WITHIN, BETWEEN, PARTITION BY) or use mode 'approximate'")
     if "error" in box:
         raise box["error"]

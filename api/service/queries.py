@@ -8,7 +8,6 @@ time, match and scan limits and adds the bound events a caller asked for.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,15 +15,17 @@ from typing import Any
 from api.service.datasets import dataset_exists, store_events
 from api.service.limits import call_with_timeout
 from exact.ast import Query
-from exact.engine import answer, evaluate, match_ts
+from exact.engine import Budget
 from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError
 from exact.events import iso_of_micros, to_records
 from exact.language import load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 from sketch.dataset import Dataset, require_index
-from sketch.verify import StoreSource, answer_indexed, needed_columns
+from sketch.verify import StoreSource, answer_indexed, exact_body
 
 QUERY_MODES = ("approximate", "verified", "exact")
+#: How long past its limit a query that cannot look at its clock (a long read) runs before it is stopped.
+_GRACE_MS = 500
 
 
 def prepare_queries() -> None:
@@ -34,12 +35,13 @@ def prepare_queries() -> None:
 
 
 def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, mode: str = "verified",
-              limit: int | None = None, granularity: int | None = None) -> dict[str, Any]:
+              limit: int | None = None, granularity: int | None = None,
+              budget: Budget | None = None) -> dict[str, Any]:
     """Answer ``query`` (text, JSON text, the JSON form or a parsed query) on dataset ``name``.
 
-    ``granularity`` is the tree level approximate intervals are resolved at (default: leaves).
+    ``granularity`` is the tree level approximate intervals are resolved at (default: leaves); ``budget``
+    the time the engine may take (it reads its clock between slices of its work).
     """
-    started = time.perf_counter()
     if mode not in QUERY_MODES:
         raise QuerySemanticError(f"unknown mode {mode!r}; choose one of {', '.join(QUERY_MODES)}",
                                  where="mode")
@@ -47,25 +49,17 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, 
         raise QuerySemanticError(f"limit must be an integer ≥ 1, got {limit!r}", where="limit")
     parsed = _parsed(query)
     if mode != "exact":
-        return indexed_query(home, name, parsed, mode=mode, limit=limit, granularity=granularity)
+        return indexed_query(home, name, parsed, mode=mode, limit=limit, granularity=granularity,
+                             budget=budget)
     root = store_dir(dataset_dir(check_dataset_name(name), home))
     if not (root / "manifest.json").is_file():
         raise NotFound(f"dataset {name!r} does not exist", where=name)
-    store = EventStore.open(root)
-    snap = store.snapshot()
-    # attributes are read only when a condition or the partition names one, and only those
-    columns = [c for c in needed_columns(parsed) if not c.startswith("attrs.") or snap.attrs]
-    table = store.read_table(snapshot=snap, columns=columns, type_dictionary=True)
-    verify_started = time.perf_counter()
-    matches = evaluate(parsed, table, type_counts=snap.type_counts)
-    verify_ms = (time.perf_counter() - verify_started) * 1000
-    out: dict[str, Any] = {"dataset": name, "index_version": None, "mode": mode}
-    out.update(answer(parsed, matches, match_ts(table, matches), limit=limit))
-    out["stats"] = {"approximate_ms": 0.0, "verify_ms": round(verify_ms, 3),
-                    "total_ms": round((time.perf_counter() - started) * 1000, 3), "nodes_probed": 0,
-                    "candidate_intervals": 0, "events_scanned": table.num_rows,
-                    "events_total": snap.events}
-    return out
+    dataset = Dataset.open(home, name)
+    snap = dataset.store.snapshot()
+    partition = dataset.partition(snap)
+    body = exact_body(parsed, StoreSource(dataset.store, snap), limit=limit, partition=partition,
+                      budget=budget)
+    return {"dataset": name, "index_version": None, **body}
 
 
 def _parsed(query: str | Mapping[str, Any] | Query) -> Query:
@@ -96,7 +90,8 @@ def _check_unicode(text: str) -> None:
 
 
 def indexed_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, mode: str = "verified",
-                  limit: int | None = None, granularity: int | None = None) -> dict[str, Any]:
+                  limit: int | None = None, granularity: int | None = None,
+                  budget: Budget | None = None) -> dict[str, Any]:
     """The ``approximate`` and ``verified`` modes of CONTRACT §3 on dataset ``name``'s index snapshot.
 
     The store snapshot and the tree come from one manifest, so the answer sees the events the index covers.
@@ -112,7 +107,8 @@ def indexed_query(home: Path, name: str, query: str | Mapping[str, Any] | Query,
     snap = dataset.snapshot()
     tree = require_index(snap, name)
     body = answer_indexed(parsed, tree, StoreSource(dataset.store, snap.store), mode=mode, limit=limit,
-                          granularity=granularity or 0)
+                          granularity=granularity or 0, partition=dataset.partition(snap.store),
+                          budget=budget)
     return {"dataset": name, "index_version": snap.index_version, **body}
 
 
@@ -129,11 +125,14 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
     if max_events and mode == "exact":
         _refuse_exact_scan_over(home, name, max_events)
 
+    budget = Budget.of_ms(timeout_ms)
+
     def run() -> dict[str, Any]:
         return run_query(home, name, query, mode=mode, limit=effective,
-                         granularity=granularity if mode == "approximate" else None)
+                         granularity=granularity if mode == "approximate" else None, budget=budget)
 
-    result = call_with_timeout(run, timeout_ms, "the query")
+    # the engine stops itself at the limit; the thread is the backstop for work that cannot look at a clock
+    result = call_with_timeout(run, timeout_ms and timeout_ms + _GRACE_MS, "the query", limit_ms=timeout_ms)
     if max_events and (result.get("stats") or {}).get("events_scanned", 0) > max_events:
         raise QueryLimitError(f"the query scanned {result['stats']['events_scanned']:,} events, over the "
                               f"server's limit of {max_events:,}")

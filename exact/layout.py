@@ -1,0 +1,311 @@
+"""The partition layout of a stream: its events grouped by a partition key, each group's rows at hand.
+
+Most questions are asked per case ("in the same application").  With a partition key (``--partition-key``,
+by default ``case`` when every event has one), a dataset keeps, beside its seq-ordered store:
+
+* ``group_of``: per event (by seq), its group — groups numbered in order of their first event; -1 for an
+  event without a key value (not stored: it follows from the next two);
+* ``order``: the events' seqs grouped — by group, in stream order within a group — and ``group_off``, where
+  each group's run of ``order`` starts, so a group's events are one contiguous run of row numbers that the
+  store's seek files serve in place;
+* per group the distinct event types it holds (``type_off``/``type_codes`` into the sorted ``types``), the
+  least a type index can know of a group, exact;
+* the key value of each group.
+
+It covers the dataset's first ``events`` events (those of its last build or ``compact``); events appended
+later form the *tail*, whose groups are found by their key values.
+
+File layout (little-endian), every section aligned to 64 bytes::
+
+    b"SQSKLAYT"  uint32 version  uint32 header length  header (JSON)  sections…
+
+The header names the key, the events covered, the groups, the types, and each section's dtype, offset,
+length and CRC-32; the key values are an Arrow IPC stream.  A file is checked on its first open in a
+process and mapped read-only; one that fails is :class:`~exact.errors.StoreCorrupt`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import mmap
+import os
+import struct
+import threading
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from exact.errors import InputError, StoreCorrupt
+from exact.events import ATTRS, TYPE
+
+#: The store manifest's entry naming the live layout (``extra["layout"]``): file (relative to the
+#: dataset directory), key, events, groups, bytes.
+LAYOUT_KEY = "layout"
+MAGIC = b"SQSKLAYT"
+VERSION = 1
+SUFFIX = ".sqpl"
+#: The partition key a build takes when none is named and every event has it (XES logs' trace id).
+DEFAULT_KEY = "case"
+_ALIGN = 64
+_PREFIX = struct.Struct("<8sII")
+_ARRAYS = ("order", "group_off", "type_off", "type_codes")
+
+
+@dataclass(eq=False)
+class Layout:
+    """A stream's partition layout (see the module docstring)."""
+
+    key: str
+    events: int
+    group_of: np.ndarray
+    order: np.ndarray
+    group_off: np.ndarray
+    type_off: np.ndarray
+    type_codes: np.ndarray
+    types: tuple[str, ...]
+    keys: pa.Array
+
+    @property
+    def groups(self) -> int:
+        return len(self.group_off) - 1
+
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.group_off)
+
+    def rows(self, groups: np.ndarray) -> np.ndarray:
+        """The seqs of the events of ``groups`` (sorted group ids), grouped, stream order within each."""
+        lo, hi = self.group_off[groups], self.group_off[groups + 1]
+        lengths = hi - lo
+        total = int(lengths.sum())
+        if not total:
+            return np.zeros(0, dtype=np.int64)
+        idx = np.repeat(lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(total)
+        return self.order[idx].astype(np.int64)
+
+    @functools.cached_property
+    def _type_bits(self) -> np.ndarray | None:
+        """Per group, its types as bits of a uint64 (None with more than 64 types in the stream)."""
+        if len(self.types) > 64 or not self.groups:
+            return None
+        bits = np.left_shift(np.uint64(1), self.type_codes.astype(np.uint64))
+        out = np.zeros(self.groups, dtype=np.uint64)
+        nonempty = np.flatnonzero(np.diff(self.type_off) > 0)
+        out[nonempty] = np.bitwise_or.reduceat(bits, self.type_off[nonempty])
+        return out
+
+    @functools.cached_property
+    def _type_index(self) -> dict[str, int]:
+        return {t: i for i, t in enumerate(self.types)}
+
+    def groups_holding(self, type_sets: list[frozenset[str] | None],
+                       among: np.ndarray | None = None) -> np.ndarray:
+        """The groups (of ``among``, default all) that hold an event of every type set (None = any type)."""
+        candidates = np.arange(self.groups) if among is None else among
+        index = self._type_index
+        bits = self._type_bits
+        if bits is not None:
+            held = bits[candidates]
+            keep = np.ones(len(candidates), dtype=bool)
+            for types in type_sets:
+                if types is not None:
+                    need = np.uint64(sum(1 << index[t] for t in types if t in index))
+                    keep &= (held & need) != 0
+            return candidates[keep]
+        for types in type_sets:
+            if not len(candidates):
+                break
+            if types is None:
+                continue
+            wanted = np.zeros(len(self.types) + 1, dtype=bool)
+            wanted[[index[t] for t in types if t in index]] = True
+            lo, hi = self.type_off[candidates], self.type_off[candidates + 1]
+            lengths = hi - lo
+            total = int(lengths.sum())
+            if not total:
+                return candidates[:0]
+            idx = np.repeat(lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(total)
+            hit = wanted[self.type_codes[idx]]
+            owner = np.repeat(np.arange(len(candidates)), lengths)
+            has = np.zeros(len(candidates), dtype=bool)
+            has[owner[hit]] = True
+            candidates = candidates[has]
+        return candidates
+
+
+# ------------------------------------------------------------------------------------------------ building
+
+
+def default_key(table: pa.Table) -> str | None:
+    """:data:`DEFAULT_KEY` when every event of ``table`` has a value for it, else None."""
+    if ATTRS not in table.column_names or table.num_rows == 0:
+        return None
+    struct_type = table.schema.field(ATTRS).type
+    if struct_type.get_field_index(DEFAULT_KEY) < 0:
+        return None
+    values = pc.struct_field(table.column(ATTRS), DEFAULT_KEY)
+    return DEFAULT_KEY if values.null_count == 0 and table.column(ATTRS).null_count == 0 else None
+
+
+def key_values(table: pa.Table, key: str) -> pa.ChunkedArray:
+    """The partition key's values of ``table``'s events (null where an event has none); floats as they
+    compare (-0.0 as 0.0, NaN as no value)."""
+    if ATTRS not in table.column_names or table.schema.field(ATTRS).type.get_field_index(key) < 0:
+        return pa.chunked_array([pa.nulls(table.num_rows)])
+    values = pc.struct_field(table.column(ATTRS), key)
+    if pa.types.is_floating(values.type):
+        values = pc.add(values, pa.scalar(0.0, values.type))
+        values = pc.if_else(pc.is_nan(values), pa.scalar(None, values.type), values)
+    return values
+
+
+def build_layout(table: pa.Table, key: str) -> Layout:
+    """The layout of a whole stream table (seq 0… in stream order) by attribute ``key``."""
+    if ATTRS not in table.column_names or table.schema.field(ATTRS).type.get_field_index(key) < 0:
+        raise InputError(f"no event has the partition key attribute {key!r}", where="--partition-key")
+    n = table.num_rows
+    encoded = pc.dictionary_encode(key_values(table, key).combine_chunks())
+    codes = encoded.indices
+    group_of = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+    groups = len(encoded.dictionary)
+    keyed = np.flatnonzero(group_of >= 0)
+    order = keyed[np.argsort(group_of[keyed], kind="stable")].astype(np.int32)
+    sizes = np.bincount(group_of[keyed], minlength=groups)
+    group_off = np.zeros(groups + 1, dtype=np.int64)
+    group_off[1:] = np.cumsum(sizes)
+    type_enc = pc.dictionary_encode(table.column(TYPE).combine_chunks().cast(pa.string()))
+    vocabulary = type_enc.dictionary.to_pylist()
+    rank = np.argsort(np.asarray(vocabulary, dtype=object)) if vocabulary else np.zeros(0, dtype=np.int64)
+    sorted_codes = np.empty(len(vocabulary), dtype=np.int64)
+    sorted_codes[rank] = np.arange(len(vocabulary))
+    type_code = sorted_codes[type_enc.indices.to_numpy(zero_copy_only=False)] if n else np.zeros(0, np.int64)
+    # distinct (group, type) pairs, grouped
+    width = max(len(vocabulary), 1)
+    pairs = np.unique(group_of[keyed].astype(np.int64) * width + type_code[keyed])
+    type_off = np.zeros(groups + 1, dtype=np.int64)
+    type_off[1:] = np.cumsum(np.bincount(pairs // width, minlength=groups))
+    code_dtype = np.uint16 if width <= 1 << 16 else np.uint32
+    return Layout(key, n, group_of, order, group_off, type_off, (pairs % width).astype(code_dtype),
+                  tuple(sorted(vocabulary)), encoded.dictionary)
+
+
+def group_numbers(events: int, order: np.ndarray, group_off: np.ndarray) -> np.ndarray:
+    """``group_of`` from the grouped order (what a file does not store): each event's group, -1 for none."""
+    out = np.full(events, -1, dtype=np.int32)
+    out[order] = np.repeat(np.arange(len(group_off) - 1, dtype=np.int32), np.diff(group_off))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- files
+
+
+def layout_file_name(version: int) -> str:
+    return f"layout-{version:06d}{SUFFIX}"
+
+
+def write_layout(folder: Path, layout: Layout, version: int) -> dict[str, Any]:
+    """Write ``layout`` as ``folder/layout-<version>.sqpl`` (atomically); returns its manifest entry."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, pa.schema([("key", layout.keys.type)])) as writer:
+        writer.write_table(pa.table({"key": layout.keys}))
+    blobs = [(name, np.ascontiguousarray(getattr(layout, name))) for name in _ARRAYS]
+    blobs.append(("keys", np.frombuffer(sink.getvalue().to_pybytes(), dtype=np.uint8)))
+    sections = []
+    offset = 0
+    for name, arr in blobs:
+        data = arr.tobytes()
+        sections.append({"name": name, "dtype": arr.dtype.str, "count": int(arr.size), "offset": offset,
+                         "length": len(data), "crc32": zlib.crc32(data)})
+        offset += len(data) + (-len(data) % _ALIGN)
+    header = json.dumps({"key": layout.key, "events": layout.events, "groups": layout.groups,
+                         "types": list(layout.types), "sections": sections}).encode()
+    start = _PREFIX.size + len(header)
+    start += -start % _ALIGN
+    name = layout_file_name(version)
+    path = folder / name
+    tmp = folder / f".{name}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(_PREFIX.pack(MAGIC, VERSION, len(header)))
+        f.write(header)
+        f.write(b"\0" * (start - _PREFIX.size - len(header)))
+        for _, arr in blobs:
+            data = arr.tobytes()
+            f.write(data)
+            f.write(b"\0" * (-len(data) % _ALIGN))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return {"file": name, "key": layout.key, "events": layout.events, "groups": layout.groups,
+            "bytes": path.stat().st_size}
+
+
+_LOADED: dict[tuple[str, int, int, int], Layout] = {}
+_LOCK = threading.Lock()
+
+
+def load_layout(path: Path) -> Layout:
+    """The layout in ``path``, mapped read-only, checked on its first open in this process."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise StoreCorrupt("the partition layout file is missing", where=str(path)) from None
+    ident = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    with _LOCK:
+        found = _LOADED.get(ident)
+    if found is not None:
+        return found
+    layout = _read(path)
+    with _LOCK:
+        if len(_LOADED) >= 16:
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[ident] = layout
+    return layout
+
+
+def _read(path: Path) -> Layout:
+    with open(path, "rb") as f:
+        try:
+            view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:
+            raise StoreCorrupt("the partition layout file is empty", where=str(path)) from None
+    try:
+        magic, version, hlen = _PREFIX.unpack_from(view, 0)
+        if magic != MAGIC or version != VERSION:
+            raise ValueError(f"not a layout file of version {VERSION}")
+        header = json.loads(bytes(view[_PREFIX.size:_PREFIX.size + hlen]))
+        start = _PREFIX.size + hlen
+        start += -start % _ALIGN
+        arrays: dict[str, np.ndarray] = {}
+        for s in header["sections"]:
+            at = start + s["offset"]
+            raw = view[at:at + s["length"]]
+            if len(raw) != s["length"] or zlib.crc32(raw) != s["crc32"]:
+                raise ValueError(f"section {s['name']} fails its checksum")
+            arrays[s["name"]] = np.frombuffer(view, dtype=np.dtype(s["dtype"]), count=s["count"], offset=at)
+        keys = pa.ipc.open_stream(pa.py_buffer(arrays.pop("keys").tobytes())).read_all().column("key")
+        keys = keys.combine_chunks()
+        events = int(header["events"])
+        layout = Layout(header["key"], events, group_numbers(events, arrays["order"], arrays["group_off"]),
+                        arrays["order"],
+                        arrays["group_off"], arrays["type_off"], arrays["type_codes"], tuple(header["types"]),
+                        keys)
+        if (len(layout.group_of) != layout.events or len(layout.group_off) != header["groups"] + 1
+                or len(layout.keys) != layout.groups):
+            raise ValueError("section sizes disagree with the header")
+        return layout
+    except (ValueError, KeyError, TypeError, struct.error, pa.ArrowException) as err:
+        raise StoreCorrupt(f"damaged partition layout file: {err}", where=str(path)) from None
+
+
+def layout_of(store_root: Path, extra: dict[str, Any] | None) -> Layout | None:
+    """The layout a store snapshot's manifest names (``extra``), or None."""
+    ref = (extra or {}).get(LAYOUT_KEY)
+    if not ref:
+        return None
+    return load_layout(store_root.parent / ref["file"])
