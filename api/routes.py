@@ -248,7 +248,7 @@ def append_events(name: str) -> Any:
     summary="Start an offline build from server-side inputs", scope="write", tag="builds",
     request=sc.BUILD_REQUEST,
     description="Inputs are paths relative to (or inside) the server's input roots (SEQSKETCH_INPUT_ROOTS). "
-                "The build runs in the background; poll GET /v1/jobs/{id}.",
+                "The build is queued for the job runner; poll GET /v1/jobs/{id}.",
     responses={202: ("queued", sc.JOB_ACCEPTED)}))
 def start_build(name: str, body: dict[str, Any]) -> Any:
     st = state()
@@ -259,8 +259,9 @@ def start_build(name: str, body: dict[str, Any]) -> Any:
     exists = service.dataset_exists(st.home, name)
     if exists and not options.get("replace"):
         raise Conflict(f"dataset {name!r} exists already; pass \"replace\": true to rebuild it", where=name)
-    assert st.jobs is not None
-    job = st.jobs.submit(name, inputs, options, exists=exists)
+    job = service.queue_build(st.catalog, name, inputs, options, exists=exists)
+    if st.jobs is not None:
+        st.jobs.wake()  # a runner in this process looks at once
     location = url_for("v1.get_job", job_id=job["id"])
     response = jsonify({"job_id": job["id"], "state": job["state"], "url": location})
     response.status_code = 202

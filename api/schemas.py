@@ -226,6 +226,7 @@ JOB = Schema("Job", {
         "created": {"type": ["string", "null"]},
         "started": {"type": ["string", "null"]},
         "finished": {"type": ["string", "null"]},
+        "runner": {"type": ["string", "null"], "description": "the job runner that claimed the job"},
     },
 })
 

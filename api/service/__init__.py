@@ -12,11 +12,13 @@ module                 holds
 ``queries``            the three query modes under the caller's limits
 ``limits``             wall-time limits for work a caller waits on
 ``inputs``             input roots (where a server may read build inputs) and the shared data
-``catalog_sync``       publishing what is on disk to the catalog
+``catalog_sync``       publishing what is on disk to the catalog; settling jobs whose runner stopped
+``builds``             build jobs queued in the catalog for a job runner, and waited for
 =====================  ==========================================================================
 """
 
-from api.service.catalog_sync import jsonable, publish_build, recover_published_builds
+from api.service.builds import QUEUED_MESSAGE, queue_build, wait_for_job
+from api.service.catalog_sync import jsonable, publish_build, recover_abandoned_jobs
 from api.service.datasets import (
     append_inputs,
     append_records,
@@ -47,9 +49,10 @@ from api.service.queries import (
 )
 
 __all__ = [
-    "EXPORT_FORMATS", "QUERY_MODES", "InputNotAllowed", "allowed_inputs", "append_inputs", "append_records",
+    "EXPORT_FORMATS", "QUERY_MODES", "QUEUED_MESSAGE", "allowed_inputs", "append_inputs", "append_records",
     "bound_events", "build_dataset", "build_from_inputs", "call_with_timeout", "dataset_exists",
-    "dataset_info", "delete_dataset", "export_dataset", "indexed_query", "input_roots_from_env", "jsonable",
-    "limited_query", "list_datasets", "prepare_queries", "publish_build", "recover_published_builds",
-    "resolve_inputs", "run_query", "shared_data_dirs", "store_events",
+    "dataset_info", "delete_dataset", "export_dataset", "indexed_query",
+    "input_roots_from_env", "InputNotAllowed", "jsonable", "limited_query", "list_datasets",
+    "prepare_queries", "publish_build", "queue_build", "recover_abandoned_jobs", "resolve_inputs",
+    "run_query", "shared_data_dirs", "store_events", "wait_for_job",
 ]
