@@ -186,6 +186,15 @@ def get_dataset(name: str) -> Any:
     raise NotFound(f"dataset {name!r} does not exist", where=name)
 
 
+@operation("/datasets/<name>/density", "GET", sc.Operation(
+    summary="Events over time", scope="read", tag="datasets",
+    description="The dataset's time range cut into equal spans and the number of events in each (the web "
+                "console's density strip).",
+    responses={200: ("events per span of time", sc.DENSITY)}))
+def dataset_density(name: str) -> Any:
+    return jsonify(service.event_density(state().home, checked_name(name)))
+
+
 @operation("/datasets/<name>", "DELETE", sc.Operation(
     summary="Delete a dataset (events and index)", scope="write", tag="datasets",
     responses={200: ("deleted", sc.DELETED)}))
@@ -267,6 +276,15 @@ def start_build(name: str, body: dict[str, Any]) -> Any:
     response.status_code = 202
     response.headers["Location"] = location
     return response
+
+
+@operation("/inputs", "GET", sc.Operation(
+    summary="The files a build may read", scope="read", tag="builds",
+    description="Files under the server's input roots (SEQSKETCH_INPUT_ROOTS), relative to their root, as "
+                "POST /v1/datasets/{name}/builds takes them; at most 500.",
+    responses={200: ("the build inputs", sc.INPUT_LIST)}))
+def list_inputs() -> Any:
+    return jsonify({"inputs": service.allowed_inputs(state().input_roots)})
 
 
 @operation("/jobs/<job_id>", "GET", sc.Operation(

@@ -152,6 +152,18 @@ DATASET_LIST = Schema("DatasetList", {
     "properties": {"datasets": {"type": "array", "items": DATASET.schema}},
 })
 
+DENSITY = Schema("Density", {
+    "type": "object",
+    "required": ["name", "start_ts", "end_ts", "bins", "counts"],
+    "properties": {
+        "name": {"type": "string"},
+        "start_ts": {"type": ["string", "null"]}, "end_ts": {"type": ["string", "null"]},
+        "bins": {"type": "integer", "minimum": 0},
+        "counts": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                   "description": "events in each of `bins` equal spans of [start_ts, end_ts], in order"},
+    },
+})
+
 DELETED = Schema("Deleted", {
     "type": "object", "required": ["deleted"], "properties": {"deleted": {"type": "string"}},
 })
@@ -202,6 +214,14 @@ BUILD_REQUEST = Schema("BuildRequest", {
         "memory": {"type": "integer", "minimum": 1},
         "replace": {"type": "boolean", "description": "rebuild a dataset that exists already"},
     },
+})
+
+INPUT_LIST = Schema("InputList", {
+    "type": "object",
+    "required": ["inputs"],
+    "properties": {"inputs": {
+        "type": "array", "items": {"type": "string"},
+        "description": "files a build may name, relative to their input root (at most 500)"}},
 })
 
 JOB_ACCEPTED = Schema("JobAccepted", {
@@ -298,8 +318,8 @@ QUERY_ANSWER = Schema("QueryAnswer", {
 })
 
 ALL_SCHEMAS: tuple[Schema, ...] = (
-    ERROR, HEALTH, DATASET, DATASET_LIST, DELETED, EVENT, EVENT_BATCH, APPEND_RESULT, BUILD_REQUEST,
-    JOB_ACCEPTED, JOB, QUERY_REQUEST, QUERY_ANSWER,
+    ERROR, HEALTH, DATASET, DATASET_LIST, DENSITY, DELETED, EVENT, EVENT_BATCH, APPEND_RESULT, BUILD_REQUEST,
+    INPUT_LIST, JOB_ACCEPTED, JOB, QUERY_REQUEST, QUERY_ANSWER,
 )
 
 

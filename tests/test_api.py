@@ -99,8 +99,38 @@ def test_openapi_document_validates_and_lists_exactly_the_routes(app: Flask, cli
         ("/v1/health", "get"), ("/v1/datasets", "get"), ("/v1/datasets/{name}", "get"),
         ("/v1/datasets/{name}", "delete"), ("/v1/datasets/{name}/events", "post"),
         ("/v1/datasets/{name}/builds", "post"), ("/v1/jobs/{job_id}", "get"),
-        ("/v1/datasets/{name}/query", "post"), ("/v1/openapi.json", "get"),
+        ("/v1/datasets/{name}/query", "post"), ("/v1/openapi.json", "get"), ("/v1/inputs", "get"),
+        ("/v1/datasets/{name}/density", "get"),
     }
+
+
+def test_inputs_lists_what_a_build_may_name(client: FlaskClient, app: Flask, home: Path) -> None:
+    (home / "inputs" / "sub").mkdir()
+    (home / "inputs" / "sub" / "mine.jsonl").write_text('{"type": "A", "ts": 1}\n')
+    (home / "inputs" / ".hidden.jsonl").write_text('{"type": "A", "ts": 1}\n')
+    listed = client.get("/v1/inputs").json["inputs"]
+    assert "running-example.xes" in listed and "sub/mine.jsonl" in listed and ".hidden.jsonl" not in listed
+    roots = service_state(app).input_roots
+    assert all(service.resolve_inputs([spec], roots) for spec in listed)  # each one a build may name
+    assert_error(client.get("/v1/inputs", environ_base=OFF_MACHINE), 403, "forbidden")
+
+
+def test_density_counts_the_events_over_time(client: FlaskClient, running: str, home: Path) -> None:
+    from exact.events import to_records
+    from exact.store import EventStore, dataset_dir, store_dir
+
+    body = client.get(f"/v1/datasets/{running}/density").json
+    info = client.get(f"/v1/datasets/{running}").json
+    assert (body["start_ts"], body["end_ts"]) == (info["start_ts"], info["end_ts"])
+    assert body["bins"] == len(body["counts"]) > 0 and sum(body["counts"]) == info["events"]
+    ts = [e["ts"] for e in to_records(EventStore.open(store_dir(dataset_dir(running, home))).read_table())]
+    micros = [int(t.timestamp() * 1_000_000) if hasattr(t, "timestamp") else int(t) for t in ts]
+    first, last = min(micros), max(micros)
+    expected = [0] * body["bins"]
+    for t in micros:  # the definition: equal spans of [first, last], the last one closed
+        expected[min(body["bins"] - 1, (t - first) * body["bins"] // (last - first + 1))] += 1
+    assert body["counts"] == expected
+    assert_error(client.get("/v1/datasets/ghost/density"), 404, "not_found")
 
 
 def test_openapi_request_schemas_are_the_ones_that_validate(client: FlaskClient, running: str) -> None:

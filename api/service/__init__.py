@@ -27,6 +27,7 @@ from api.service.datasets import (
     dataset_exists,
     dataset_info,
     delete_dataset,
+    event_density,
     list_datasets,
     store_events,
 )
@@ -51,7 +52,7 @@ from api.service.queries import (
 __all__ = [
     "EXPORT_FORMATS", "QUERY_MODES", "QUEUED_MESSAGE", "allowed_inputs", "append_inputs", "append_records",
     "bound_events", "build_dataset", "build_from_inputs", "call_with_timeout", "dataset_exists",
-    "dataset_info", "delete_dataset", "export_dataset", "indexed_query",
+    "dataset_info", "delete_dataset", "event_density", "export_dataset", "indexed_query",
     "input_roots_from_env", "InputNotAllowed", "jsonable", "limited_query", "list_datasets",
     "prepare_queries", "publish_build", "queue_build", "recover_abandoned_jobs", "resolve_inputs",
     "run_query", "shared_data_dirs", "store_events", "wait_for_job",
