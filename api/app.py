@@ -39,6 +39,7 @@ from werkzeug.exceptions import HTTPException
 
 from api import guard, service
 from api.catalog import Catalog, open_catalog
+from api.console import bp as console_bp
 from api.db import database_url
 from api.jobs import JobRunner
 from api.routes import bp
@@ -77,6 +78,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions[EXTENSION] = state
     guard.install(app, state)
     app.register_blueprint(bp)
+    app.register_blueprint(console_bp)
     _register_error_handlers(app)
     return app
 

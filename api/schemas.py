@@ -425,6 +425,8 @@ class Operation:
     responses: Mapping[int, tuple[str, Schema | None]] = field(default_factory=dict)
     tag: str = "service"
     description: str = ""
+    #: Media types of a success answer that is not JSON (the web console's page and files).
+    media_types: tuple[str, ...] = ()
 
     def attach(self, view: Callable[..., Any]) -> Callable[..., Any]:
         view.__operation__ = self  # type: ignore[attr-defined]
@@ -474,6 +476,8 @@ def _operation_object(op: Operation, endpoint: str, params: list[str]) -> JSON:
         responses[str(status)] = {"description": description}
         if schema is not None:
             responses[str(status)]["content"] = {"application/json": {"schema": schema.ref()}}
+        elif op.media_types and status < 300:
+            responses[str(status)]["content"] = {m: {"schema": {"type": "string"}} for m in op.media_types}
     for status, description in _ERROR_RESPONSES.items():
         if op.scope is None and status in (401, 403):
             continue

@@ -51,19 +51,24 @@ def free_port() -> int:
 
 
 @contextmanager
-def served(home: Path, *, timeout: float = 60.0) -> Iterator[str]:
+def served(home: Path, *, timeout: float = 60.0, server: str = "gunicorn", workers: int | None = None,
+           env: dict[str, str] | None = None) -> Iterator[str]:
     """A ``seqsketch serve`` subprocess on a free loopback port; yields its base URL; stopped on exit.
 
-    The server's log (one line per request, and any error's traceback) goes to ``home/server.log``: a pipe
-    nobody reads would fill up and stall the server.
+    ``server`` is ``gunicorn`` (the production server, ``workers`` request processes) or ``werkzeug`` (the
+    development server, one process).  The server's log (any error's traceback) goes to ``home/server.log``:
+    a pipe nobody reads would fill up and stall the server.
     """
     from api.client import Client, SeqsketchAPIError
 
     port = free_port()
-    env = {**os.environ, "SEQSKETCH_HOME": str(home), "SEQSKETCH_QUERY_TIMEOUT_MS": "60000"}
+    env = {**os.environ, "SEQSKETCH_HOME": str(home), "SEQSKETCH_QUERY_TIMEOUT_MS": "60000", **(env or {})}
+    command = [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--server", server]
+    if workers:
+        command += ["--workers", str(workers)]
     log = open(home / "server.log", "ab")  # noqa: SIM115 - closed in the finally below
-    process = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port",
-                                str(port)], env=env, stdout=subprocess.DEVNULL, stderr=log)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -81,7 +86,7 @@ def served(home: Path, *, timeout: float = 60.0) -> Iterator[str]:
     finally:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=40)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

@@ -100,7 +100,7 @@ def test_openapi_document_validates_and_lists_exactly_the_routes(app: Flask, cli
         ("/v1/datasets/{name}", "delete"), ("/v1/datasets/{name}/events", "post"),
         ("/v1/datasets/{name}/builds", "post"), ("/v1/jobs/{job_id}", "get"),
         ("/v1/datasets/{name}/query", "post"), ("/v1/openapi.json", "get"), ("/v1/inputs", "get"),
-        ("/v1/datasets/{name}/density", "get"),
+        ("/v1/datasets/{name}/density", "get"), ("/", "get"), ("/console/{asset}", "get"),
     }
 
 

@@ -22,6 +22,7 @@ LAYER = {"exact": 0, "sketch": 1, "api": 2, "migrations": 3, "bench": 4}
 #: The doors of the service and the only modules that may import each.
 DOORS = {
     "api.routes": {"api.app"},
+    "api.console": {"api.app"},
     "api.jobs": {"api.app", "api.cli.serving"},
     "api.demo": {"api.cli.admin"},
     "api.app": {"api.cli.serving"},

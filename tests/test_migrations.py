@@ -130,8 +130,9 @@ def test_cli_db_commands_and_refusal_behind_head(tmp_path: Path, monkeypatch: py
 
 
 def test_an_installed_package_carries_its_migrations(tmp_path: Path) -> None:
-    """The wheel holds the top-level migrations, and the package installed from it in a fresh virtual
-    environment — run outside the checkout — migrates a new catalog to head with ``seqsketch db upgrade``."""
+    """The wheel holds the top-level migrations and the web console's files, and the package installed from it
+    in a fresh virtual environment — run outside the checkout — migrates a new catalog to head with
+    ``seqsketch db upgrade``."""
     import sys
     import sysconfig
     import zipfile
@@ -148,7 +149,8 @@ def test_an_installed_package_carries_its_migrations(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     versions = [f"migrations/versions/{p.name}" for p in (repo / "migrations/versions").glob("0*.py")]
     assert versions
-    for path in ("migrations/env.py", "migrations/script.py.mako", *versions):
+    console = [f"api/console/static/{p.name}" for p in (repo / "api/console/static").iterdir()]
+    for path in ("migrations/env.py", "migrations/script.py.mako", *versions, *console):
         assert path in names, f"{path} is not in the wheel"
     # a fresh venv whose only seqsketch is the wheel; its dependencies are borrowed from this environment's
     # site-packages by a path entry (whose own .pth files, the editable install among them, are not run)
