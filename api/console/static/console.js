@@ -330,7 +330,7 @@ function renderStats() {
     stat(`${fmt(scanned)} / ${fmt(total)}`, "events scanned / total"),
     h("div", {class: "stat spared"}, h("b", {
       text: state.answer.mode === "exact" ? "the index was not used: every event was read"
-        : `the index spared ${spared.toFixed(spared > 99.9 ? 3 : 1)} % of the history`}),
+        : `the index spared ${spared.toFixed(spared > 99.9 || spared < 1 ? 3 : 1)} % of the history`}),
     h("span", {text: `${fmt(scanned)} of ${fmt(total)} events read (amber)`}), meter),
   );
 }
@@ -430,7 +430,10 @@ async function loadInputs() {
   const select = $("build-input");
   try {
     const body = await api("/inputs");
-    select.replaceChildren(...body.inputs.map((p) => h("option", {value: p, text: p})));
+    // event logs first (any file can be read as text, but these are what builds usually take)
+    const log = (p) => (/\.(xes|xes\.gz|csv|jsonl|ndjson|parquet)$/i.test(p) ? 0 : 1);
+    const inputs = [...body.inputs].sort((a, b) => log(a) - log(b) || a.localeCompare(b));
+    select.replaceChildren(...inputs.map((p) => h("option", {value: p, text: p})));
     $("build-note").textContent = body.inputs.length ? "" : "The server's input roots hold no files.";
   } catch (err) {
     select.replaceChildren();
