@@ -2,7 +2,7 @@
 
 * ``bpic2012`` — BPI Challenge 2012 (XES): the real-log stand-in for Baltus' BPI 2017/2020 and Cadonna's Onco.
 * ``brown`` — the Brown corpus as a word stream (``text`` input): the stand-in for Baltus' Gutenberg streams.
-* replays: BPI 2012 copied with shifted time and case ids (:func:`bench.ingest.replay`), the word stream
+* replays: BPI 2012 copied with shifted time and case ids (:func:`replay`), the word stream
   repeated with positions continuing (:func:`replay_words`), for sizes beyond the real data.
 
 A ``limit`` keeps the first events of a stream (in stream order), so tiny runs use real data too.
@@ -16,14 +16,15 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from exact.events import SEQ, TS
+from exact.events import ATTRS, SEQ, TS, concat_batches
 from exact.ingest import IngestOptions, ingest, order_by_time, read_inputs, with_seq
 
 
 def shared_data() -> Path:
-    """The first of :func:`api.demo.shared_data_dirs` that exists (the first of them if none)."""
-    from api.demo import shared_data_dirs
+    """The first of :func:`api.service.shared_data_dirs` that exists (the first of them if none)."""
+    from api.service import shared_data_dirs
 
     candidates = shared_data_dirs()
     return next((d for d in candidates if d.is_dir()), candidates[0])
@@ -32,6 +33,22 @@ def shared_data() -> Path:
 DEFAULT_DATA = shared_data()
 BPIC = "bpic2012.xes.gz"
 BROWN = "brown.zip"
+
+
+def replay(base: pa.Table, copies: int) -> pa.Table:
+    """``base`` (no seq) replayed ``copies`` times, each copy after the previous in time, cases renamed."""
+    ts = base.column(TS).cast(pa.int64())
+    span = pc.max(ts).as_py() - pc.min(ts).as_py() + 1
+    struct = base.column(ATTRS).combine_chunks()
+    names = [struct.type.field(i).name for i in range(struct.type.num_fields)]
+    out = []
+    for k in range(copies):
+        children = [pc.binary_join_element_wise(f"r{k}", c, "-") if n == "case" else c
+                    for n, c in zip(names, struct.flatten(), strict=True)]
+        shifted = pc.add(ts, k * span).cast(base.schema.field(TS).type)
+        out.append(pa.table({TS: shifted, "type": base.column("type"),
+                             ATTRS: pa.StructArray.from_arrays(children, names=names)}))
+    return concat_batches(out)
 
 
 def replay_words(stream: pa.Table, copies: int) -> pa.Table:
@@ -48,9 +65,7 @@ def replay_words(stream: pa.Table, copies: int) -> pa.Table:
 
 def replay_log(raw: pa.Table, events: int) -> pa.Table:
     """At least ``events`` events of BPI-like log ``raw`` (no seq), replayed with shifted time and case ids
-    (:func:`bench.ingest.replay`), ordered, cut to exactly ``events`` and numbered."""
-    from bench.ingest import replay
-
+    (:func:`replay`), ordered, cut to exactly ``events`` and numbered."""
     copies = max(1, math.ceil(events / max(raw.num_rows, 1)))
     stream = with_seq(order_by_time(replay(raw, copies)))
     return stream.slice(0, events) if stream.num_rows > events else stream

@@ -23,11 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from bench.corpora import DEFAULT_DATA
-from exact.events import ATTRS, TS, concat_batches
 from exact.ingest import IngestOptions, order_by_time, read_inputs, with_seq
 from exact.store import EventStore
 
@@ -97,29 +93,13 @@ def xes_memory(path: Path) -> dict[str, Any]:
     return figures
 
 
-def replay(base: pa.Table, copies: int) -> pa.Table:
-    """``base`` (no seq) replayed ``copies`` times, each copy after the previous in time, cases renamed."""
-    ts = base.column(TS).cast(pa.int64())
-    span = pc.max(ts).as_py() - pc.min(ts).as_py() + 1
-    struct = base.column(ATTRS).combine_chunks()
-    names = [struct.type.field(i).name for i in range(struct.type.num_fields)]
-    out = []
-    for k in range(copies):
-        children = [pc.binary_join_element_wise(f"r{k}", c, "-") if n == "case" else c
-                    for n, c in zip(names, struct.flatten(), strict=True)]
-        shifted = pc.add(ts, k * span).cast(base.schema.field(TS).type)
-        out.append(pa.table({TS: shifted, "type": base.column("type"),
-                             ATTRS: pa.StructArray.from_arrays(children, names=names)}))
-    return concat_batches(out)
-
-
 def large_stream(path: Path, copies: int) -> dict[str, Any]:
     code = f"""
 import json, tempfile, time
 from pathlib import Path
 from exact.ingest import read_inputs, order_by_time, with_seq
 from exact.store import EventStore
-from bench.ingest import replay
+from bench.corpora import replay
 {_HWM}
 base = read_inputs([Path({str(path)!r})])
 t0 = time.perf_counter()

@@ -4,7 +4,7 @@ Two inputs, built both ways in one run (the same machine, one SparkSession):
 
 * ``bpic2012`` — the real log, one gzipped XES file (262,200 events): a single file is a single reading task,
   so this shows the job's fixed costs on a small input;
-* ``replay`` — BPI 2012 replayed with shifted time and case ids (:func:`bench.ingest.replay`) to ≥ 5,000,000
+* ``replay`` — BPI 2012 replayed with shifted time and case ids (:func:`bench.corpora.replay`) to ≥ 5,000,000
   events, written as 20 Parquet files, so reading, ordering and writing all have parallel work;
 * ``replay_time_ordered`` — the same events with the files already in time order: the job sees that the
   stable sort would change nothing and numbers the events in input order, skipping the shuffle sort.
@@ -46,7 +46,7 @@ def write_replay(raw: Any, events: int, folder: Path, *, time_ordered: bool = Fa
     """``events``+ events of BPI 2012 (copies after one another in time) as :data:`REPLAY_FILES` Parquet
     files, each a contiguous slice; within a copy the events keep the log's trace order, or with
     ``time_ordered`` are sorted by time (as an upstream system that exports in time order writes them)."""
-    from bench.ingest import replay
+    from bench.corpora import replay
     from exact.ingest import order_by_time
 
     copies = max(1, math.ceil(events / raw.num_rows))

@@ -1,6 +1,6 @@
 """``python -m bench all [--quick]``: every benchmark, then the report.
 
-Runs every registered benchmark module (``bench/NAME.py`` with ``run(quick)``, see :mod:`bench.__main__`)
+Runs every registered benchmark module (``bench/NAME.py`` with ``run(quick)``, see :mod:`bench.registry`)
 and every seed protocol (:data:`bench.protocols.PROTOCOLS`), writes each one's JSON record to
 ``bench/results/`` (``bench/results/quick/`` with ``--quick``), and generates ``docs/BENCHMARKS.md`` with
 its plots under ``docs/bench/`` (:mod:`bench.report`).  A failing benchmark is recorded in its JSON and in
@@ -23,6 +23,7 @@ from typing import Any
 from bench import machine
 from bench.corpora import DEFAULT_DATA, Corpora
 from bench.protocols import PROTOCOLS, SCALES, Scale, run_protocol
+from bench.registry import available, run_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -77,8 +78,6 @@ def run_protocols(scale: Scale, corpora: Corpora, results: Path, names: Sequence
 
 def run_registered(quick: bool, results: Path) -> list[str]:
     """Run every module of the registry (the other benchmarks); returns the errors."""
-    from bench.__main__ import available, run_benchmark
-
     errors = []
     for name in available():
         started = time.perf_counter()

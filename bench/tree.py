@@ -136,7 +136,7 @@ def append_throughput(table: pa.Table, pieces: int) -> dict[str, Any]:
 
 
 def replayed_bpic(copies: int) -> pa.Table:
-    from bench.ingest import replay
+    from bench.corpora import replay
 
     return with_seq(order_by_time(replay(read_inputs([DATA / "bpic2012.xes.gz"]), copies)))
 

@@ -24,6 +24,20 @@ Operands of conditions: ``Field(var, attr)`` reads attribute ``attr`` of the eve
 the names in :data:`BUILTIN_FIELDS` (``type``, ``ts``, ``seq``) read the event's own fields instead of an
 attribute.  ``Field(var, attr, prev=True)`` is ``prev(var.attr)`` (only on Kleene variables).  ``ts`` values
 and ``Between`` bounds are UTC microseconds since the epoch.
+
+SASE+ operands over the run of a Kleene variable ``v`` (Agrawal et al. 2008, §2 and Fig. 5; their meaning is
+docs/query-language.md, "Kleene runs and aggregates"):
+
+    v[i].x, v.x        Field(v, x)                   the current event of the run
+    v[i-1].x, prev(v.x) Field(v, x, prev=True)       the previous event of the run
+    v[1].x             RunEvent(v, x, "first")       the run's first event
+    v[last].x          RunEvent(v, x, "last")        the run's last event
+    count(v)           Aggregate("count", v)         the number of events of the run
+    avg(v.x)           Aggregate("avg", v, x)        sum, avg, min, max over the whole run
+    avg(v[..i-1].x)    Aggregate("avg", v, x, True)  … over the run's events before the current one
+
+The text forms on the left of each line are one AST each (``v[i].x`` *is* ``v.x``), so the canonical text
+writes the short forms.
 """
 
 from __future__ import annotations
@@ -40,6 +54,12 @@ BUILTIN_FIELDS = frozenset({"type", "ts", "seq"})
 
 #: Comparison operators of conditions.
 OPERATORS = ("=", "!=", "<", "<=", ">", ">=")
+
+#: The ends of a Kleene run an operand can name: ``v[1]`` and ``v[last]``.
+RUN_ENDS = ("first", "last")
+
+#: Aggregate functions over a Kleene run (SASE+, Agrawal et al. 2008, App. A: count, max, min, avg; sum).
+AGGREGATES = ("count", "sum", "avg", "min", "max")
 
 Scalar = str | int | float | bool | None
 
@@ -124,11 +144,46 @@ class Field:
 
 
 @dataclass(frozen=True)
+class RunEvent:
+    """``var[1].attr`` (``end="first"``) or ``var[last].attr`` (``end="last"``): one end of a Kleene run."""
+
+    var: str
+    attr: str
+    end: str  # one of RUN_ENDS
+
+    @property
+    def builtin(self) -> bool:
+        return self.attr in BUILTIN_FIELDS
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """``count(var)``, or ``func(var.attr)`` over a Kleene run; ``before=True`` is ``func(var[..i-1].attr)``,
+    over the run's events before the current one.  ``attr`` is None exactly for ``count``."""
+
+    func: str  # one of AGGREGATES
+    var: str
+    attr: str | None = None
+    before: bool = False
+
+    @property
+    def builtin(self) -> bool:
+        return self.attr in BUILTIN_FIELDS
+
+
+@dataclass(frozen=True)
 class Literal:
     value: Scalar
 
 
-Operand = Field | Literal
+#: Operands that name a variable (everything but a literal).
+VarOperand = Field | RunEvent | Aggregate
+Operand = Field | RunEvent | Aggregate | Literal
+
+
+def is_run_operand(operand: Operand) -> bool:
+    """An operand over a Kleene run as a whole (``v[1]``, ``v[last]``, an aggregate), not one event."""
+    return isinstance(operand, RunEvent | Aggregate)
 
 
 @dataclass(frozen=True)
@@ -138,7 +193,15 @@ class Condition:
     right: Operand
 
     def variables(self) -> frozenset[str]:
-        return frozenset(o.var for o in (self.left, self.right) if isinstance(o, Field))
+        return frozenset(o.var for o in (self.left, self.right) if not isinstance(o, Literal))
+
+    def attributes(self) -> frozenset[str]:
+        """The event attributes the condition reads (not the builtin fields ``type``, ``ts``, ``seq``)."""
+        return frozenset(o.attr for o in (self.left, self.right) if not isinstance(o, Literal)
+                         and o.attr is not None and o.attr not in BUILTIN_FIELDS)
+
+    def has_run_operand(self) -> bool:
+        return is_run_operand(self.left) or is_run_operand(self.right)
 
 
 @dataclass(frozen=True)
@@ -184,6 +247,10 @@ class Query:
     def positive_variables(self) -> Iterator[Var]:
         for element in self.positive_elements():
             yield from element.vars
+
+    def has_run_operands(self) -> bool:
+        """Whether a condition reads a Kleene run as a whole (``v[1]``, ``v[last]``, an aggregate)."""
+        return any(c.has_run_operand() for c in self.where)
 
     def var(self, name: str) -> Var:
         for v in self.variables():

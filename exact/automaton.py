@@ -13,9 +13,9 @@ OR elements are *groups*: one position whose alternatives are separate variables
 bound; the group counts as bound once any alternative is, and only the bound alternative may loop.
 
 The structure depends only on the query, so it is built once per :class:`~exact.ast.Query` and cached
-(:func:`automaton_for`); per-state transition lists are generated on demand (a set of size b has 2^b
-states, most of which a given stream never visits).  :class:`Runner` binds an automaton to the columns of
-one stream and implements the transition step ``δ`` of Algorithms 2 and 4.
+(:func:`automaton_for`); per-state transition lists are generated on demand.  :mod:`exact.program` lays the
+reachable states out as arrays, and the kernels of :mod:`exact.kernels` implement the transition step ``δ``
+of Algorithms 2 and 4 on them.
 """
 
 from __future__ import annotations
@@ -25,14 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from exact.ast import Condition, Field, Query
-from exact.normalize import COMPARATORS, FLIPPED, Plan, literal_signature, normalize
+from exact.ast import Field, Query
+from exact.normalize import FLIPPED, Plan, literal_signature, normalize
 
 _T = TypeVar("_T")
-
-#: A match buffer β: per positive variable (by index) the tuple of bound event positions, in stream order.
-Buffer = tuple[tuple[int, ...], ...]
-
 
 @dataclass(frozen=True)
 class RelationCheck:
@@ -204,94 +200,3 @@ def _or(masks: Sequence[int]) -> int:
     for x in masks:
         m |= x
     return m
-
-
-class Runner:
-    """An automaton bound to the columns of one stream: evaluates ``δ`` on event positions.
-
-    ``evmask[x]`` has bit ``v`` set iff event ``x`` satisfies the properties of variable ``v``;
-    ``columns[attr][x]`` is the value of ``attr`` at position ``x``.
-    """
-
-    def __init__(self, automaton: Automaton, evmask: Sequence[int], columns: dict[str, Sequence]) -> None:
-        self.automaton = automaton
-        self.evmask = evmask
-        self.columns = columns
-        self.empty: Buffer = tuple(() for _ in range(automaton.nvars))
-        self._bound: dict[int, tuple] = {}
-        self._by_mask: dict[tuple[int, int], tuple[tuple[int, int, bool], ...]] = {}
-        #: the variables some transition out of a state binds (the automaton's memo)
-        self.relmask: Callable[[int], int] = automaton.relevant_mask
-
-    def _bound_transitions(self, q: int) -> tuple[tuple, bool]:
-        """The transitions out of ``q`` with their columns bound, and whether none of them has a condition
-        beyond its variable's properties (then what fires depends only on the event's mask)."""
-        bt = self._bound.get(q)
-        if bt is None:
-            cols = self.columns
-            transitions = tuple(
-                (t.var, t.loop, t.target,
-                 tuple((cols[r.attr], COMPARATORS[r.op], r.other, cols[r.other_attr]) for r in t.relations),
-                 tuple((cols[p.prev_attr], COMPARATORS[p.op], cols[p.attr]) for p in t.prevs))
-                for t in self.automaton.transitions(q))
-            bt = self._bound[q] = (transitions, not any(rels or prevs for *_, rels, prevs in transitions))
-        return bt
-
-    def fire(self, q: int, beta: Buffer, x: int) -> list[tuple[int, Buffer, int, bool]]:
-        """Every transition out of ``q`` whose condition holds for event ``x`` given ``beta``.
-
-        Returns ``(target, beta ⊎ {v/<x>}, v, loop)`` per transition (nondeterminism = several).
-        """
-        return [(target, beta[:v] + (beta[v] + (x,),) + beta[v + 1:], v, loop)
-                for target, v, loop in self.firing(q, beta, x)]
-
-    def firing(self, q: int, beta: Sequence[Sequence[int]], x: int) -> Sequence[tuple[int, int, bool]]:
-        """``(target, v, loop)`` of every transition out of ``q`` that fires on ``x`` given ``beta`` (any
-        sequence of per-variable position sequences; the buffer itself is not extended).
-
-        For a state whose transitions test only properties the answer depends on ``(q, evmask[x])``
-        alone and is remembered per pair (a pattern of types only never evaluates a transition twice)."""
-        em = self.evmask[x]
-        hit = self._by_mask.get((q, em))
-        if hit is not None:
-            return hit
-        transitions, free = self._bound_transitions(q)
-        if free:
-            hit = self._by_mask[q, em] = tuple((target, v, loop) for v, loop, target, _, _ in transitions
-                                               if em >> v & 1)
-            return hit
-        out = []
-        for v, loop, target, rels, prevs in transitions:
-            if not em >> v & 1:
-                continue
-            ok = True
-            for col, cmp, w, wcol in rels:
-                xv = col[x]
-                for y in beta[w]:
-                    if not cmp(xv, wcol[y]):
-                        ok = False
-                        break
-                if not ok:
-                    break
-            if ok and prevs:
-                last = beta[v][-1]
-                for pcol, cmp, col in prevs:
-                    if not cmp(pcol[last], col[x]):
-                        ok = False
-                        break
-            if ok:
-                out.append((target, v, loop))
-        return out
-
-
-def condition_attrs(plan: Plan) -> set[str]:
-    """Attributes the Python loops read (relations, prev conditions, negation relations)."""
-    attrs: set[str] = set()
-    conds: list[Condition] = list(plan.relations) + list(plan.prevs)
-    for rel in plan.negative_relations:
-        conds.extend(rel)
-    for c in conds:
-        for o in (c.left, c.right):
-            if isinstance(o, Field):
-                attrs.add(o.attr)
-    return attrs

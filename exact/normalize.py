@@ -5,8 +5,9 @@ The plan is what the automaton, the strategies, the two-phase driver and the ind
 
 1. *Classify conditions* into per-variable **properties** (``Θ^p_v``: one variable, no ``prev``; these are
    compiled once into vectorised masks), **relationships** (two distinct positive variables), **prev
-   conditions** (``prev(v.A) φ v.B`` on a Kleene variable, always stored with ``prev`` on the left) and the
-   conditions of **negated** variables.
+   conditions** (``prev(v.A) φ v.B`` on a Kleene variable, always stored with ``prev`` on the left), **run
+   conditions** (those reading a Kleene run as a whole: ``v[1]``, ``v[last]``, aggregates; see
+   :mod:`exact.operands`) and the conditions of **negated** variables.
 2. *Close equalities* (digest A8): equality conditions between fields of positive variables are closed
    transitively (union-find over ``var.attr`` operands and literals), so that e.g. ``c.PID = p.PID`` and
    ``p.PID = d.PID`` also give ``c.PID = d.PID``, and ``a.x = 5, a.x = b.x`` gives ``b.x = 5``.  The
@@ -38,18 +39,22 @@ from typing import Any
 from exact.ast import (
     OPERATORS,
     Absent,
+    Aggregate,
     AnyOf,
     Condition,
     EventSet,
     Field,
     Literal,
+    Operand,
     Query,
+    RunEvent,
     Single,
     Var,
     WithinEvents,
     WithinTime,
 )
 from exact.errors import QuerySemanticError
+from exact.operands import condition_problem, operand_problem
 
 OP_FUNCS: dict[str, Callable[[Any, Any], bool]] = {
     "=": operator.eq,
@@ -155,6 +160,9 @@ class Plan:
     #: a condition over literals only that is false makes the query unsatisfiable
     unsatisfiable: bool
     var_types: tuple[tuple[str, frozenset[str] | None], ...]
+    #: conditions of positive variables with operands over whole Kleene runs (``v[1]``, ``v[last]``,
+    #: aggregates; :mod:`exact.operands` says when each is decided); none of them is in the buckets above
+    run_conditions: tuple[Condition, ...] = ()
 
     @property
     def types(self) -> dict[str, frozenset[str] | None]:
@@ -210,18 +218,16 @@ def _validate(query: Query) -> None:
         if cond.op not in OPERATORS:
             raise QuerySemanticError(f"unknown operator {cond.op!r}")
         for operand in (cond.left, cond.right):
-            if isinstance(operand, Field):
-                if operand.var not in names:
-                    raise QuerySemanticError(f"condition refers to unknown variable {operand.var!r}")
-                if operand.prev and operand.var not in kleene:
-                    raise QuerySemanticError(f"prev({operand.var}.{operand.attr}) needs a Kleene variable")
-        prev_ops = [o for o in (cond.left, cond.right) if isinstance(o, Field) and o.prev]
-        if prev_ops:
-            other = cond.right if prev_ops[0] is cond.left else cond.left
-            if len(prev_ops) == 2 or not isinstance(other, Field) or other.var != prev_ops[0].var:
-                raise QuerySemanticError(
-                    f"prev({prev_ops[0].var}.{prev_ops[0].attr}) must be compared with a field of "
-                    f"{prev_ops[0].var} itself")
+            if isinstance(operand, Literal):
+                continue
+            if operand.var not in names:
+                raise QuerySemanticError(f"condition refers to unknown variable {operand.var!r}")
+            problem = operand_problem(operand, kleene, negated)
+            if problem:
+                raise QuerySemanticError(problem)
+        found = condition_problem(cond)
+        if found:
+            raise QuerySemanticError(found[1])
         vs = cond.variables()
         if len(vs & negated) > 1:
             raise QuerySemanticError("a condition cannot relate two negated variables")
@@ -261,9 +267,13 @@ def _operand_key(o: Field | Literal) -> Any:
 
 def canonical(cond: Condition) -> Condition:
     """A canonical orientation, so equal conditions written differently compare equal."""
-    def key(o: Field | Literal) -> tuple:
+    def key(o: Operand) -> tuple:
         if isinstance(o, Literal):
-            return (2, value_kind(o.value) or "", repr(o.value))
+            return (4, value_kind(o.value) or "", repr(o.value))
+        if isinstance(o, RunEvent):
+            return (2, o.var, o.attr, o.end)
+        if isinstance(o, Aggregate):
+            return (3, o.var, o.attr or "", o.func, o.before)
         return (0 if o.prev else 1, o.var, o.attr)
     if key(cond.right) < key(cond.left):
         return Condition(cond.right, FLIPPED[cond.op], cond.left)
@@ -276,8 +286,8 @@ def _closure(query: Query, conds: list[Condition], core: set[str], alternatives:
     uf = _UnionFind()
     members: dict[Any, Field | Literal] = {}
     for c in conds:
-        if c.op != "=":
-            continue
+        if c.op != "=" or c.has_run_operand():
+            continue  # run operands (v[1], v[last], aggregates) take no part in the closure
         ops = (c.left, c.right)
         if any(isinstance(o, Field) and (o.prev or o.var not in core) for o in ops):
             continue
@@ -307,8 +317,8 @@ def _closure(query: Query, conds: list[Condition], core: set[str], alternatives:
     # an alternative equal to a core field equals its whole class
     field_class = {_operand_key(m): uf.find(_operand_key(m)) for m in members.values()}
     for c in conds:
-        if c.op != "=" or (isinstance(c.left, Field) and isinstance(c.right, Field)
-                           and c.left.var == c.right.var):
+        if c.op != "=" or c.has_run_operand() or (isinstance(c.left, Field) and isinstance(c.right, Field)
+                                                  and c.left.var == c.right.var):
             continue
         for a, b in ((c.left, c.right), (c.right, c.left)):
             if (isinstance(a, Field) and not a.prev and a.var in alternatives
@@ -433,12 +443,18 @@ def _normalize(query: Query, _signature: tuple[str, ...]) -> Plan:
     props: dict[str, list[Condition]] = {v.name: [] for v in query.variables()}
     relations: list[Condition] = []
     prevs: list[Condition] = []
+    run_conditions: list[Condition] = []
     neg_rel: dict[str, list[Condition]] = {n: [] for n in neg_names}
     unsatisfiable = False
     for c in unique:
         vs = c.variables()
         has_prev = any(isinstance(o, Field) and o.prev for o in (c.left, c.right))
-        if not vs:
+        if c.has_run_operand() and vs & neg_names:
+            (n,) = tuple(vs & neg_names)
+            neg_rel[n].append(c)  # decided with the rest of the negated variable's conditions: on a match
+        elif c.has_run_operand():
+            run_conditions.append(c)
+        elif not vs:
             unsatisfiable |= not compare(c.left.value, c.op, c.right.value)  # type: ignore[union-attr]
         elif has_prev:
             if not isinstance(c.left, Field) or not c.left.prev:
@@ -473,6 +489,7 @@ def _normalize(query: Query, _signature: tuple[str, ...]) -> Plan:
         partition_attrs=_partition_attributes(positives, relations, alt_names),
         unsatisfiable=unsatisfiable,
         var_types=tuple((v.name, v.types) for v in positives + negatives),
+        run_conditions=tuple(run_conditions),
     )
 
 

@@ -7,6 +7,9 @@ streams (a dozen events), and meant to be obviously right.
   an OR alternative that is not bound does not apply; ``prev`` over consecutive pairs; a condition on one
   variable holds for each of its events), (3.2) every event of element i precedes (by seq) every event of
   element i+1, (3.3) the window holds, ``PARTITION BY`` gives all bound events one equal, non-null value.
+  SASE+ run operands (docs/query-language.md, "Kleene runs and aggregates"): a condition with ``v[i-1]`` or
+  ``v[..i-1]`` holds at each event of v's run from the second on, ``v[1]``, ``v[last]``, ``count(v)`` and
+  whole-run aggregates are values of the complete binding (:mod:`exact.operands`).
   The search assigns the stream's events in order to a variable or to none and checks each complete
   substitution against the definition; it prunes only with per-event facts (type, literal properties,
   element order, window) that any match must satisfy.
@@ -17,7 +20,10 @@ streams (a dozen events), and meant to be obviously right.
   event ``e`` strictly between its last event and γ's next event, for any variable v, to a match of a
   prefix of the pattern; plus the trailing-Kleene rule of the automaton (digest A3): γ itself extends by
   no event after its last one within the window of its first.  Prefix patterns use the *normalised*
-  conditions (the equality closure of :mod:`exact.normalize`), on which the strategy depends (digest A8).
+  conditions (the equality closure of :mod:`exact.normalize`), on which the strategy depends (digest A8),
+  each once it is decidable on the prefix: a condition reading the finished run of v (``v[last]``,
+  ``count(v)``, ``avg(v.x)``) only once an event of a later element is bound — so it never applies to the
+  extension of a trailing Kleene run, which grows maximally and is then judged whole.
 * **robust skip-till-next-match** (Def. 6.2): as Def. 6.1, but ``γ̂ ⊎ {v/e}`` must be a prefix of some
   match in Γ; with the same trailing rule.
 * An OR position bound to the same events under several alternatives counts once, under the first
@@ -28,6 +34,7 @@ streams (a dozen events), and meant to be obviously right.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,20 +43,24 @@ import pyarrow as pa
 
 from exact.ast import (
     Absent,
+    Aggregate,
     AnyOf,
     Condition,
     EventSet,
     Field,
     Literal,
+    Operand,
     Query,
+    RunEvent,
     Single,
     Strategy,
     Var,
     WithinEvents,
     WithinTime,
 )
-from exact.engine import Match
+from exact.matchtable import Match
 from exact.normalize import compare, normalize
+from exact.operands import aggregate, decidable, first_position, iterated
 
 Binding = dict[str, tuple[int, ...]]  # var name → positions (indices into the event list), increasing
 
@@ -163,38 +174,47 @@ def _value(events: Sequence[Ev], x: int, attr: str) -> Any:
 
 
 def _holds(cond: Condition, binding: Binding, events: Sequence[Ev]) -> bool:
-    """I(θγ) with the ∀-interpretation; conditions naming an unbound variable do not apply."""
+    """I(θγ) with the ∀-interpretation; conditions naming an unbound variable do not apply.
+
+    The condition holds at every combination of positions of the variables it iterates (``v.x``, ``prev``,
+    ``v[..i-1]``; :func:`exact.operands.iterated`), each from its first checked position on (the second
+    event of a run when the condition reads an earlier event of it, ``prev(v.x) φ v.x`` over consecutive
+    pairs); ``v[1]``, ``v[last]`` and whole-run aggregates are single values of the binding."""
     if any(v not in binding for v in cond.variables()):
         return True
-    left, right, op = cond.left, cond.right, cond.op
-    fields = [o for o in (left, right) if isinstance(o, Field)]
-    if any(f.prev for f in fields):
-        (var,) = {f.var for f in fields}
-        xs = binding[var]
-        for a, b in zip(xs, xs[1:], strict=False):
-            lv = _value(events, a if _is_prev(left) else b, left.attr) if isinstance(left, Field) \
-                else left.value
-            rv = _value(events, a if _is_prev(right) else b, right.attr) if isinstance(right, Field) \
-                else right.value
-            if not compare(lv, op, rv):
-                return False
-        return True
-    if isinstance(left, Field) and isinstance(right, Field) and left.var == right.var:
-        return all(compare(_value(events, x, left.attr), op, _value(events, x, right.attr))
-                   for x in binding[left.var])
-    lvals = _operand_values(left, binding, events)
-    rvals = _operand_values(right, binding, events)
-    return all(compare(a, op, b) for a in lvals for b in rvals)
+    loops = sorted(iterated(cond))
+    ranges = [range(first_position(cond, v), len(binding[v])) for v in loops]
+    for positions in itertools.product(*ranges):
+        at = dict(zip(loops, positions, strict=True))
+        left = _operand_value(cond.left, binding, events, at)
+        right = _operand_value(cond.right, binding, events, at)
+        if not compare(left, cond.op, right):
+            return False
+    return True
 
 
-def _is_prev(o: Field | Literal) -> bool:
-    return isinstance(o, Field) and o.prev
-
-
-def _operand_values(o: Field | Literal, binding: Binding, events: Sequence[Ev]) -> list[Any]:
+def _operand_value(o: Operand, binding: Binding, events: Sequence[Ev], at: Mapping[str, int]) -> Any:
+    """The value of ``o`` with each iterated variable at position ``at[var]`` of its run (0-based)."""
     if isinstance(o, Literal):
-        return [o.value]
-    return [_value(events, x, o.attr) for x in binding[o.var]]
+        return o.value
+    xs = binding[o.var]
+    if isinstance(o, Field):
+        i = at[o.var]
+        return _value(events, xs[i - 1] if o.prev else xs[i], o.attr)
+    if isinstance(o, RunEvent):
+        return _value(events, xs[0] if o.end == "first" else xs[-1], o.attr)
+    assert isinstance(o, Aggregate)
+    run = xs[:at[o.var]] if o.before else xs  # v[..i-1]: the events before the current one
+    if o.func == "count":
+        return len(run)
+    assert o.attr is not None
+    return aggregate(o.func, [_value(events, x, o.attr) for x in run])
+
+
+def _is_property(cond: Condition, name: str) -> bool:
+    """A condition on one event of ``name`` alone (checked on each event; used to prune the search)."""
+    return cond.variables() == {name} and all(
+        isinstance(o, Literal) or (isinstance(o, Field) and not o.prev) for o in (cond.left, cond.right))
 
 
 def _window_ok(query: Query, events: Sequence[Ev], xs: Iterable[int]) -> bool:
@@ -265,8 +285,7 @@ def all_matches(query: Query, events: Sequence[Ev]) -> list[Binding]:
     conds = [c for c in query.where if not (c.variables() & {v.name for v, _ in pattern.negated})]
     group_of = _group_ids(pattern)
     ngroups = len(set(group_of.values()))
-    literal_props = {v.name: [c for c in conds if c.variables() == {v.name}
-                              and not any(_is_prev(o) for o in (c.left, c.right))] for v in positive}
+    literal_props = {v.name: [c for c in conds if _is_property(c, v.name)] for v in positive}
     vars_ = {v.name: v for v in positive}
     out: list[Binding] = []
     n = len(events)
@@ -393,7 +412,10 @@ def _prefix_match(query: Query, conditions: Sequence[Condition], pattern: _Patte
     if not _prefix_vars_ok(pattern, binding):
         return False
     names = set(binding)
-    sub = [c for c in conditions if c.variables() <= names]
+    elem = pattern.element_of()
+    last = max(elem[n] for n in names)
+    finished = {n for n in names if elem[n] < last}  # runs of earlier elements are over
+    sub = [c for c in conditions if decidable(c, names, finished)]
     vars_ = {v.name: v for v in pattern.positive_vars()}
     used: list[int] = []
     for name, xs in binding.items():
@@ -416,6 +438,7 @@ def _normalised_conditions(query: Query) -> list[Condition]:
         conds.extend(v.properties)
     conds.extend(plan.relations)
     conds.extend(plan.prevs)
+    conds.extend(plan.run_conditions)
     return conds
 
 

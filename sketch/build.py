@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from exact.errors import SeqsketchError
 from sketch.sizing import Sizing, measure_distinct, size_index
-from sketch.tree import BloomTree, TreeConfig, _as_micros, encode_types, leaf_type_pairs
+from sketch.tree import BloomTree, TreeConfig, encode_types, leaf_type_pairs
+from sketch.tree.bits import as_micros
 
 #: Default leaf size C (the thesis used 100): at fpq 1e-3 the bpic2012 index is about 4 % of its event store.
 DEFAULT_LEAF_SIZE = 256
@@ -83,7 +84,7 @@ def build_tree(types: pa.Array | pa.ChunkedArray | Sequence[str] | np.ndarray,
     """
     sizing = None
     codes, vocabulary = encode_types(types)
-    micros = _as_micros(ts)
+    micros = as_micros(ts)
     # The distinct (leaf, type) pairs serve both the measured profile and the leaves' bits.
     pairs = None
     if config is None:

@@ -27,6 +27,10 @@ structure (levels forming a forest, bits length = Σ sizes / 8, the digest); any
 views into the mapping; the first append copies them.  Writing goes to a temporary name in the same directory,
 is fsynced and renamed into place, so a reader sees either no file or a whole one.
 
+The constants of the format and where a tree's sections go are :mod:`sketch.tree.layout`, which the tree
+itself uses to know its stored size (:meth:`~sketch.tree.bloomtree.BloomTree.stored_bytes`) without this
+module.
+
 Folded nodes sit between a quarter and a half full, where a plain bit array is the smallest encoding (a
 set-bit list costs 16–32 bits per set bit, i.e. ≥ 4 bits per stored bit at 25 % fill), so the bits are stored
 as is.
@@ -38,7 +42,6 @@ import hashlib
 import json
 import mmap
 import os
-import struct
 import zlib
 from pathlib import Path
 
@@ -46,101 +49,31 @@ import numpy as np
 
 from exact.errors import IndexCorrupt
 from sketch.tree import BloomTree, TreeConfig
-
-MAGIC = b"SQSKTREE"
-FORMAT_NAME = "seqsketch.bloomtree"
-FORMAT_VERSION = 1
-ALIGN = 64
-_PREFIX = struct.Struct("<8sIIQQI")
-_COLUMNS = (("level", "|i1"), ("log2", "|i1"), ("leaf_ts", "<i8"), ("bits", "|u1"), ("open_bits", "|u1"),
-            ("open_positions", "<u4"))
-
-
-def _pad(n: int) -> int:
-    return -n % ALIGN
-
-
-#: How an open node's unfolded bits are kept: they are its stored bits (stored unfolded), m/8 bytes in
-#: ``open_bits``, or a list of set positions in ``open_positions`` (a sparse node).
-IN_POOL, DENSE, SPARSE = 0, 1, 2
-
-
-def _open_state(tree: BloomTree) -> tuple[list[list[int]], bytes, np.ndarray]:
-    """The merge state: open nodes (and the partial leaf) with their unfolded bits unless stored unfolded."""
-    m = tree.config.m
-    entries = [(o.id, o.level, o.bits) for o in tree._open]
-    if tree._partial_bits is not None:
-        entries.append((tree.rows - 1, 0, tree._partial_bits))
-    listed: list[list[int]] = []
-    extra = bytearray()
-    sparse: list[np.ndarray] = []
-    log2m = m.bit_length() - 1
-    for node, level, bits in entries:
-        if not isinstance(bits, int):
-            listed.append([node, level, SPARSE, int(bits.size)])
-            sparse.append(bits)
-        elif int(tree._log2.data[node]) == log2m:
-            listed.append([node, level, IN_POOL, 0])
-        else:
-            listed.append([node, level, DENSE, 0])
-            extra += bits.to_bytes(m // 8, "little")
-    positions = np.concatenate(sparse).astype("<u4") if sparse else np.zeros(0, dtype="<u4")
-    return listed, bytes(extra), positions
-
-
-def _arrays(tree: BloomTree) -> tuple[list[tuple[str, np.ndarray]], list[list[int]]]:
-    listed, extra, positions = _open_state(tree)
-    arrays = []
-    for name, dtype in _COLUMNS:
-        if name == "open_bits":
-            data = np.frombuffer(extra, dtype=np.uint8)
-        elif name == "open_positions":
-            data = positions
-        elif name == "leaf_ts":
-            data = tree.leaf_times()
-        else:
-            data = {"level": tree._level, "log2": tree._log2, "bits": tree._pool}[name].view()
-        arrays.append((name, np.ascontiguousarray(data, dtype=np.dtype(dtype))))
-    return arrays, listed
-
-
-def _header(tree: BloomTree, sections: list[dict], listed: list[list[int]], digest: str) -> bytes:
-    return json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "config": tree.config.to_dict(),
-                       "events": tree.n_events, "rows": tree.rows, "partial": tree.has_partial,
-                       "open": listed, "index_digest": digest, "sections": sections},
-                      sort_keys=True).encode()
-
-
-def _layout(tree: BloomTree, *, hashes: bool) -> tuple[list[tuple[str, np.ndarray]], bytes, int]:
-    arrays, listed = _arrays(tree)
-    offset = ALIGN
-    sections = []
-    for name, data in arrays:
-        raw = data.data if data.size else b""
-        sections.append({"name": name, "dtype": data.dtype.str, "shape": list(data.shape), "offset": offset,
-                         "length": data.nbytes,
-                         "sha256": hashlib.sha256(raw).hexdigest() if hashes else "0" * 64})
-        offset += data.nbytes + _pad(data.nbytes)
-    digest = tree.digest() if hashes else "0" * 64
-    return arrays, _header(tree, sections, listed, digest), offset
+from sketch.tree.layout import (
+    ALIGN,
+    COLUMNS,
+    DENSE,
+    FORMAT_VERSION,
+    IN_POOL,
+    MAGIC,
+    PREFIX,
+    SPARSE,
+    lay_out,
+    pad,
+)
 
 
 def serialize(tree: BloomTree) -> bytes:
     """The whole file as bytes."""
-    arrays, header, header_offset = _layout(tree, hashes=True)
-    out = bytearray(_PREFIX.pack(MAGIC, FORMAT_VERSION, 0, header_offset, len(header), zlib.crc32(header)))
-    out += bytes(_pad(len(out)))
+    arrays, head = tree.stored_form()
+    header, header_offset = lay_out(arrays, head, tree.digest())
+    out = bytearray(PREFIX.pack(MAGIC, FORMAT_VERSION, 0, header_offset, len(header), zlib.crc32(header)))
+    out += bytes(pad(len(out)))
     for _, data in arrays:
         out += data.tobytes()
-        out += bytes(_pad(data.nbytes))
+        out += bytes(pad(data.nbytes))
     out += header
     return bytes(out)
-
-
-def serialized_size(tree: BloomTree) -> int:
-    """The file size :func:`serialize` would produce, without hashing anything."""
-    _, header, header_offset = _layout(tree, hashes=False)
-    return header_offset + len(header)
 
 
 def save(tree: BloomTree, path: str | os.PathLike) -> int:
@@ -187,10 +120,10 @@ def _parse(buffer, where: str, *, verify: bool) -> BloomTree:
     view = memoryview(buffer)
     if len(view) < ALIGN:
         raise IndexCorrupt(f"index data is truncated ({len(view)} bytes)", where=where)
-    magic, version, reserved, header_offset, header_len, crc = _PREFIX.unpack_from(view, 0)
+    magic, version, reserved, header_offset, header_len, crc = PREFIX.unpack_from(view, 0)
     if magic != MAGIC:
         raise IndexCorrupt("not a seqsketch index file (bad magic)", where=where)
-    if reserved or any(view[_PREFIX.size:ALIGN]):
+    if reserved or any(view[PREFIX.size:ALIGN]):
         raise IndexCorrupt("damaged file prefix (reserved bytes are not zero)", where=where)
     if version != FORMAT_VERSION:
         raise IndexCorrupt(f"index format version {version} is not supported (expected {FORMAT_VERSION})",
@@ -206,7 +139,7 @@ def _parse(buffer, where: str, *, verify: bool) -> BloomTree:
         config = TreeConfig.from_dict(header["config"])
         sections = {s["name"]: s for s in header["sections"]}
         arrays = {name: _section(view, sections[name], dtype, where, header_offset, verify)
-                  for name, dtype in _COLUMNS}
+                  for name, dtype in COLUMNS}
         tree = _assemble(config, header, arrays, where)
     except IndexCorrupt:
         raise

@@ -24,6 +24,11 @@ function; the SparkSession is made only at the edge (:func:`main`, or a caller t
    and the index version together.  Until then nothing is visible: a failing job leaves the previous
    version live, and its part files are removed.
 
+Steps 2 to 4 are :mod:`sketch.spark_frames`' functions, step 1 :mod:`sketch.spark_read`'s, the leaves
+:mod:`sketch.spark_leaves`'; the session and the translation of Spark's errors are
+:mod:`sketch.spark_session`.  This module runs the steps (:func:`run_job`) and publishes a dataset built or
+extended on Spark (:func:`build_dataset_spark`, :func:`append_dataset_spark`, :func:`main`).
+
 Progress is reported to a callback ``progress(fraction, message)`` (the CLI prints it; the service records it
 in the jobs table).  Errors a user can cause come back as :class:`exact.errors.SeqsketchError` naming the
 input and the problem; a failure inside Spark becomes one, too, with the failing stage — never a Py4J trace.
@@ -33,13 +38,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,259 +52,42 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from exact.errors import Conflict, InputError, SeqsketchError
-from exact.events import ATTRS, SEQ, TS, TS_TYPE, TYPE, conform, iso_of_micros
+from exact.events import TYPE, iso_of_micros
 from exact.ingest import IngestOptions
-from exact.store import DEFAULT_PART_ROWS, EventStore, PartInfo, Snapshot
+from exact.store import EventStore, PartInfo, Snapshot
 from sketch.build import BuildOptions, config_from
 from sketch.sizing import Sizing, measure_distinct, size_index
-from sketch.spark_leaves import LeafRun, merge_leaves, run_from_row, runs_to_arrow, window_leaves
+from sketch.spark_frames import (
+    WritePlan,
+    check_windows,
+    leaf_type_pairs,
+    number_events,
+    order_events,
+    part_from_row,
+    partition_sizes,
+    window_geometry,
+    window_partitions,
+    write_windows,
+)
+from sketch.spark_leaves import merge_leaves, run_from_row
 from sketch.spark_read import (
     StagedChunk,
     already_in_order,
     collect_staged,
     error_from_json,
-    error_to_json,
     plan_inputs,
     stage_inputs,
     staged_events,
     unified_attrs,
 )
+from sketch.spark_session import spark_errors, spark_session
 from sketch.tree import BloomTree, TreeConfig
 
-DEFAULT_MASTER = "local[*]"
-#: Events per window at most: a window is one part file, so this matches the local build's part size.
-MAX_WINDOW_EVENTS = DEFAULT_PART_ROWS
-
 Progress = Callable[[float, str], None]
-
-#: One row per window written: its part, its leaves, or the error that stopped it.
-WINDOW_SCHEMA = ("window BIGINT, part STRING, type_counts STRING, first_leaf BIGINT, bits BINARY, "
-                 "lo_ts BINARY, hi_ts BINARY, end_seq BIGINT, error STRING, seconds DOUBLE")
 
 
 def _no_progress(fraction: float, message: str) -> None:
     return None
-
-
-# ------------------------------------------------------------------------------------------ the session
-
-
-def session_config(master: str | None = None) -> dict[str, str]:
-    """Settings that make a small job cheap (no UI, few shuffle partitions) and keep ts and names exact."""
-    master = master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
-    cores = os.cpu_count() or 2
-    return {
-        "spark.master": master,
-        "spark.app.name": "seqsketch-build",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
-        "spark.sql.session.timeZone": "UTC",
-        # Attribute names such as ``Case`` and ``case`` are different attributes.
-        "spark.sql.caseSensitive": "true",
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
-        # The Python workers must import this package: use the interpreter that runs the driver.
-        "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON") or sys.executable,
-        "spark.pyspark.driver.python": sys.executable,
-        "spark.driver.memory": os.environ.get("SEQSKETCH_SPARK_DRIVER_MEMORY", "4g"),
-    }
-
-
-def spark_session(master: str | None = None) -> Any:
-    """A SparkSession for ``master`` (default ``$SPARK_MASTER``, else ``local[*]``): the job's only edge."""
-    from pyspark.sql import SparkSession
-
-    # PySpark picks the workers' interpreter from the environment when the context starts.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")  # what pyspark.pandas (assertions) asks for
-    config = session_config(master)
-    if not (master or os.environ.get("SPARK_MASTER")) and "PYSPARK_GATEWAY_PORT" in os.environ:
-        del config["spark.master"]  # under spark-submit, its --master decides
-    builder = SparkSession.builder
-    for key, value in config.items():
-        builder = builder.config(key, value)
-    log = jvm_log_path()
-    try:
-        with _stderr_to(log):  # the JVM keeps the descriptor it starts with: its chatter goes to the log
-            spark = builder.getOrCreate()
-    except Exception as err:  # the JVM did not start (no Java, no memory, a bad setting): say where to look
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise SeqsketchError(f"Spark did not start: {first}; the JVM's messages are in {log}",
-                             where="spark") from err
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def jvm_log_path() -> Path:
-    """Where the Spark JVM's own messages go: ``$SEQSKETCH_SPARK_LOG``, else ``seqsketch-spark.log`` in the
-    temporary directory."""
-    import tempfile
-
-    return Path(os.environ.get("SEQSKETCH_SPARK_LOG") or Path(tempfile.gettempdir()) / "seqsketch-spark.log")
-
-
-@contextmanager
-def _stderr_to(path: Path) -> Iterator[None]:
-    """Point file descriptor 2 at ``path`` (appended) for the block.
-
-    The JVM that PySpark launches inherits the process's descriptor 2 and writes to it from its first moment
-    — the launcher's incubator-module note, log4j's default-profile and log-level notices, Hadoop's
-    NativeCodeLoader warning — before any log setting of ours could apply.  Launched while descriptor 2 is the
-    log file, it keeps writing there for its life; the Python side gets its descriptor 2 back at once.
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.dup2(target, 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(target)
-
-
-# ------------------------------------------------------------------------------ DataFrame → DataFrame
-
-
-def order_events(events: Any) -> Any:
-    """Stream order: by ``ts``, ties in input order (the input's index, then the position within it)."""
-    return events.orderBy("ts", "file", "pos")
-
-
-def partition_sizes(ordered: Any) -> list[int]:
-    """Rows of every partition of ``ordered``, by partition id (one small aggregation; nothing else moves)."""
-    from pyspark.sql import functions as F
-
-    rows = ordered.groupBy(F.spark_partition_id().alias("part")).count().collect()
-    sizes = [0] * ordered.rdd.getNumPartitions()
-    for row in rows:
-        sizes[row["part"]] = row["count"]
-    return sizes
-
-
-def number_events(ordered: Any, offsets: Sequence[int]) -> Any:
-    """``seq`` for every event of ``ordered`` (which must be cached, so its partitions stay as counted):
-    partition ``p`` numbers its rows from ``offsets[p]``.
-
-    A projection in the JVM: ``monotonically_increasing_id()`` is ``p · 2^33`` plus the row's index within
-    its partition, so ``seq = offsets[p] + id − p · 2^33`` — no row leaves its partition.
-    """
-    from pyspark.sql import functions as F
-
-    part = F.spark_partition_id().cast("long")
-    offset = F.element_at(F.array(*[F.lit(int(o)) for o in offsets]), F.spark_partition_id() + 1)
-    seq = (offset + F.monotonically_increasing_id() - F.shiftleft(part, 33)).alias(SEQ)
-    rest = [c for c in ordered.columns if c not in ("file", "pos")]
-    return ordered.select(seq, *rest)
-
-
-def leaf_type_pairs(numbered: Any, leaf_size: int, base: int = 0) -> Any:
-    """The distinct (leaf, type) pairs of a numbered stream: what §4.4's distinct-type profile counts."""
-    from pyspark.sql import functions as F
-
-    leaf = ((F.col(SEQ) - F.lit(base)) / F.lit(leaf_size)).cast("long")
-    return numbered.select(leaf.alias("leaf"), TYPE).distinct()
-
-
-def window_partitions(numbered: Any, base: int, window_events: int, windows: int) -> Any:
-    """One partition per window of ``window_events`` seqs from ``base`` (leaf-aligned), in seq order."""
-    from pyspark.sql import functions as F
-
-    window = ((F.col(SEQ) - F.lit(base)) / F.lit(window_events)).cast("long")
-    return (numbered.withColumn("window", window).repartitionByRange(max(1, windows), "window")
-            .sortWithinPartitions(SEQ))
-
-
-def write_windows(windowed: Any, plan: WritePlan) -> Any:
-    """Each window → one event-store part written by its task, and the window's leaves (WINDOW_SCHEMA)."""
-    return windowed.mapInArrow(_WindowTask(plan), WINDOW_SCHEMA)
-
-
-@dataclass(frozen=True)
-class WritePlan:
-    """What every window task needs: where and how to write, the tree's shape, the windows' geometry."""
-
-    store_root: str
-    row_group_size: int
-    attrs: tuple[tuple[str, pa.DataType], ...]
-    config: TreeConfig
-    base: int
-    first_seq: int
-    window_events: int
-
-
-@dataclass(frozen=True)
-class _WindowTask:
-    plan: WritePlan
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        received = [batch for batch in batches if batch.num_rows]
-        if not received:  # a range partition that drew no window
-            return
-        table = pa.Table.from_batches(received)
-        window = table.column("window").combine_chunks().to_numpy(zero_copy_only=False)
-        bounds = np.flatnonzero(np.diff(window)) + 1
-        starts = np.concatenate(([0], bounds))
-        ends = np.concatenate((bounds, [len(window)]))
-        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-            yield self.write(int(window[lo]), table.slice(lo, hi - lo))
-
-    def write(self, window: int, rows: pa.Table) -> pa.RecordBatch:
-        plan = self.plan
-        started = time.perf_counter()
-        try:
-            stream = stream_table(rows, dict(plan.attrs))
-            first = stream.column(SEQ)[0].as_py()
-            store = EventStore(Path(plan.store_root))
-            part = store.write_part(stream, first, row_group_size=plan.row_group_size)
-            leaf_start = plan.base + window * plan.window_events
-            types, ts = stream.column(TYPE), stream.column(TS)
-            if first > leaf_start:  # an append that continues the stored partial leaf: rebuild it whole
-                stored = store.read_table(leaf_start, first - 1, columns=[TS, TYPE])
-                types = pa.chunked_array(stored.column(TYPE).chunks + types.chunks, pa.string())
-                ts = pa.chunked_array(stored.column(TS).chunks + ts.chunks, TS_TYPE)
-            run = window_leaves(plan.config, types, ts, leaf_start)
-            return _window_row(window, part, run, None, time.perf_counter() - started)
-        except Exception as err:
-            if not isinstance(err, SeqsketchError):
-                err = SeqsketchError(f"writing window {window}: {type(err).__name__}: {err}",
-                                     where=plan.store_root)
-            return _window_row(window, None, None, error_to_json(err), time.perf_counter() - started)
-
-
-def stream_table(rows: pa.Table, attrs: Mapping[str, pa.DataType]) -> pa.Table:
-    """Spark's rows of one window (seq, ts µs, type, attrs) as a table of the exact stream schema."""
-    cols = {SEQ: rows.column(SEQ).cast(pa.int64()),
-            TS: rows.column(TS).combine_chunks().cast(pa.int64()).cast(TS_TYPE),
-            TYPE: rows.column(TYPE).cast(pa.string())}
-    if attrs:
-        cols[ATTRS] = rows.column(ATTRS)
-    return conform(pa.table(cols), attrs)
-
-
-_WINDOW_ARROW = pa.schema([("window", pa.int64()), ("part", pa.string()), ("type_counts", pa.string()),
-                           ("first_leaf", pa.int64()), ("bits", pa.binary()), ("lo_ts", pa.binary()),
-                           ("hi_ts", pa.binary()), ("end_seq", pa.int64()), ("error", pa.string()),
-                           ("seconds", pa.float64())])
-
-
-def _window_row(window: int, part: PartInfo | None, run: LeafRun | None, error: str | None,
-                seconds: float) -> pa.RecordBatch:
-    runs = runs_to_arrow([run]) if run is not None else {k: [None] for k in
-                                                         ("first_leaf", "bits", "lo_ts", "hi_ts", "end_seq")}
-    return pa.RecordBatch.from_pydict(
-        {"window": [window], "part": [json.dumps(part.to_json()) if part else None],
-         "type_counts": [json.dumps(list(part.type_counts)) if part else None], **runs, "error": [error],
-         "seconds": [seconds]},
-        schema=_WINDOW_ARROW)
-
-
-def part_from_row(row: Mapping[str, Any]) -> PartInfo:
-    """A window's part descriptor back from its answer row (with the type counts the commit sums)."""
-    counts = tuple((t, int(n)) for t, n in json.loads(row["type_counts"]))
-    return replace(PartInfo.from_json(json.loads(row["part"])), type_counts=counts)
 
 
 # ---------------------------------------------------------------------------------------- orchestration
@@ -329,31 +115,6 @@ class JobResult:
     sizing: Sizing | None
     events: int
     timings: Mapping[str, float]
-
-
-@contextmanager
-def spark_errors(stage: list[str]) -> Iterator[None]:
-    """Turn a failure inside Spark (a Py4J or PySpark exception) into one clear SeqsketchError line."""
-    try:
-        yield
-    except SeqsketchError:
-        raise
-    except Exception as err:
-        module = type(err).__module__ or ""
-        if not (module.startswith("pyspark") or module.startswith("py4j")):
-            raise
-        raise SeqsketchError(f"the Spark job failed while {stage[0]}: {_summary(err)}",
-                             where="spark") from None
-
-
-def _summary(err: BaseException) -> str:
-    """The informative last line of a Spark/Py4J error (the Python exception of a task, or the JVM's)."""
-    text = str(err).strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for line in reversed(lines):
-        if not line.startswith(("at ", "File ", "^", "...", "JVM stacktrace")):
-            return line[:500]
-    return type(err).__name__
 
 
 def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
@@ -496,20 +257,8 @@ def _write_and_build_leaves(numbered: Any, store: EventStore, snap: Snapshot,
     failed = [a for a in answers if a["error"]]
     if failed:
         raise error_from_json(failed[0]["error"])
-    _check_windows(answers, first_seq, events)
+    check_windows(answers, first_seq, events)
     return answers
-
-
-def window_geometry(span: int, leaf_size: int, parallelism: int) -> tuple[int, int]:
-    """``(events per window, windows)``: whole leaves per window, at least one window per core when the
-    stream allows, and no window above :data:`MAX_WINDOW_EVENTS` (one part file each)."""
-    leaves = max(1, math.ceil(span / leaf_size))
-    tasks = max(parallelism, math.ceil(span / MAX_WINDOW_EVENTS))
-    per_window = max(1, leaves // tasks)  # rounded down: at least ``tasks`` windows
-    while per_window > 1 and per_window * leaf_size > MAX_WINDOW_EVENTS:
-        per_window -= 1
-    window_events = per_window * leaf_size
-    return window_events, math.ceil(span / window_events)
 
 
 def size_from_pairs(pairs: Any, events: int, options: BuildOptions) -> Sizing:
@@ -549,19 +298,6 @@ def _check_not_older(chunks: Sequence[StagedChunk], snap: Snapshot) -> None:
         raise Conflict(f"events of the inputs are older than the dataset's last event "
                        f"({iso_of_micros(oldest)} < {iso_of_micros(snap.last_ts)}); appends must not go back "
                        "in time, so nothing was written", where="append")
-
-
-def _check_windows(answers: Sequence[Mapping[str, Any]], first_seq: int, events: int) -> None:
-    """The windows' parts tile ``[first_seq, first_seq + events)`` with no gap or overlap."""
-    seq = first_seq
-    for a in answers:
-        part = json.loads(a["part"])
-        if part["first_seq"] != seq:
-            raise SeqsketchError(f"window {a['window']} starts at seq {part['first_seq']}, expected {seq}",
-                                 where="spark")
-        seq = part["last_seq"] + 1
-    if seq != first_seq + events:
-        raise SeqsketchError(f"the windows hold {seq - first_seq} events of {events}", where="spark")
 
 
 # ------------------------------------------------------------------------------------- datasets: publish

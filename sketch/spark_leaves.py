@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from sketch.tree import BloomTree, TreeConfig, _Pending
+from sketch.tree import BloomTree, TreeConfig
+from sketch.tree.bloomtree import _Pending
 
 
 @dataclass(frozen=True)

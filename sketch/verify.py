@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from exact.ast import Field, Query, Return, Strategy
+from exact.ast import Query, Return, Strategy
 from exact.engine import Match, answer, evaluate, iso_ts_many, match_ts
 from exact.events import ATTRS, micros
 from exact.normalize import Plan, normalize
@@ -76,7 +76,7 @@ class TableSource:
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
                     types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
-        cols = [c for c in columns if c in self.table.column_names]
+        cols = self._columns(columns)
         pieces = []
         for lo, hi in ranges:
             a, b = np.searchsorted(self.seq, [lo, hi + 1])
@@ -93,7 +93,12 @@ class TableSource:
         return EventFrame.build(table), decoded
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
-        return self.table.select([c for c in columns if c in self.table.column_names])
+        return self.table.select(self._columns(columns))
+
+    def _columns(self, columns: Sequence[str]) -> list[str]:
+        """The table's columns a read of ``columns`` needs (``attrs.NAME`` reads the whole ``attrs``)."""
+        wanted = {ATTRS if c.startswith(ATTRS + ".") else c for c in columns}
+        return [c for c in self.table.column_names if c in wanted]
 
     def type_counts(self) -> dict[str, int] | None:
         return None
@@ -111,7 +116,7 @@ class StoreSource:
 
     def _columns(self, columns: Sequence[str]) -> list[str]:
         """``columns`` without ``attrs`` when the stream has no attributes (the store has no such column)."""
-        return [c for c in columns if c != ATTRS or self.snapshot.attrs]
+        return [c for c in columns if not (c == ATTRS or c.startswith(ATTRS + ".")) or self.snapshot.attrs]
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
                     types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
@@ -140,12 +145,10 @@ def int_column(table: pa.Table, name: str) -> np.ndarray:
 
 
 def needed_columns(query: Query) -> list[str]:
-    """The stream columns the exact engine reads for ``query`` (attributes only when a condition or
-    ``PARTITION BY`` names one)."""
-    cols = ["seq", "ts", "type"]
-    named = bool(query.partition_by) or any(
-        isinstance(o, Field) and not o.builtin for c in query.where for o in (c.left, c.right))
-    return cols + ["attrs"] if named else cols
+    """The stream columns the exact engine reads for ``query``: ``seq, ts, type``, and ``attrs.NAME`` for
+    each attribute a condition or ``PARTITION BY`` names (Parquet decodes only those)."""
+    named = list(query.partition_by) + sorted({a for c in query.where for a in c.attributes()})
+    return ["seq", "ts", "type"] + [f"{ATTRS}.{n}" for n in dict.fromkeys(named)]
 
 
 def read_types(query: Query, plan: Plan | None = None) -> frozenset[str] | None:

@@ -255,7 +255,7 @@ def test_exists_from_prefixes_says_what_the_whole_walk_says(seed: int, leaf: int
     yes may differ from the whole walk's only by the Bloom filters' false hits along another path."""
     from dataclasses import replace
 
-    import sketch.evaluate as ev
+    import sketch.evaluate.candidates as ev
 
     types, ts = skewed_stream(4000, 60, seed)
     tree = tree_of(types, ts, leaf, m=512, k=4)
@@ -394,7 +394,7 @@ def test_window_neighbourhood_is_every_unit_meeting_a_hit_s_window(seed: int, le
     """The units the rarest-first walk probes: each unit meeting the window around some hit unit (time
     [lo_ts - d, hi_ts + d] or seqs [lo_seq - (n-1), hi_seq + (n-1)]), checked hit by hit, on streams with
     idle gaps longer than the window."""
-    from sketch.evaluate import _window_neighbourhood
+    from sketch.evaluate.windows import window_neighbourhood
 
     rng = np.random.default_rng(seed)
     n = 600
@@ -411,7 +411,7 @@ def test_window_neighbourhood_is_every_unit_meeting_a_hit_s_window(seed: int, le
         else:
             lo, hi = int(units.lo_ts[h]) - window, int(units.hi_ts[h]) + window
             expected |= (units.hi_ts >= lo) & (units.lo_ts <= hi)
-    first, last = _window_neighbourhood(query, units, np.flatnonzero(hits))
+    first, last = window_neighbourhood(query, units, np.flatnonzero(hits))
     assert (first < last).all() and (first[1:] > last[:-1]).all()  # sorted, disjoint, apart, none empty
     got = np.zeros(len(units), dtype=bool)
     for a, b in zip(first.tolist(), last.tolist(), strict=True):

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from bench import seeds
-from bench.protocols import PROTOCOLS, TINY, _inside, duplicate_types, max_window
+from bench.protocol_runs import outside_intervals
+from bench.protocols import PROTOCOLS, TINY
+from bench.protocols_cadonna import duplicate_types, max_window
 from bench.report import SECTIONS, fmt, generate
 from bench.suite import run_all
 from bench.timing import RecallError
@@ -111,8 +113,8 @@ def test_inside_counts_matches_outside_every_interval() -> None:
     matches = [{"start_seq": s, "end_seq": e} for s, e in ((0, 9), (5, 12), (15, 16), (20, 21), (28, 30))]
     brute = sum(not any(iv["start_seq"] <= m["start_seq"] and m["end_seq"] <= iv["end_seq"]
                         for iv in intervals) for m in matches)
-    assert _inside(matches, intervals) == brute == 3
-    assert _inside(matches, []) == 5
+    assert outside_intervals(matches, intervals) == brute == 3
+    assert outside_intervals(matches, []) == 5
 
 
 def test_recall_error_is_an_assertion() -> None:

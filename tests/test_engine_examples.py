@@ -7,6 +7,7 @@ brute-force reference and under all evaluation options (two-phase and prefilter 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from exact.ast import (
@@ -22,11 +23,13 @@ from exact.ast import (
     WithinTime,
 )
 from exact.ast import Condition as C
-from exact.engine import _Evaluation, evaluate
+from exact.automaton import automaton_for
+from exact.engine import _partition_codes, evaluate
 from exact.normalize import normalize
-from exact.prefilter import EventFrame
+from exact.prefilter import EventFrame, variable_bits
+from exact.program import window_ends
+from exact.prune import candidate_windows
 from exact.reference import reference_matches, stream_table
-from exact.strategies import next_match_window
 
 DAY = 86_400_000_000
 MS = 1_000
@@ -118,35 +121,34 @@ def test_chemo_p2_all_and_next_match() -> None:
 
 
 def test_chemo_p2_single_windows_example_5_3() -> None:
-    """SESExec(P2, W1) returns the match starting at e1; SESExec(P2, W2) returns nothing (T6)."""
-    ev = _Evaluation(normalize(p1(NEXT, with_d=False)), EventFrame.build(stream_table(chemo_rows())),
-                     two_phase=False, prefilter=False, type_counts=None, starts=None)
-    from exact.strategies import View
-    view = View(ev.evmask_np, None, jump=False)
-    w1 = next_match_window(ev.runner, view, 0, int(ev.end[0]))
-    assert [ev._to_match(x).bindings for x in w1] == [b(c=1, p=(3, 10), b=12)]
-    assert int(ev.end[0]) == 12  # W1 = <e1..e13> (T7)
-    assert next_match_window(ev.runner, view, 1, int(ev.end[1])) == []
-
-
-@pytest.mark.parametrize("vectorised", [False, True], ids=["streaming", "vectorised"])
-def test_two_phase_calls_the_matcher_three_times_example_5_10(vectorised: bool) -> None:
-    """T13: Algorithm 3 (corrected) calls A exactly 3 times on Chemo/P2 and finds the 3 matches; the
-    printed flush, which stops at the first window failing (5.2), would lose patient 2's (T14).  The
-    streaming form (prefilter off) and the vectorised phase 1 (prefilter on) agree."""
+    """SESExec(P2, W1) returns the match starting at e1; SESExec(P2, W2) returns nothing (T6).  W1 =
+    <e1..e13> (T7).  Each window is run alone, unpruned, by reporting only the matches starting at it."""
     query = p1(NEXT, with_d=False)
-    ev = _Evaluation(normalize(query), EventFrame.build(stream_table(chemo_rows())), two_phase=True,
-                     prefilter=vectorised, type_counts=None, starts=None)
-    assert ev.plan.partition_attrs == ("PID",)
-    calls: list[int] = []
+    table = stream_table(chemo_rows())
+    frame = EventFrame.build(table)
+    plan = normalize(query)
+    assert int(window_ends(plan, frame.seq, frame.ts)[0]) == 12
+    w1 = evaluate(query, table, two_phase=False, prefilter=False, starts=(1, 1))
+    assert [m.bindings for m in w1] == [b(c=1, p=(3, 10), b=12)]
+    assert evaluate(query, table, two_phase=False, prefilter=False, starts=(2, 2)) == []
 
-    def counting(run, view, s, end):  # type: ignore[no-untyped-def]
-        calls.append(ev.seq_list[s])
-        return next_match_window(run, view, s, end)
 
-    found = {ev._to_match(x).bindings for x in ev._two_phase(counting)}
+def test_two_phase_candidate_windows_example_5_10() -> None:
+    """T13: Algorithm 3 (corrected) calls A exactly 3 times on Chemo/P2 — its candidate windows start at
+    e1, e6 and e8 — and finds the 3 matches; the printed flush, which stops at the first window failing
+    (5.2), would lose patient 2's (T14)."""
+    query = p1(NEXT, with_d=False)
+    frame = EventFrame.build(stream_table(chemo_rows()))
+    plan = normalize(query)
+    assert plan.partition_attrs == ("PID",)
+    em, _ = variable_bits(frame, plan.positives, counts=False)
+    em = em.astype(np.int64)
+    keys = _partition_codes(frame, plan.partition_attrs)
+    firsts = candidate_windows(automaton_for(query), em, keys, window_ends(plan, frame.seq, frame.ts),
+                               np.ones(len(frame), dtype=bool))
+    assert frame.seq[firsts].tolist() == [1, 6, 8]
+    found = {m.bindings for m in evaluate(query, stream_table(chemo_rows()))}
     assert found == _drop_d(P1_NEXT)
-    assert sorted(calls) == [1, 6, 8]
 
 
 def test_closure_restores_the_partitioned_match_t29() -> None:

@@ -18,13 +18,14 @@ from exact.ast import (
     Field,
     Literal,
     Query,
+    Return,
     Single,
     Strategy,
     Var,
     WithinEvents,
     WithinTime,
 )
-from exact.engine import evaluate, match_ts, ts_lookup
+from exact.engine import evaluate, evaluate_table, match_ts, merge_intervals, ts_lookup
 from exact.events import micros
 from exact.prefilter import EventFrame
 from exact.reference import reference_matches, stream_table
@@ -155,6 +156,28 @@ def _check(query: Query, rows: list[dict]) -> None:
             assert got == expected, (two_phase, prefilter, query)
     assert evaluate(query, dictionary_typed(table)) == expected, query
     assert evaluate(query, frame_of(table)) == expected, query
+    # the kernels alone (no vectorised chain), and what each RETURN keeps
+    assert evaluate_table(query, table, returns=Return.MATCHES, chains=False).matches() == expected, query
+    _check_returns(query, table, expected)
+
+
+def _check_returns(query: Query, table: pa.Table, expected: list) -> None:
+    """count, exists, intervals and a limit give what the full answer implies, for chains and kernels."""
+    spans = merge_intervals(expected)
+    for chains in (True, False):
+        counted = evaluate_table(query, table, returns=Return.COUNT, chains=chains)
+        assert counted.count == len(expected) and len(counted) == 0, (chains, query)
+        exists = evaluate_table(query, table, returns=Return.EXISTS, chains=chains)
+        assert exists.exists == bool(expected), (chains, query)
+        intervals = evaluate_table(query, table, returns=Return.INTERVALS, chains=chains)
+        assert [tuple(x) for x in intervals.spans.tolist()] == spans, (chains, query)
+        for limit in (1, 2):
+            cut = evaluate_table(query, table, returns=Return.MATCHES, limit=limit, chains=chains)
+            assert cut.matches(limit) == expected[:limit], (chains, limit, query)
+            if cut.count is not None:
+                assert cut.count == len(expected)
+            else:  # stopped early: only when more matches may follow
+                assert len(expected) >= limit and not cut.complete
 
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -39,6 +39,8 @@ from exact.store import EventStore, dataset_dir, dataset_names, staged_dataset, 
 from sketch.dataset import Dataset
 from sketch.tree import BloomTree
 
+REPO = Path(__file__).resolve().parents[1]
+
 CHILD = r'''
 """Run the seqsketch CLI, killing this process just before the N-th rename (a publishing step)."""
 import os
@@ -66,9 +68,9 @@ for name in ("replace", "rename"):
     arm(name)
 
 if os.environ.get("FAULT_NO_EXCHANGE"):  # as on a system that cannot swap two directories in one step
-    import exact.store
+    import exact.store.datasets
 
-    exact.store._exchange = lambda a, b: False
+    exact.store.datasets._exchange = lambda a, b: False
 
 from api.cli import main  # noqa: E402
 
@@ -112,8 +114,15 @@ def stream(home: Path, name: str) -> pa.Table:
     return store.read_table(columns=["seq", "ts", "type"])
 
 
+def child_env(home: Path) -> dict[str, str]:
+    """The environment of a child process: its home, and this repository first on its path, so that a child
+    started from a script elsewhere imports the code under test (not whatever the environment installed)."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "SEQSKETCH_HOME": str(home), "PYTHONPATH": path}
+
+
 def run_child(home: Path, kill_at: int, args: list[str], script: Path, *, exchange: bool = True) -> int:
-    env = {**os.environ, "SEQSKETCH_HOME": str(home), "FAULT_KILL_AT": str(kill_at)}
+    env = {**child_env(home), "FAULT_KILL_AT": str(kill_at)}
     if not exchange:
         env["FAULT_NO_EXCHANGE"] = "1"
     done = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, timeout=120)
@@ -289,7 +298,7 @@ def test_append_and_build_killed_at_random_moments(tmp_path: Path, base_home: Pa
     rng = random.Random(20260110 + attempts)
     for attempt in range(attempts):
         home = fresh_copy(base_home, tmp_path / f"home-{attempt}")
-        env = {**os.environ, "SEQSKETCH_HOME": str(home)}
+        env = child_env(home)
         for command in (["append", "ds", str(inputs["batch"])],
                         ["build", "fresh", str(inputs["other"]), "--engine", "local"]):
             process = subprocess.Popen(seqsketch() + command + ["--json"], env=env, stdout=subprocess.DEVNULL,
@@ -474,7 +483,7 @@ def test_replace_without_a_directory_exchange(tmp_path: Path, base_home: Path, i
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the system cannot exchange two directories, --replace falls back to two renames and still ends
     with the new dataset and no leftovers."""
-    from exact import store
+    import exact.store.datasets as datasets
 
     home = fresh_copy(base_home, tmp_path / "home")
     calls: list[tuple[Path, Path]] = []
@@ -483,7 +492,7 @@ def test_replace_without_a_directory_exchange(tmp_path: Path, base_home: Path, i
         calls.append((a, b))
         return False
 
-    monkeypatch.setattr(store, "_exchange", unsupported)
+    monkeypatch.setattr(datasets, "_exchange", unsupported)
     build_dataset(home, "ds", [str(inputs["other"])], replace=True, leaf_size=64)
     assert len(calls) == 1
     assert stream(home, "ds").num_rows == 300
@@ -492,7 +501,7 @@ def test_replace_without_a_directory_exchange(tmp_path: Path, base_home: Path, i
 
 
 def test_the_directory_exchange_swaps_in_one_step(tmp_path: Path) -> None:
-    from exact.store import _exchange
+    from exact.store.datasets import _exchange
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()

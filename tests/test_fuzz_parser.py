@@ -36,6 +36,11 @@ VALID = [
     "pattern seq(a x, b y) where x.n = 3 and y.flag = true and x.s != 'q' partition by case, org:resource",
     "PATTERN A a WHERE a.amount >= 1.5e3 STRATEGY robust_skip_till_next_match",
     "PATTERN SEQ(A a, B+ b) WHERE b.x = null PARTITION BY case STRATEGY partition_contiguity",
+    "PATTERN SEQ(Stock+ a, Stock b) WHERE a[1].volume > 1000 AND a[i].price > avg(a[..i-1].price) "
+    "AND b.volume < a[last].volume PARTITION BY symbol WITHIN 1 hour",
+    "PATTERN SEQ(Alert a, Shipment+ b) WHERE b[1].from = a.site AND b[i].from = b[i-1].to WITHIN 3 hours",
+    "PATTERN SEQ({A+ a, C c}, NOT(D d), B b) WHERE count(a) >= 2 AND d.x > max(a.x) AND sum(a.q) < 10.5 "
+    "AND min(a.ts) >= '2012-01-01' WITHIN 20 EVENTS",
 ]
 
 #: The language's own vocabulary: random sequences of these reach far deeper into the grammar than bytes.
@@ -44,7 +49,8 @@ WORDS = ["PATTERN", "SEQ", "AND", "OR", "NOT", "ANY", "WHERE", "PARTITION", "BY"
          "count", "skip_till_next_match", "strict_contiguity", "ms", "s", "min", "h", "days", "(", ")", "{",
          "}", ",", ".", "+", "=", "!=", "<", "<=", ">", ">=", "==", "<>", "'x'", '"y z"', "'2011-10-01'",
          "A", "B", "a", "b", "a.x", "b.y", "1", "-2", "3.5", "1e400", "99999999999999999999999", "'", '"',
-         "\n", "\t", "  ", "--", "/*", "#"]
+         "\n", "\t", "  ", "--", "/*", "#", "[", "]", "..", "-", "i", "i-1", "last", "a[i].x", "a[1].x",
+         "b[last].y", "a[..i-1]", "count(a)", "sum(", "avg(", "min(", "max(", "a[a.LEN]"]
 
 ODD = ["\x00", "\ud800", "\udfff", "\u202e", "\u200b", "\ufeff", "\u0301", "Ａ", "ß", "İ", "🙂", "\r",
        "\u2028", "\x85", "\x1b[31m", "\\", "\\'", "%s", "{0}", "\uffff", "\U0010ffff"]

@@ -381,11 +381,14 @@ def test_the_cli_reports_a_damaged_input_in_one_line(home: Path, tmp_path: Path,
     future.write_bytes(b'{"type": "A", "ts": "2030-01-01"}\n{"type": "B", "ts": 1e300}\n')
     script = Path(sys.executable).with_name("seqsketch")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "api.cli"]
+    # this repository first on the path: the console script lives elsewhere, the code under test here
+    repo = str(Path(__file__).resolve().parents[1])
+    code = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "SEQSKETCH_HOME": str(home), "PYTHONPATH": code}
     for args, path, line in ((["append", "cli", str(truncated)], truncated, None),
                              (["append", "cli", str(future)], future, 2),
                              (["build", "other", str(latin), "--engine", "local"], latin, 501)):
-        done = subprocess.run(command + args, env={**os.environ, "SEQSKETCH_HOME": str(home)},
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(command + args, env=env, capture_output=True, text=True, timeout=120)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 1, done.stderr
         assert len(lines) == 1 and lines[0].startswith("seqsketch: error: ") and str(path) in lines[0], lines

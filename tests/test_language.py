@@ -13,6 +13,7 @@ import pytest
 from exact.ast import (
     AST_VERSION,
     Absent,
+    Aggregate,
     AnyOf,
     Between,
     Condition,
@@ -21,6 +22,7 @@ from exact.ast import (
     Literal,
     Query,
     Return,
+    RunEvent,
     Single,
     Strategy,
     Var,
@@ -377,3 +379,71 @@ def test_running_example_types_with_spaces_work_unquoted_nowhere_and_quoted_ever
     assert [v.type for v in query.variables()] == types
     assert all(" " not in v.name for v in query.variables())
     assert parse(to_text(query)) == query
+
+
+# ------------------------------------------------------------------ SASE+ run operands and aggregates
+
+
+def test_run_indexes_and_aggregates_parse_to_their_ast():
+    q = parse("PATTERN SEQ(Stock+ a, Stock b) WHERE a[i].price > avg(a[..i-1].price) AND a[1].volume > 1000 "
+              "AND a[i-1].price < a[i].price AND b.volume < a[last].volume AND count(a) >= 3 "
+              "AND max(a.price) < b.price AND sum(a.volume) != 0 AND min(a[..i-1].price) <= a.price")
+    assert q.where == (
+        Condition(Field("a", "price"), ">", Aggregate("avg", "a", "price", before=True)),
+        Condition(RunEvent("a", "volume", "first"), ">", Literal(1000)),
+        Condition(Field("a", "price", prev=True), "<", Field("a", "price")),
+        Condition(Field("b", "volume"), "<", RunEvent("a", "volume", "last")),
+        Condition(Aggregate("count", "a"), ">=", Literal(3)),
+        Condition(Aggregate("max", "a", "price"), "<", Field("b", "price")),
+        Condition(Aggregate("sum", "a", "volume"), "!=", Literal(0)),
+        Condition(Aggregate("min", "a", "price", before=True), "<=", Field("a", "price")),
+    )
+
+
+def test_v_i_is_v_and_v_i_minus_1_is_prev():
+    """One meaning, one AST: the SASE+ spellings and the short ones parse alike."""
+    sase = parse("PATTERN SEQ(A a, B+ b) WHERE b[i].from = b[i-1].to AND b[i].x > 1")
+    short = parse("PATTERN SEQ(A a, B+ b) WHERE b.from = prev(b.to) AND b.x > 1")
+    assert sase == short
+
+
+def test_function_names_and_run_words_are_case_insensitive_and_stay_usable_as_names():
+    q = parse("PATTERN SEQ(A+ count, B sum) WHERE COUNT(count) > 1 AND Avg(count[..I-1].x) < count[ I ].x "
+              "AND count[LAST].x = sum.x AND count.last = 1 RETURN count")
+    assert q.where[0] == Condition(Aggregate("count", "count"), ">", Literal(1))
+    assert q.where[1] == Condition(Aggregate("avg", "count", "x", before=True), "<", Field("count", "x"))
+    assert q.where[2] == Condition(RunEvent("count", "x", "last"), "=", Field("sum", "x"))
+    assert q.where[3] == Condition(Field("count", "last"), "=", Literal(1))  # v.last is the attribute 'last'
+    assert q.returns is Return.COUNT
+
+
+def test_run_operands_on_builtin_fields_and_times():
+    q = parse("PATTERN SEQ(A+ a, B b) WHERE min(a.ts) >= '2012-01-01' AND a[last].type = 'A' "
+              "AND max(a.seq) < b.seq AND avg(a.ts) < 1.5")
+    assert q.where[0].right == Literal(1325376000000000)
+    assert q.where[3].right == Literal(1.5)
+    assert "min(a.ts) >= '2012-01-01T00:00:00+00:00'" in to_text(q)
+
+
+def test_canonical_text_writes_the_current_event_as_in_sase():
+    q = parse("PATTERN SEQ(Stock+ a, Stock b) WHERE a.price > avg(a[..i-1].price) AND a.s = a[1].s "
+              "AND a[i].v > 3 AND a[i-1].p < a[i].p AND count(a) >= 2")
+    assert to_text(q).splitlines()[1] == ("WHERE a[i].price > avg(a[..i-1].price) AND a[i].s = a[1].s "
+                                          "AND a.v > 3 AND prev(a.p) < a.p AND count(a) >= 2")
+    assert parse(to_text(q)) == q
+
+
+def test_json_form_of_run_operands():
+    q = parse("PATTERN SEQ(A+ a, B b) WHERE a[i].x > avg(a[..i-1].x) AND a[1].y = b.y AND count(a) < 4")
+    where = to_json(q)["where"]
+    assert where[0]["right"] == {"agg": "avg", "var": "a", "attr": "x", "before": True}
+    assert where[1]["left"] == {"var": "a", "attr": "y", "run": "first"}
+    assert where[2]["left"] == {"agg": "count", "var": "a", "attr": None, "before": False}
+    assert from_json(to_json(q)) == q
+    assert to_json(q)["version"] == AST_VERSION == 1  # an addition: every older JSON query still reads
+    terse = {"version": 1, "pattern": [{"kind": "var", "vars": [{"name": "a", "type": "A", "kleene": True}]}],
+             "where": [{"left": {"agg": "count", "var": "a"}, "op": ">", "right": {"value": 1}},
+                       {"left": {"agg": "max", "var": "a", "attr": "x"}, "op": "<",
+                        "right": {"var": "a", "attr": "x", "run": "last"}}]}
+    assert from_json(terse).where == (Condition(Aggregate("count", "a"), ">", Literal(1)),
+                                      Condition(Aggregate("max", "a", "x"), "<", RunEvent("a", "x", "last")))

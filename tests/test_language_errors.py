@@ -388,3 +388,75 @@ def test_checks_apply_to_asts_built_by_hand_through_json():
     for query in bad:
         with pytest.raises(QuerySemanticError):
             from_json(to_json(query))
+
+
+# ------------------------------------------------------------------ run operands and aggregates (SASE+)
+
+_RUN = "PATTERN SEQ(A+ a, NOT(C c), B b) WHERE "
+
+
+@pytest.mark.parametrize(("condition", "cls", "marker", "fragments"), [
+    ("a[2].x > 1", QuerySyntaxError, "2]", ["unknown run index a[2]", "a[i] (the current event)", "a[last]"]),
+    ("a[i-2].x > 1", QuerySyntaxError, "i-2", ["unknown run index a[i-2]"]),
+    ("a[a.LEN].x > 1", QuerySyntaxError, ".LEN", ["expected one of ']' or '-'", "a[a.LEN] is a[last]"]),
+    ("avg(a[..i].x) < a.x", QuerySyntaxError, "].x)", ["expected '-'"]),
+    ("avg(a[..j-1].x) < a.x", QuerySyntaxError, "j-1", ["expected a[..i-1]"]),
+    ("median(a.x) > 1", QuerySyntaxError, "median", ["unknown function 'median'",
+                                                     "count, sum, avg, min, max"]),
+    ("b[i].x > 1", QuerySemanticError, "i]", ["b[i] indexes the events of a Kleene run",
+                                              "'b' binds a single"]),
+    ("b[1].x > 1", QuerySemanticError, "1]", ["b[1] indexes the events of a Kleene run"]),
+    ("b[i-1].x < b.x", QuerySemanticError, "i-1]", ["b[i-1] indexes"]),
+    ("c[last].x > 1", QuerySemanticError, "last]", ["'c' is negated", "no run"]),
+    ("count(c) > 1", QuerySemanticError, "count(c)", ["'c' is negated"]),
+    ("count(b) > 1", QuerySemanticError, "count(b)", ["needs a Kleene variable", "'b' binds a single event"]),
+    ("avg(a) > 1", QuerySemanticError, "avg(a)", ["avg(a) needs an attribute, e.g. avg(a.price)"]),
+    ("count(a.x) > 1", QuerySemanticError, "count(a.x)", ["takes no attribute; write count(a)"]),
+    ("count(a[..i-1]) > 1", QuerySemanticError, "count(a[", ["count(a) counts the events of the whole run"]),
+    ("sum(a[..i-1].x) > 1", QuerySemanticError, "1 W", ["before the current one",
+                                                         "a[i].x > sum(a[..i-1].x)"]),
+    ("b.x < sum(a[..i-1].x)", QuerySemanticError, "b.x", ["compare it with a field of 'a' itself"]),
+    ("max(a[..i-1].x) < prev(a.x)", QuerySemanticError, "prev(a.x)", ["field of 'a' itself"]),
+    ("a.x < a[last].x", QuerySemanticError, "a[last]", ["known only once a's run is complete"]),
+    ("a[i].x > avg(a.x)", QuerySemanticError, "avg(a.x)", ["checked as each event joins it"]),
+    ("prev(a.x) < a[1].x", QuerySemanticError, "a[1]", ["prev(a.x) must be compared with a field of 'a'"]),
+    ("count(a) = 'x'", QuerySemanticError, "'x'", ["count(a) is a number of events"]),
+    ("avg(a.x) = null", QuerySemanticError, "null", ["avg(a.x) is a number"]),
+    ("sum(a.type) > 1", QuerySemanticError, "sum(a.type)", ["the event type is a string"]),
+    ("min(a.type) = 3", QuerySemanticError, "3 W", ["min(a.type) is the event type, a string"]),
+    ("a[last].ts > 'nope'", QuerySemanticError, "'nope'", ["a[last].ts is a time"]),
+    ("count(a) > b.ts", QuerySemanticError, "count(a)", ["cannot compare count(a) (integer) "
+                                                        "with b.ts (time)"]),
+    ("max(z.x) > 1", QuerySemanticError, "z.x", ["unknown variable 'z'"]),
+])
+def test_run_operand_mistakes_are_refused_where_they_are(condition, cls, marker, fragments):
+    _fails(_RUN + condition + " WITHIN 1 h", cls, marker, *fragments, occurrence=1)
+
+
+def test_run_operands_that_are_fine():
+    for condition in ("c.x > max(a.x)", "a[last].x > max(a.x)", "b.x < a[last].x", "a[i].x > a[1].x",
+                      "count(a) >= b.n", "min(a.ts) > '2012-01-01'", "a[ i - 1 ].x < a.x"):
+        parse(_RUN + condition + " WITHIN 1 h")
+
+
+def test_json_run_operand_errors_name_the_path():
+    kleene = {"version": 1, "pattern": [{"kind": "var", "vars": [{"name": "a", "type": "A", "kleene": True}]},
+                                        {"kind": "var", "vars": [{"name": "b", "type": "B"}]}]}
+
+    def where(left, right):
+        return kleene | {"where": [{"left": left, "op": "<", "right": right}]}
+
+    _json_fails(where({"var": "a", "attr": "x", "run": "middle"}, {"value": 1}), QuerySyntaxError,
+                "where[0].left.run", "unknown run end 'middle'")
+    _json_fails(where({"var": "a", "attr": "x", "run": "last", "prev": True}, {"value": 1}), QuerySyntaxError,
+                "where[0].left", "unknown key 'prev'")
+    _json_fails(where({"agg": "median", "var": "a", "attr": "x"}, {"value": 1}), QuerySemanticError,
+                "where[0].left", "unknown aggregate 'median'")
+    _json_fails(where({"agg": "count", "var": "a", "attr": "x"}, {"value": 1}), QuerySemanticError,
+                "where[0].left", "takes no attribute")
+    _json_fails(where({"agg": "sum", "var": "b", "attr": "x"}, {"value": 1}), QuerySemanticError,
+                "where[0].left", "'b' binds a single event")
+    _json_fails(where({"agg": "avg", "var": "a", "attr": "x", "before": True}, {"var": "b", "attr": "x"}),
+                QuerySemanticError, "where[0].right", "compare it with a field of 'a' itself")
+    _json_fails(where({"agg": "avg", "var": "a", "attr": 3}, {"value": 1}), QuerySyntaxError,
+                "where[0].left.attr", "an attribute name or null")

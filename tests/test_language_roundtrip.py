@@ -9,16 +9,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exact.ast import (
+    AGGREGATES,
     OPERATORS,
+    RUN_ENDS,
     Absent,
+    Aggregate,
     AnyOf,
     Between,
     Condition,
     EventSet,
     Field,
     Literal,
+    Operand,
     Query,
     Return,
+    RunEvent,
     Single,
     Strategy,
     Var,
@@ -75,7 +80,10 @@ def _condition(draw: st.DrawFn, variables: list[Var], negated: set[str],
     """One condition that the checks accept, drawn from the shapes the language allows."""
     op = draw(st.sampled_from(OPERATORS))
     var = draw(st.sampled_from(variables))
-    shape = draw(st.sampled_from(["literal", "field", "prev"] if var.kleene else ["literal", "field"]))
+    run_shapes = ["prev", "run_end", "aggregate", "aggregate", "before", "before"]  # several functions each
+    shape = draw(st.sampled_from(["literal", "field"] + (run_shapes if var.kleene else [])))
+    if shape in ("run_end", "aggregate", "before"):
+        return draw(_run_condition(var, variables, negated, alternatives, shape, op))
     if shape == "prev":
         attr = draw(_ATTRS.filter(lambda a: a not in ("type", "ts", "seq")))
         other = Field(var.name, draw(_ATTRS.filter(lambda a: a not in ("type", "ts", "seq"))))
@@ -99,6 +107,40 @@ def _condition(draw: st.DrawFn, variables: list[Var], negated: set[str],
         value = draw(st.one_of(_INT64, _FLOATS, _TEXT))
     field, literal = Field(var.name, attr), Literal(value)
     return Condition(field, op, literal) if draw(st.booleans()) else Condition(literal, op, field)
+
+
+_PLAIN_ATTRS = _ATTRS.filter(lambda a: a not in ("type", "ts", "seq"))
+_NUMBERS = st.one_of(_INT64, _FLOATS)
+
+
+@st.composite
+def _run_condition(draw: st.DrawFn, var: Var, variables: list[Var], negated: set[str],
+                   alternatives: list[set[str]], shape: str, op: str) -> Condition:
+    """A condition over the run of Kleene variable ``var``: ``var[1]``/``var[last]``, an aggregate over the
+    whole run (against a literal, another variable's field or another aggregate), or one over
+    ``var[..i-1]`` against ``var[i]``."""
+    if shape == "before":
+        func = draw(st.sampled_from(["sum", "avg", "min", "max"]))
+        agg = Aggregate(func, var.name, draw(_PLAIN_ATTRS), before=True)
+        current = Field(var.name, draw(_PLAIN_ATTRS))
+        return Condition(current, op, agg) if draw(st.booleans()) else Condition(agg, op, current)
+    if shape == "run_end":
+        operand: Operand = RunEvent(var.name, draw(_PLAIN_ATTRS), draw(st.sampled_from(RUN_ENDS)))
+    else:
+        func = draw(st.sampled_from(AGGREGATES))
+        operand = Aggregate(func, var.name, None if func == "count" else draw(_PLAIN_ATTRS))
+    partners = [v for v in variables if v.name != var.name and not any({v.name, var.name} <= g
+                                                                        for g in alternatives)]
+    other_kind = draw(st.sampled_from(["literal", "field"] + (["first"] if shape == "run_end" else [])))
+    if other_kind == "first" and operand.end == "first":  # type: ignore[union-attr]
+        other: Operand = Field(var.name, draw(_PLAIN_ATTRS))  # var[i].x against var[1].y
+    elif other_kind == "field" and partners:
+        other = Field(draw(st.sampled_from(partners)).name, draw(_PLAIN_ATTRS))
+    elif isinstance(operand, Aggregate) or op not in ("=", "!="):
+        other = Literal(draw(_NUMBERS if isinstance(operand, Aggregate) else st.one_of(_NUMBERS, _TEXT)))
+    else:
+        other = Literal(draw(_SCALARS))
+    return Condition(operand, op, other) if draw(st.booleans()) else Condition(other, op, operand)
 
 
 @st.composite
@@ -163,7 +205,7 @@ def test_the_generator_covers_every_construct():
     """Guard against a strategy that silently stops producing some part of the language."""
     seen: set[str] = set()
 
-    @settings(max_examples=200, deadline=None, database=None, derandomize=True)
+    @settings(max_examples=500, deadline=None, database=None, derandomize=True)
     @given(queries())
     def collect(query):
         for element in query.pattern:
@@ -174,6 +216,10 @@ def test_the_generator_covers_every_construct():
             for operand in (cond.left, cond.right):
                 if isinstance(operand, Field):
                     seen.add("prev" if operand.prev else "field")
+                elif isinstance(operand, RunEvent):
+                    seen.add("run:" + operand.end)
+                elif isinstance(operand, Aggregate):
+                    seen.add("agg:" + operand.func + (" before" if operand.before else ""))
                 else:
                     seen.add("literal:" + type(operand.value).__name__)
         seen.add(type(query.within).__name__)
@@ -183,7 +229,9 @@ def test_the_generator_covers_every_construct():
     collect()
     expected = {"Single", "EventSet", "AnyOf", "Absent", "kleene", "any", "prev", "field", "literal:str",
                 "literal:int", "literal:float", "literal:bool", "literal:NoneType", "WithinTime",
-                "WithinEvents", "NoneType", "between", "no-between"} | {s.value for s in Strategy}
+                "WithinEvents", "NoneType", "between", "no-between", "run:first", "run:last"} | {
+        s.value for s in Strategy} | {"agg:" + f for f in AGGREGATES} | {
+        f"agg:{f} before" for f in ("sum", "avg", "min", "max")}
     assert expected <= seen, expected - seen
 
 
@@ -202,7 +250,7 @@ def test_printed_durations_read_back(micros):
 
 # --------------------------------------------------------------------------------------------- robustness
 
-_ALPHABET = st.sampled_from(list("PATTERNSEQWHEREANDORNOTANYabcAB (){},.+-'\"=<>!0123456789_:\n\t@%é"))
+_ALPHABET = st.sampled_from(list("PATTERNSEQWHEREANDORNOTANYabcAB (){}[],.+-'\"=<>!0123456789_:\n\t@%éil"))
 
 
 @settings(max_examples=400, deadline=None)
@@ -220,6 +268,8 @@ _SEED_TEXTS = [
     "PATTERN SEQ({C c, P+ p, D d}, B b) WHERE c.PID = p.PID AND prev(p.V) < p.V WITHIN 15 days",
     "PATTERN SEQ(A_SUBMITTED a, OR(O_SELECTED s, O_DECLINED d), 'W_Completeren aanvraag'+ w) "
     "PARTITION BY case BETWEEN '2011-10-01' AND '2012-03-15' STRATEGY partition_contiguity RETURN count",
+    "PATTERN SEQ(Stock+ a, Stock b) WHERE a[1].volume > 1000 AND a[i].price > avg(a[..i-1].price) "
+    "AND b.volume < a[last].volume AND count(a) >= 3 PARTITION BY symbol WITHIN 1 hour",
 ]
 
 

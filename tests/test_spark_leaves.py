@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exact.events import event_schema, unify_attr_types
-from sketch.spark_job import MAX_WINDOW_EVENTS, window_geometry
+from sketch.spark_frames import MAX_WINDOW_EVENTS, window_geometry
 from sketch.spark_leaves import merge_leaves, window_leaves
 from sketch.spark_read import StagedChunk, unified_attrs
 from sketch.tree import BloomTree, TreeConfig

@@ -15,14 +15,14 @@ from typing import Any
 
 from api.service.datasets import dataset_exists, store_events
 from api.service.limits import call_with_timeout
-from exact.ast import BUILTIN_FIELDS, Field, Query
+from exact.ast import Query
 from exact.engine import answer, evaluate, match_ts
 from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError
 from exact.events import iso_of_micros, to_records
 from exact.language import load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 from sketch.dataset import Dataset, require_index
-from sketch.verify import StoreSource, answer_indexed
+from sketch.verify import StoreSource, answer_indexed, needed_columns
 
 QUERY_MODES = ("approximate", "verified", "exact")
 
@@ -53,11 +53,9 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, 
         raise NotFound(f"dataset {name!r} does not exist", where=name)
     store = EventStore.open(root)
     snap = store.snapshot()
-    # attributes are read only when a condition or the partition names one
-    attrs_used = bool(parsed.partition_by) or any(
-        o.attr not in BUILTIN_FIELDS for c in parsed.where for o in (c.left, c.right) if isinstance(o, Field))
-    table = store.read_table(snapshot=snap, columns=None if attrs_used else ["seq", "ts", "type"],
-                             type_dictionary=True)
+    # attributes are read only when a condition or the partition names one, and only those
+    columns = [c for c in needed_columns(parsed) if not c.startswith("attrs.") or snap.attrs]
+    table = store.read_table(snapshot=snap, columns=columns, type_dictionary=True)
     verify_started = time.perf_counter()
     matches = evaluate(parsed, table, type_counts=snap.type_counts)
     verify_ms = (time.perf_counter() - verify_started) * 1000

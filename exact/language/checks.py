@@ -2,8 +2,9 @@
 
 The grammar (or the JSON shape check) only says what is well-formed; this module says what is meaningful
 (CONTRACT §2): every variable declared once and every condition naming declared variables, ``prev()`` only
-on Kleene variables (Cadonna 2013, Def. 3.1: ``prev(v.A) φ v.A``), negation neither first nor — without a
-window — last (SASE+, Agrawal et al. 2008 §2: negation is checked between the neighbouring positive
+on Kleene variables (Cadonna 2013, Def. 3.1: ``prev(v.A) φ v.A``), run indexes and aggregates only on
+positive Kleene variables and in the shapes :mod:`exact.operands` allows, negation neither first nor —
+without a window — last (SASE+, Agrawal et al. 2008 §2: negation is checked between the neighbouring positive
 events), literal types that fit the event's own fields, windows in range.  It also rewrites ISO-8601
 strings compared with ``x.ts`` into microseconds, which is the only change it makes.
 
@@ -17,22 +18,26 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+import exact.language.lexical as lexical
+import exact.language.temporal as temporal
 from exact.ast import (
     OPERATORS,
     Absent,
+    Aggregate,
     AnyOf,
     Condition,
     Element,
     EventSet,
-    Field,
     Literal,
+    Operand,
     Query,
     Strategy,
+    VarOperand,
     WithinEvents,
     WithinTime,
 )
 from exact.errors import QueryLimitError, QuerySemanticError, SeqsketchError
-from exact.language import lexical, temporal
+from exact.operands import condition_problem, describe, operand_problem
 
 #: Documented limits (docs/query-language.md, "Limits").
 MAX_QUERY_BYTES = 64 * 1024
@@ -187,13 +192,14 @@ def _check_condition(query: Query, j: int, cond: Condition, locator: Locator) ->
                             + ", ".join(OPERATORS), ("op", j))
     kinds = _variable_kinds(query)
     for side, operand in enumerate((cond.left, cond.right)):
-        if isinstance(operand, Field):
-            _check_field(operand, j, side, kinds, locator)
-    fields = [o for o in (cond.left, cond.right) if isinstance(o, Field)]
-    if not fields:
+        if not isinstance(operand, Literal):
+            _check_operand(query, operand, j, side, kinds, locator)
+    if all(isinstance(o, Literal) for o in (cond.left, cond.right)):
         raise locator.error(QuerySemanticError, "a condition must name at least one variable field "
                             "(e.g. a.amount > 100); this one compares two literals", ("cond", j))
-    _check_prev(cond, j, locator)
+    found = condition_problem(cond)
+    if found:
+        raise locator.error(QuerySemanticError, found[1], ("operand", j, found[0]))
     _check_negated_and_alternatives(query, cond, j, locator)
     return _check_types(cond, j, locator)
 
@@ -202,36 +208,29 @@ def _variable_kinds(query: Query) -> dict[str, Any]:
     return {v.name: v for v in query.variables()}
 
 
-def _check_field(field: Field, j: int, side: int, variables: dict[str, Any], locator: Locator) -> None:
-    if field.var not in variables:
+def _check_operand(query: Query, operand: VarOperand, j: int, side: int, variables: dict[str, Any],
+                   locator: Locator) -> None:
+    if operand.var not in variables:
         declared = ", ".join(variables) or "none"
-        raise locator.error(QuerySemanticError, f"unknown variable '{field.var}' in condition; expected one "
-                            f"of the declared variables ({declared})", ("operand_var", j, side))
-    if field.attr == "":
+        raise locator.error(QuerySemanticError, f"unknown variable '{operand.var}' in condition; expected "
+                            f"one of the declared variables ({declared})", ("operand_var", j, side))
+    if operand.attr == "":
         raise locator.error(QuerySemanticError, "empty attribute name; expected a name after '.'",
                             ("operand", j, side))
-    if field.prev and not variables[field.var].kleene:
-        raise locator.error(QuerySemanticError, f"prev() needs a Kleene variable (declared like 'B+ "
-                            f"{field.var}'), but '{field.var}' binds a single event", ("operand", j, side))
-
-
-def _check_prev(cond: Condition, j: int, locator: Locator) -> None:
-    """``prev(v.x) op v.y``: consecutive pairs of one Kleene binding (Cadonna 2013, Def. 3.1), nothing
-    else."""
-    left, right = cond.left, cond.right
-    for side, (this, other) in enumerate(((left, right), (right, left))):
-        if not (isinstance(this, Field) and this.prev):
-            continue
-        if not isinstance(other, Field) or other.prev or other.var != this.var:
-            raise locator.error(QuerySemanticError, f"prev({this.var}.{this.attr}) must be compared with a "
-                                f"field of '{this.var}' itself, e.g. prev({this.var}.{this.attr}) < "
-                                f"{this.var}.{this.attr}", ("operand", j, 1 - side))
+    kleene = {name for name, v in variables.items() if v.kleene}
+    negated = {v.name for e in query.pattern if isinstance(e, Absent) for v in e.vars}
+    problem = operand_problem(operand, kleene, negated)
+    if problem:
+        raise locator.error(QuerySemanticError, problem, ("operand", j, side))
+    if isinstance(operand, Aggregate) and operand.func in ("sum", "avg") and operand.attr == "type":
+        raise locator.error(QuerySemanticError, f"{describe(operand)}: the event type is a string; sum and "
+                            "avg need numbers", ("operand", j, side))
 
 
 def _check_negated_and_alternatives(query: Query, cond: Condition, j: int, locator: Locator) -> None:
     """A condition may relate a negated variable to positive ones (SASE+), but not two negated variables,
     nor two alternatives of one OR (only one of them is ever bound)."""
-    names = [o.var for o in (cond.left, cond.right) if isinstance(o, Field)]
+    names = [o.var for o in (cond.left, cond.right) if not isinstance(o, Literal)]
     if len(names) < 2 or names[0] == names[1]:
         return
     for element in query.pattern:
@@ -248,26 +247,44 @@ def _check_negated_and_alternatives(query: Query, cond: Condition, j: int, locat
 
 # The kind of value each builtin field holds; attributes are schemaless and accept any literal.
 _BUILTIN_KIND = {"type": "string", "ts": "time", "seq": "integer"}
+#: Kinds that are all numbers: they may be compared with each other.
+_NUMERIC_KINDS = frozenset({"integer", "number"})
+
+
+def operand_kind(operand: Operand) -> str | None:
+    """What an operand holds when that is known from the query alone: ``string``, ``time``, ``integer``,
+    ``number`` (count, sum, avg), or None (an attribute: any kind)."""
+    if isinstance(operand, Literal):
+        return None
+    if isinstance(operand, Aggregate):
+        if operand.func == "count":
+            return "integer"
+        if operand.func == "sum":
+            return "number"
+        if operand.func == "avg":
+            return "time" if operand.attr == "ts" else "number"
+    return _BUILTIN_KIND.get(operand.attr) if operand.attr in _BUILTIN_KIND else None
 
 
 def _check_types(cond: Condition, j: int, locator: Locator) -> Condition:
     left, right = cond.left, cond.right
-    if isinstance(left, Field) and isinstance(right, Field):
-        lk, rk = (_BUILTIN_KIND.get(f.attr) if f.builtin else None for f in (left, right))
-        if lk and rk and lk != rk:
-            raise locator.error(QuerySemanticError, f"cannot compare {left.var}.{left.attr} ({lk}) with "
-                                f"{right.var}.{right.attr} ({rk})", ("cond", j))
+    if not isinstance(left, Literal) and not isinstance(right, Literal):
+        lk, rk = operand_kind(left), operand_kind(right)
+        if lk and rk and lk != rk and not {lk, rk} <= _NUMERIC_KINDS:
+            raise locator.error(QuerySemanticError, f"cannot compare {describe(left)} ({lk}) with "
+                                f"{describe(right)} ({rk})", ("cond", j))
         return cond
     sides = [(0, left, right), (1, right, left)]
-    for side, literal, field in sides:
-        if isinstance(literal, Literal) and isinstance(field, Field):
-            converted = _check_literal(literal, field, cond.op, j, side, locator)
+    for side, literal, operand in sides:
+        if isinstance(literal, Literal) and not isinstance(operand, Literal):
+            converted = _check_literal(literal, operand, cond.op, j, side, locator)
             if converted is not literal:
                 return replace(cond, left=converted) if side == 0 else replace(cond, right=converted)
     return cond
 
 
-def _check_literal(literal: Literal, field: Field, op: str, j: int, side: int, locator: Locator) -> Literal:
+def _check_literal(literal: Literal, operand: VarOperand, op: str, j: int, side: int,
+                   locator: Locator) -> Literal:
     value = literal.value
     key = ("operand", j, side)
     shown = lexical.format_scalar(value)
@@ -277,10 +294,17 @@ def _check_literal(literal: Literal, field: Field, op: str, j: int, side: int, l
                             "(true, false and null only work with = and !=)", key)
     if isinstance(value, float) and value != value:  # NaN from JSON never equals anything
         raise locator.error(QuerySemanticError, "NaN is not a valid literal", key)
-    if not field.builtin:
+    kind = operand_kind(operand)
+    if kind is None:
         return literal
-    kind = _BUILTIN_KIND[field.attr]
-    target = f"{field.var}.{field.attr}"
+    target = describe(operand)
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(operand, Aggregate) and kind in _NUMERIC_KINDS:
+        if not is_number:
+            what = "a number of events" if operand.func == "count" else "a number"
+            raise locator.error(QuerySemanticError, f"{target} is {what}; cannot compare it with {shown}; "
+                                "expected a number", key)
+        return literal
     if kind == "string" and not isinstance(value, str):
         raise locator.error(QuerySemanticError, f"{target} is the event type, a string; cannot compare it "
                             f"with {shown}; expected a quoted type name", key)
@@ -288,6 +312,8 @@ def _check_literal(literal: Literal, field: Field, op: str, j: int, side: int, l
         raise locator.error(QuerySemanticError, f"{target} is the stream position, an integer; cannot "
                             f"compare it with {shown}", key)
     if kind == "time":
+        if isinstance(operand, Aggregate) and isinstance(value, float):
+            return literal  # an average time may fall between two microseconds
         return _time_literal(literal, target, key, locator)
     return literal
 

@@ -12,7 +12,12 @@ Shape (docs/query-language.md, "JSON form")::
      "strategy": "skip_till_next_match",
      "returns": "matches"}
 
-    OPERAND = {"var": "a", "attr": "amount", "prev": false} | {"value": 3}
+    OPERAND = {"var": "a", "attr": "amount", "prev": false}       a.amount, prev(a.amount) (= a[i-1].amount)
+            | {"var": "a", "attr": "amount", "run": "first"}      a[1].amount ("last": a[last].amount)
+            | {"agg": "avg", "var": "a", "attr": "amount", "before": false}
+                                                               avg(a.amount) (before: avg(a[..i-1].amount));
+                                                               count(a) has "attr": null
+            | {"value": 3}
 
 Only ``version`` and ``pattern`` are required; a variable without ``name`` gets the default name, exactly as
 in text.  ``to_json`` writes every key.  Shape errors are QuerySyntaxError naming the JSON path; meaning
@@ -23,9 +28,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import exact.language.lexical as lexical
+import exact.language.temporal as temporal
 from exact.ast import (
     AST_VERSION,
+    RUN_ENDS,
     Absent,
+    Aggregate,
     AnyOf,
     Between,
     Condition,
@@ -36,6 +45,7 @@ from exact.ast import (
     Operand,
     Query,
     Return,
+    RunEvent,
     Single,
     Strategy,
     Var,
@@ -43,7 +53,6 @@ from exact.ast import (
     WithinTime,
 )
 from exact.errors import QueryLimitError, QuerySyntaxError
-from exact.language import lexical, temporal
 from exact.language.checks import MAX_CONDITIONS, MAX_VARIABLES, Key, Locator, check_query
 
 _KINDS: dict[type, str] = {Single: "var", EventSet: "set", AnyOf: "or", Absent: "not"}
@@ -77,6 +86,10 @@ def _var_json(var: Var) -> dict[str, Any]:
 def _operand_json(operand: Operand) -> dict[str, Any]:
     if isinstance(operand, Field):
         return {"var": operand.var, "attr": operand.attr, "prev": operand.prev}
+    if isinstance(operand, RunEvent):
+        return {"var": operand.var, "attr": operand.attr, "run": operand.end}
+    if isinstance(operand, Aggregate):
+        return {"agg": operand.func, "var": operand.var, "attr": operand.attr, "before": operand.before}
     return {"value": operand.value}
 
 
@@ -249,7 +262,7 @@ def _where(raw: Any) -> tuple[Condition, ...]:
 
 
 def _operand(raw: Any, path: str) -> Operand:
-    _expect(raw, dict, "an operand object ({\"var\", \"attr\"} or {\"value\"})", path)
+    _expect(raw, dict, "an operand object ({\"var\", \"attr\"}, {\"agg\", \"var\"} or {\"value\"})", path)
     if "value" in raw:
         _keys(raw, {"value"}, set(), path)
         value = raw["value"]
@@ -260,6 +273,23 @@ def _operand(raw: Any, path: str) -> Operand:
         if out_of_range and not isinstance(value, bool):
             raise _shape_error("integer outside the signed 64-bit range", f"{path}.value")
         return Literal(value)
+    if "agg" in raw:
+        _keys(raw, {"agg", "var"}, {"attr", "before"}, path)
+        func = _expect(raw["agg"], str, "an aggregate name", f"{path}.agg")
+        var = _expect(raw["var"], str, "a variable name", f"{path}.var")
+        attr = raw.get("attr")
+        if attr is not None:
+            _expect(attr, str, "an attribute name or null (count)", f"{path}.attr")
+        before = _expect(raw.get("before", False), bool, "true or false", f"{path}.before")
+        return Aggregate(func, var, attr, before)
+    if "run" in raw:
+        _keys(raw, {"var", "attr", "run"}, set(), path)
+        end = _expect(raw["run"], str, "'first' or 'last'", f"{path}.run")
+        if end not in RUN_ENDS:
+            raise _shape_error(f"unknown run end '{end}'; expected 'first' (v[1]) or 'last' (v[last])",
+                               f"{path}.run")
+        var = _expect(raw["var"], str, "a variable name", f"{path}.var")
+        return RunEvent(var, _expect(raw["attr"], str, "an attribute name", f"{path}.attr"), end)
     _keys(raw, {"var", "attr"}, {"prev"}, path)
     var = _expect(raw["var"], str, "a variable name", f"{path}.var")
     attr = _expect(raw["attr"], str, "an attribute name", f"{path}.attr")

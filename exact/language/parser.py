@@ -16,8 +16,12 @@ from pathlib import Path
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
+import exact.language.lexical as lexical
+import exact.language.temporal as temporal
 from exact.ast import (
+    AGGREGATES,
     Absent,
+    Aggregate,
     AnyOf,
     Between,
     Condition,
@@ -28,6 +32,7 @@ from exact.ast import (
     Operand,
     Query,
     Return,
+    RunEvent,
     Single,
     Strategy,
     Var,
@@ -35,7 +40,6 @@ from exact.ast import (
     WithinTime,
 )
 from exact.errors import QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
-from exact.language import lexical, temporal
 from exact.language.checks import MAX_QUERY_BYTES, Key, TokenLocator, check_query
 
 _GRAMMAR = Path(__file__).with_name("query.lark")
@@ -47,7 +51,8 @@ _TERMINAL_WORDS = {
     "NULL": "null", "PREV": "prev", "PLUS": "'+'", "DOT": "'.'", "OP": "a comparison (=, !=, <, <=, >, >=)",
     "LPAR": "'('", "COMMA": "','", "RPAR": "')'", "RBRACE": "'}'", "WHERE": "WHERE", "PARTITION": "PARTITION",
     "BY": "BY", "WITHIN": "WITHIN", "EVENTS": "EVENTS", "EVENT": "EVENT", "BETWEEN": "BETWEEN",
-    "STRATEGY": "STRATEGY", "RETURN": "RETURN", "$END": "end of query",
+    "STRATEGY": "STRATEGY", "RETURN": "RETURN", "LSQB": "'['", "RSQB": "']'", "MINUS": "'-'",
+    "DOTDOT": "'..'", "$END": "end of query",
 }
 _OPERATOR_SPELLINGS = {"==": "=", "<>": "!="}
 
@@ -110,6 +115,8 @@ class _TreeReader:
 
     def __init__(self) -> None:
         self.positions: dict[Key, tuple[int, int]] = {}
+        self.variables: dict[str, Var] = {}
+        self.negated: set[str] = set()
 
     def _mark(self, key: Key, token: Token) -> None:
         self.positions[key] = (token.line, token.column)
@@ -138,7 +145,13 @@ class _TreeReader:
             self._mark(("var_type", i), draft.type_token)
             self._mark(("var_name", i), draft.name_token or draft.type_token)
         variables = iter(Var(name, d.type, d.kleene) for name, d in zip(names, flat, strict=True))
-        return tuple(_element(kind, tuple(next(variables) for _ in vs)) for kind, vs in drafts)
+        elements = tuple(_element(kind, tuple(next(variables) for _ in vs)) for kind, vs in drafts)
+        for element in elements:
+            for var in element.vars:
+                self.variables.setdefault(var.name, var)
+                if isinstance(element, Absent):
+                    self.negated.add(var.name)
+        return elements
 
     def _var(self, tree: Tree) -> _VarDraft:
         vtype, *rest = tree.children
@@ -172,10 +185,66 @@ class _TreeReader:
         self._mark(("operand", j, side), _first_token(node))
         if node.data == "literal":
             return Literal(self._literal(_tokens(node)[0]))
+        if node.data == "call":
+            return self._aggregate(node, j, side)
         var_token = next(t for t in _tokens(node) if t.type == "IDENT")
         self._mark(("operand_var", j, side), var_token)
         attr = self._attr(_subtrees(node, "attr")[0])
+        if node.data == "run_field":
+            return self._run_field(str(var_token), attr, _subtrees(node, "run_index")[0])
         return Field(str(var_token), attr, prev=node.data == "prev_field")
+
+    def _run_field(self, var: str, attr: str, index: Tree) -> Operand:
+        """``v[i].x`` is ``v.x``, ``v[i-1].x`` is ``prev(v.x)``; ``v[1].x`` and ``v[last].x`` are the run's
+        ends."""
+        tokens = _tokens(index)
+        written = "".join(str(t) for t in tokens)
+        word = str(tokens[0]).lower()
+        operand: Operand | None = None
+        if len(tokens) == 1 and tokens[0].type == "IDENT" and word == "i":
+            operand = Field(var, attr)
+        elif len(tokens) == 3 and word == "i" and str(tokens[2]) == "1":
+            operand = Field(var, attr, prev=True)
+        elif len(tokens) == 1 and tokens[0].type == "IDENT" and word == "last":
+            operand = RunEvent(var, attr, "last")
+        elif len(tokens) == 1 and tokens[0].type == "NUMBER" and str(tokens[0]) == "1":
+            operand = RunEvent(var, attr, "first")
+        if operand is None:
+            raise _error(QuerySyntaxError, f"unknown run index {var}[{written}]; expected {var}[i] (the "
+                         f"current event), {var}[1] (the first), {var}[i-1] (the previous) or {var}[last] "
+                         "(the last)", tokens[0])
+        self._require_kleene(var, f"{var}[{written}]", tokens[0])
+        return operand
+
+    def _aggregate(self, node: Tree, j: int, side: int) -> Aggregate:
+        func_token, _, var_token, *_ = _tokens(node)
+        self._mark(("operand_var", j, side), var_token)
+        func = str(func_token).lower()
+        if func not in AGGREGATES:
+            raise _error(QuerySyntaxError, f"unknown function '{func_token}'; expected one of "
+                         + ", ".join(AGGREGATES) + " (or prev)", func_token)
+        before = _subtrees(node, "before")
+        if before:
+            inside = _tokens(before[0])
+            upper, one = inside[2], inside[4]
+            if str(upper).lower() != "i" or str(one) != "1":
+                written = "".join(str(t) for t in inside)
+                raise _error(QuerySyntaxError, f"unknown range {var_token}{written}; expected "
+                             f"{var_token}[..i-1] (the events of the run before the current one)", upper)
+        attrs = _subtrees(node, "attr")
+        return Aggregate(func, str(var_token), self._attr(attrs[0]) if attrs else None, bool(before))
+
+    def _require_kleene(self, var: str, written: str, token: Token) -> None:
+        """``v[i]`` and its kin index a Kleene run: refuse them on a variable that binds one event (here,
+        where the index was written: the AST of ``v[i].x`` is that of ``v.x``)."""
+        declared = self.variables.get(var)
+        if declared is None or declared.kleene:
+            return  # an unknown variable is the checks' to report
+        if var in self.negated:
+            raise _error(QuerySemanticError, f"{written}: '{var}' is negated, so a match binds no event to "
+                         "it and it has no run; run indexes need a positive Kleene variable", token)
+        raise _error(QuerySemanticError, f"{written} indexes the events of a Kleene run, but '{var}' binds a "
+                     f"single event (declared without '+'); write {var}.x for its field", token)
 
     def _attr(self, tree: Tree) -> str:
         token = _tokens(tree)[0]
@@ -295,6 +364,9 @@ def _syntax_error(exc: UnexpectedInput, text: str) -> QuerySyntaxError:
         expected = set(getattr(exc, "accepts", None) or getattr(exc, "expected", None) or ())
         line, column = _end_position(text)
     message = f"unexpected {found}; expected {_words(expected)}" + _keyword_hint(exc, text, expected)
+    if expected & {"RSQB", "MINUS", "DOTDOT"}:
+        message += (" (a Kleene run is indexed by i, 1, i-1 or last, as in a[i-1].x, and a[..i-1] is its "
+                    "events before the current one; SASE+'s a[a.LEN] is a[last])")
     return QuerySyntaxError(message, line=line, column=column)
 
 

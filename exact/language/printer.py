@@ -9,8 +9,11 @@ names bare when they are plain identifiers (types: and not keywords), else singl
 
 from __future__ import annotations
 
+import exact.language.lexical as lexical
+import exact.language.temporal as temporal
 from exact.ast import (
     Absent,
+    Aggregate,
     AnyOf,
     Condition,
     Element,
@@ -20,6 +23,7 @@ from exact.ast import (
     Operand,
     Query,
     Return,
+    RunEvent,
     Single,
     Strategy,
     Var,
@@ -27,7 +31,7 @@ from exact.ast import (
     WithinTime,
 )
 from exact.errors import QuerySemanticError
-from exact.language import lexical, temporal
+from exact.language.checks import operand_kind
 
 
 def to_text(query: Query) -> str:
@@ -85,14 +89,30 @@ def _condition(cond: Condition) -> str:
 
 def _operand(operand: Operand, other: Operand) -> str:
     if isinstance(operand, Field):
+        if not operand.prev and _reads_earlier_of(other, operand.var):
+            # a[i].price > avg(a[..i-1].price), a[i].symbol = a[1].symbol: the current event, as in SASE+
+            return f"{operand.var}[i].{lexical.attribute(operand.attr)}"
         field = f"{operand.var}.{lexical.attribute(operand.attr)}"
         return f"prev({field})" if operand.prev else field
+    if isinstance(operand, RunEvent):
+        index = "1" if operand.end == "first" else "last"
+        return f"{operand.var}[{index}].{lexical.attribute(operand.attr)}"
+    if isinstance(operand, Aggregate):
+        if operand.attr is None:
+            return f"{operand.func}({operand.var})"
+        run = f"{operand.var}[..i-1]" if operand.before else operand.var
+        return f"{operand.func}({run}.{lexical.attribute(operand.attr)})"
     return _literal(operand, other)
+
+
+def _reads_earlier_of(operand: Operand, var: str) -> bool:
+    return ((isinstance(operand, RunEvent) and operand.end == "first")
+            or (isinstance(operand, Aggregate) and operand.before)) and operand.var == var
 
 
 def _literal(literal: Literal, other: Operand) -> str:
     value = literal.value
-    compared_with_ts = isinstance(other, Field) and other.attr == "ts"
+    compared_with_ts = operand_kind(other) == "time"
     if (compared_with_ts and isinstance(value, int) and not isinstance(value, bool)
             and temporal.is_printable_time(value)):
         # Readable and exact: the parser turns the ISO string back into these microseconds.

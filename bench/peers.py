@@ -1,0 +1,162 @@
+"""seqsketch beside the SQL engine a user would pick instead: DuckDB, in memory and warm, on the same events.
+
+``python -m bench peers [--quick]``.  Datasets: BPI Challenge 2012 (262,200 events) and a replay of it with
+shifted time and case ids (20 copies: 5,244,000 events; 4 copies with ``--quick``), each built as a real
+dataset (local builder, default sizing) and loaded into a DuckDB table (``seq``, ``ts`` in µs, ``type``,
+``case``) once, before any timing.
+
+The questions are skip-till-next-match chains, which SQL answers exactly with ASOF joins — per first event,
+the first event of the next type after it (in its case, when partitioned) — and the window as a filter on
+the last event's ``ts``: a rare unpartitioned SEQ, a rare partitioned SEQ, a 3-element ``RETURN exists``
+(no match), a frequent partitioned ``RETURN count`` within 30 days, a 4-element partitioned SEQ, an
+impossible order and an absent type.  For each, the answers are checked equal first (the matches with
+their bindings, the count, or the yes/no); then seqsketch's ``exact`` mode (the engine over the whole
+stream, read from the store) and ``verified`` mode (the index, then the engine on the candidates) and
+DuckDB's query run interleaved, each several times, and the medians and their ratios are recorded, with
+the events each seqsketch mode read.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from api.service import run_query
+from sketch.build import BuildOptions
+from sketch.dataset import Dataset
+
+DAY = 86_400_000_000
+HOUR = 3_600_000_000
+
+
+@dataclass(frozen=True)
+class Question:
+    """A chain of types, as text for seqsketch and as ASOF joins for DuckDB."""
+
+    name: str
+    types: tuple[str, ...]
+    partitioned: bool
+    within: int | None  # µs
+    returns: str  # matches | count | exists
+
+    def text(self) -> str:
+        names = [f"v{i}" for i in range(len(self.types))]
+        pattern = ", ".join(f"'{t}' {n}" for t, n in zip(self.types, names, strict=True))
+        out = f"PATTERN SEQ({pattern})"
+        if self.partitioned:
+            out += " PARTITION BY case"
+        if self.within is not None:
+            out += f" WITHIN {self.within // 1000} ms"
+        return out + f" RETURN {self.returns}"
+
+    def sql(self) -> str:
+        k = len(self.types)
+        ctes = ",\n".join(f"e{i} AS (SELECT seq AS s{i}, ts AS t{i}, \"case\" AS c{i} FROM ev "
+                          f"WHERE type = '{t}')" for i, t in enumerate(self.types))
+        joins = "".join(
+            f" ASOF JOIN e{i} ON {'c0 = c' + str(i) + ' AND ' if self.partitioned else ''}s{i - 1} < s{i}"
+            for i in range(1, k))
+        where = f" WHERE t{k - 1} - t0 <= {self.within}" if self.within is not None else ""
+        chain = f"WITH {ctes}\nSELECT {', '.join(f's{i}' for i in range(k))} FROM e0{joins}{where}"
+        if self.returns == "count":
+            return f"SELECT count(*) FROM ({chain})"
+        if self.returns == "exists":
+            return f"SELECT count(*) > 0 FROM (SELECT 1 FROM ({chain}) LIMIT 1)"
+        return chain + " ORDER BY s0"
+
+
+QUESTIONS = (
+    Question("rare unpartitioned SEQ", ("W_Wijzigen contractgegevens", "O_DECLINED"), False, 2 * DAY,
+             "matches"),
+    Question("rare partitioned SEQ", ("W_Beoordelen fraude", "A_DECLINED"), True, HOUR, "matches"),
+    Question("3-element exists (none)", ("A_ACTIVATED", "O_SENT", "A_DECLINED"), True, None, "exists"),
+    Question("frequent partitioned count", ("O_SENT", "O_CANCELLED"), True, 30 * DAY, "count"),
+    Question("4-element partitioned SEQ", ("A_SUBMITTED", "A_PREACCEPTED", "O_SENT", "O_DECLINED"), True,
+             30 * DAY, "matches"),
+    Question("impossible order", ("A_APPROVED", "A_SUBMITTED"), True, None, "matches"),
+    Question("absent type", ("A_SUBMITTED", "A_NO_SUCH_TYPE"), True, None, "matches"),
+)
+
+
+def duckdb_table(stream: pa.Table) -> pa.Table:
+    """The stream as DuckDB's table: seq, ts (µs), type, case."""
+    return pa.table({"seq": stream.column("seq"), "ts": stream.column("ts").cast(pa.int64()),
+                     "type": stream.column("type").cast(pa.string()),
+                     "case": pc.struct_field(stream.column("attrs"), "case")})
+
+
+def same_answer(q: Question, ours: dict[str, Any], theirs: list[tuple]) -> bool:
+    if q.returns == "count":
+        return ours["count"] == theirs[0][0]
+    if q.returns == "exists":
+        return ours["exists"] == bool(theirs[0][0])
+    names = [f"v{i}" for i in range(len(q.types))]
+    got = [tuple(m["bindings"][n][0] for n in names) for m in ours["matches"]]
+    return got == [tuple(row) for row in theirs]
+
+
+def _timed(fn: Any) -> tuple[Any, float]:
+    started = time.perf_counter()
+    out = fn()
+    return out, (time.perf_counter() - started) * 1000.0
+
+
+def measure(label: str, stream: pa.Table, rounds: int) -> list[dict[str, Any]]:
+    import duckdb
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="seqsketch-peers-") as tmp:
+        home = Path(tmp)
+        Dataset.build(home, label, stream, BuildOptions())
+        con = duckdb.connect()
+        con.register("stream", duckdb_table(stream))
+        con.execute("CREATE TABLE ev AS SELECT * FROM stream")
+        con.unregister("stream")
+        for q in QUESTIONS:
+            text, sql = q.text(), q.sql()
+            theirs = con.execute(sql).fetchall()
+            exact = run_query(home, label, text, mode="exact")
+            verified = run_query(home, label, text, mode="verified")
+            equal = same_answer(q, exact, theirs) and same_answer(q, verified, theirs)
+            if not equal:
+                raise AssertionError(f"{label}: seqsketch and DuckDB disagree on {q.name}: {text}")
+            times: dict[str, list[float]] = {"exact": [], "verified": [], "duckdb": []}
+            for _ in range(rounds):  # interleaved, so the machine's moods fall on all three alike
+                for mode in ("exact", "verified"):
+                    times[mode].append(_timed(lambda m=mode, t=text: run_query(home, label, t, mode=m))[1])
+                times["duckdb"].append(_timed(lambda s=sql: con.execute(s).fetchall())[1])
+            med = {k: statistics.median(v) for k, v in times.items()}
+            answer_size = (exact["count"] if q.returns != "exists" else int(exact["exists"]))
+            rows.append({
+                "dataset": label, "events": stream.num_rows, "question": q.name, "query": text, "sql": sql,
+                "answer": answer_size, "equal": equal,
+                "exact_ms": round(med["exact"], 2), "verified_ms": round(med["verified"], 2),
+                "duckdb_ms": round(med["duckdb"], 2),
+                "exact_over_duckdb": round(med["exact"] / med["duckdb"], 3),
+                "verified_over_duckdb": round(med["verified"] / med["duckdb"], 3),
+                "exact_scanned": exact["stats"]["events_scanned"],
+                "verified_scanned": verified["stats"]["events_scanned"]})
+            print(f"{label:>8} {q.name:<30} exact {med['exact']:9.2f} ms  verified {med['verified']:9.2f} ms"
+                  f"  duckdb {med['duckdb']:9.2f} ms", flush=True)
+        con.close()
+    return rows
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    from bench.corpora import Corpora, replay_log
+
+    corpora = Corpora()
+    rounds = 3 if quick else 7
+    replay_events = 4 * 262_200 if quick else 20 * 262_200
+    rows = measure("bpi2012", corpora.bpic(), rounds)
+    rows += measure("replay", replay_log(corpora.bpic_raw(), replay_events), rounds)
+    return {"rounds": rounds, "rows": rows,
+            "exact_worst_ratio": max(r["exact_over_duckdb"] for r in rows),
+            "verified_worst_ratio": max(r["verified_over_duckdb"] for r in rows)}

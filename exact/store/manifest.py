@@ -1,0 +1,276 @@
+"""The event store's manifest: the one snapshot pointer, and the committed state it names.
+
+A store's ``manifest.json`` is its only mutable file.  It holds a :class:`Snapshot` — the parts of the
+stream (:class:`PartInfo`: each part's seq and ts range and its row-group seq ranges), the per-type counts,
+the unified attribute types and the ``extra`` published with them (the index version) — and is replaced
+atomically (:func:`write_manifest`: temp file, fsync, ``os.replace``, fsync of the directory).
+
+:class:`StoreBase` is what both sides of the store share: the root and the current snapshot, re-read only
+when the manifest file was replaced.  Reading events is :mod:`exact.store.reader`, writing them
+:mod:`exact.store.writer`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from exact.errors import NotFound, SeqsketchError
+from exact.events import ATTRS, SEQ, TS, TYPE, event_schema, type_from_name
+from exact.seek import seek_name
+
+FORMAT = "seqsketch-event-store"
+FORMAT_VERSION = 1
+DEFAULT_ROW_GROUP_SIZE = 8192
+#: Rows per part file when a large table is written at once (a build); appends make one part each.
+DEFAULT_PART_ROWS = 1 << 20
+MANIFEST = "manifest.json"
+PARTS = "parts"
+COLUMNS = (SEQ, TS, TYPE, ATTRS)
+#: ``type`` as parts store it and :meth:`EventStore.read` keeps it on request.
+TYPE_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
+
+
+@dataclass(frozen=True)
+class PartInfo:
+    """One part file: its seq range, row count, ts range, row-group seq ranges and attribute types."""
+
+    file: str
+    first_seq: int
+    last_seq: int
+    rows: int
+    min_ts: int
+    max_ts: int
+    row_groups: tuple[tuple[int, int], ...]
+    attrs: tuple[tuple[str, str], ...] = ()
+    bytes: int = 0
+    #: Size of the part's seek file (:mod:`exact.seek`); 0 = none (a part written before seek files).
+    seek_bytes: int = 0
+    #: Per-type counts of this part; carried from write_part to commit, not persisted per part.
+    type_counts: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "first_seq": self.first_seq, "last_seq": self.last_seq,
+                "rows": self.rows, "min_ts": self.min_ts, "max_ts": self.max_ts,
+                "row_groups": [list(r) for r in self.row_groups], "attrs": dict(self.attrs),
+                "bytes": self.bytes} | ({"seek_bytes": self.seek_bytes} if self.seek_bytes else {})
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every file of the part: the Parquet file and its seek file."""
+        return (self.file,) if not self.seek_bytes else (self.file, seek_name(self.file))
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PartInfo:
+        return cls(file=d["file"], first_seq=d["first_seq"], last_seq=d["last_seq"], rows=d["rows"],
+                   min_ts=d["min_ts"], max_ts=d["max_ts"],
+                   row_groups=tuple((int(a), int(b)) for a, b in d["row_groups"]),
+                   attrs=tuple(d.get("attrs", {}).items()), bytes=d.get("bytes", 0),
+                   seek_bytes=d.get("seek_bytes", 0))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One committed state of the store (a manifest).  ``first_ts``/``last_ts`` are UTC microseconds."""
+
+    version: int
+    events: int
+    first_ts: int | None
+    last_ts: int | None
+    parts: tuple[PartInfo, ...]
+    type_counts: Mapping[str, int]
+    attrs: Mapping[str, str]
+    extra: Mapping[str, Any]
+    row_group_size: int = DEFAULT_ROW_GROUP_SIZE
+
+    def attr_types(self) -> dict[str, pa.DataType]:
+        return {n: type_from_name(t) for n, t in self.attrs.items()}
+
+    @cached_property
+    def group_layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every row group of the snapshot in seq order: its first and last seq, its part's index in
+        ``parts`` and its index within that part (for planning many ranges at once)."""
+        firsts, lasts, part_of, index = [], [], [], []
+        for i, part in enumerate(self.parts):
+            for j, (a, b) in enumerate(part.row_groups):
+                firsts.append(a)
+                lasts.append(b)
+                part_of.append(i)
+                index.append(j)
+        return (np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64),
+                np.asarray(part_of, dtype=np.int64), np.asarray(index, dtype=np.int64))
+
+    def groups_of(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[PartInfo, list[int]]]:
+        """The parts and row groups (sorted) that the seq ``ranges`` (inclusive) meet, each group once."""
+        firsts, lasts, part_of, index = self.group_layout
+        bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        if not len(firsts) or not len(bounds):
+            return []
+        lo = np.searchsorted(lasts, bounds[:, 0], "left")
+        hi = np.searchsorted(firsts, bounds[:, 1], "right")
+        ok = lo < hi
+        size = len(firsts) + 1
+        marks = np.bincount(lo[ok], minlength=size) - np.bincount(hi[ok], minlength=size)
+        wanted = np.flatnonzero(np.cumsum(marks[:-1]) > 0)
+        out = []
+        for i in np.unique(part_of[wanted]).tolist():
+            out.append((self.parts[i], index[wanted[part_of[wanted] == i]].tolist()))
+        return out
+
+    def parts_in(self, bounds: np.ndarray) -> list[tuple[PartInfo, np.ndarray]]:
+        """The parts that the seq ranges ``bounds`` ((n, 2), inclusive, sorted, disjoint, none empty) meet,
+        each with the ranges clipped to it."""
+        firsts, lasts = self.part_seqs
+        start = np.searchsorted(bounds[:, 1], firsts, "left")  # the first range that ends in or after a part
+        stop = np.searchsorted(bounds[:, 0], lasts, "right")  # after the last range that starts in or before
+        out = []
+        for i in np.flatnonzero(start < stop).tolist():
+            inside = bounds[start[i]:stop[i]].copy()
+            inside[0, 0] = max(inside[0, 0], firsts[i])
+            inside[-1, 1] = min(inside[-1, 1], lasts[i])
+            out.append((self.parts[i], inside))
+        return out
+
+    @cached_property
+    def part_seqs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each part's first and last seq."""
+        return (np.asarray([p.first_seq for p in self.parts], dtype=np.int64),
+                np.asarray([p.last_seq for p in self.parts], dtype=np.int64))
+
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    @cached_property
+    def _schema(self) -> pa.Schema:
+        return event_schema(self.attr_types())
+
+    def attr_subset(self, names: Sequence[str] | None) -> dict[str, pa.DataType]:
+        """The attribute types of a read of only the attributes ``names`` (None: all of them); an attribute
+        the stream never had is left out (it reads as null)."""
+        every = self.attr_types()
+        return every if names is None else {n: t for n, t in every.items() if n in names}
+
+    def read_schema(self, cols: Sequence[str], type_dictionary: bool,
+                    attrs: Sequence[str] | None = None) -> pa.Schema:
+        """The schema of a read of ``cols`` (``type`` as :data:`TYPE_DICTIONARY` with ``type_dictionary``;
+        only the attributes ``attrs``, unless None), made once per snapshot: a read of a few hundred rows
+        costs little more than making it."""
+        key = (tuple(cols), type_dictionary, None if attrs is None else tuple(attrs))
+        found = self._read_schemas.get(key)
+        if found is None:
+            schema = self._schema if attrs is None else event_schema(self.attr_subset(attrs))
+            fields = [schema.field(c) for c in cols if c in schema.names]
+            if type_dictionary:
+                fields = [f.with_type(TYPE_DICTIONARY) if f.name == TYPE else f for f in fields]
+            found = self._read_schemas[key] = pa.schema(fields)
+        return found
+
+    @cached_property
+    def _read_schemas(self) -> dict[tuple[tuple[str, ...], bool, tuple[str, ...] | None], pa.Schema]:
+        return {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": self.version, "events": self.events, "first_ts": self.first_ts,
+                "last_ts": self.last_ts, "row_group_size": self.row_group_size,
+                "parts": [p.to_json() for p in self.parts], "type_counts": dict(self.type_counts),
+                "attrs": dict(self.attrs), "extra": dict(self.extra), "format_version": FORMAT_VERSION}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Snapshot:
+        return cls(version=d["version"], events=d["events"], first_ts=d["first_ts"], last_ts=d["last_ts"],
+                   parts=tuple(PartInfo.from_json(p) for p in d["parts"]),
+                   # read-only views: a snapshot is shared (cached) and must not change under its readers
+                   type_counts=MappingProxyType(d["type_counts"]), attrs=MappingProxyType(d["attrs"]),
+                   extra=MappingProxyType(d.get("extra", {})),
+                   row_group_size=d.get("row_group_size", DEFAULT_ROW_GROUP_SIZE))
+
+
+def empty_snapshot(row_group_size: int) -> Snapshot:
+    """The state of a store before its first commit."""
+    return Snapshot(version=0, events=0, first_ts=None, last_ts=None, parts=(), type_counts={}, attrs={},
+                    extra={}, row_group_size=row_group_size)
+
+
+class StoreBase:
+    """A store's root and its committed snapshots (the part of :class:`~exact.store.EventStore` that its
+    reading and its writing side share)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        # The last manifest read, keyed by its file identity: os.replace gives every commit a new inode.
+        self._cached: tuple[tuple[int, int, int], Snapshot] | None = None
+
+    def snapshot(self) -> Snapshot:
+        """The current committed state (re-read only when the manifest file was replaced)."""
+        path = self.root / MANIFEST
+        try:
+            st = os.stat(path)
+            key = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if self._cached is not None and self._cached[0] == key:
+                return self._cached[1]
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise NotFound("no event store here", where=str(self.root)) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise SeqsketchError(f"unreadable manifest: {err}", where=str(path)) from None
+        if data.get("format") != FORMAT:
+            raise SeqsketchError(f"not a seqsketch event store manifest (format {data.get('format')!r})",
+                                 where=str(path))
+        snap = Snapshot.from_json(data)
+        self._cached = (key, snap)
+        return snap
+
+    def seek_bytes(self, snapshot: Snapshot | None = None) -> int:
+        """Bytes on disk of the snapshot's seek files (a part of :meth:`size_bytes`)."""
+        return sum(p.seek_bytes for p in (snapshot or self.snapshot()).parts)
+
+    def size_bytes(self, snapshot: Snapshot | None = None) -> int:
+        """Bytes on disk of the snapshot's parts (with their seek files) and the manifest."""
+        snap = snapshot or self.snapshot()
+        return sum(p.bytes + p.seek_bytes for p in snap.parts) + (self.root / MANIFEST).stat().st_size
+
+    def snapshot_or_empty(self) -> Snapshot:
+        try:
+            return self.snapshot()
+        except NotFound:
+            return empty_snapshot(DEFAULT_ROW_GROUP_SIZE)
+
+
+def write_manifest(root: Path, snap: Snapshot) -> None:
+    """Replace ``root``'s manifest by ``snap`` atomically: a temporary file, fsynced, renamed over it."""
+    path = root / MANIFEST
+    tmp = root / f".{MANIFEST}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(snap.to_json(), fh, separators=(",", ":"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        fsync_dir(root)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a written file to disk (before it is renamed into place)."""
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a directory's entries to disk (after a rename in it)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,406 @@
+"""Reading an event store: ranges of seqs, from the row groups that hold them or in place from seek files.
+
+A read of ``[start_seq, end_seq]`` opens only the parts and row groups that overlap it
+(:meth:`StoreReader.plan`, from the manifest's row-group seq ranges); a read of many short ranges
+(:meth:`StoreReader.read_ranges`, verification's reads) takes the rows it needs from each part's seek file
+(:mod:`exact.seek`) when no attribute is asked for, and otherwise decodes each part's needed row groups in
+one call.  Every batch is cast to the snapshot's unified schema (:func:`conform_columns`); a part that is
+missing, of the wrong size, or fails its page checksums is :class:`~exact.errors.StoreCorrupt`, never
+read.  Readers take no lock: they see one snapshot, whose parts never change.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from exact.errors import Conflict, StoreCorrupt
+from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
+from exact.prefilter import EventFrame
+from exact.runs import joined, run_positions
+from exact.seek import SeekFile, SeekUnavailable, open_seek, seek_name, ts_of
+from exact.seek import select as select_rows
+from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, Snapshot, StoreBase
+
+_log = logging.getLogger(__name__)
+
+#: The rows of one part read from its seek file: the part, its seek file, the rows, their type codes.
+_SeekRows = tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]
+
+
+class StoreReader(StoreBase):
+    """The reading side of :class:`~exact.store.EventStore`: events by seq range, as batches, one table, or
+    the exact engine's frame."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self._seek_paths: dict[str, str] = {}  # part file → its seek file path (names are never reused)
+
+    def plan(self, start_seq: int = 0, end_seq: int | None = None,
+             snapshot: Snapshot | None = None) -> list[tuple[PartInfo, list[int]]]:
+        """The parts and row-group indices a read of ``[start_seq, end_seq]`` (inclusive) opens."""
+        snap = snapshot or self.snapshot()
+        end = snap.events - 1 if end_seq is None else min(end_seq, snap.events - 1)
+        start = max(start_seq, 0)
+        return snap.groups_of([(start, end)]) if start <= end else []
+
+    def read(self, start_seq: int = 0, end_seq: int | None = None, columns: Sequence[str] | None = None,
+             snapshot: Snapshot | None = None, *, type_dictionary: bool = False) -> Iterator[pa.RecordBatch]:
+        """Batches of the events with ``start_seq <= seq <= end_seq`` (inclusive; ``None`` = to the end).
+
+        ``columns`` picks among ``seq``, ``ts``, ``type``, ``attrs`` (default all; ``attrs.NAME`` reads
+        only the attributes named so, which Parquet decodes alone); every batch has the
+        snapshot's unified schema, but with ``type_dictionary`` ``type`` stays dictionary-encoded as
+        stored (one dictionary per part; the exact engine works on the codes, and decoding every row to a
+        string costs more than the rest of a scan).  Only the row groups that overlap the range are read.
+        """
+        snap = snapshot or self.snapshot()
+        cols, names = _columns(columns, snap)
+        attrs = snap.attr_subset(names)
+        end = snap.events - 1 if end_seq is None else end_seq
+        for part, groups in self.plan(start_seq, end, snap):
+            if not groups:
+                continue
+            table = self._read_groups(part, groups, cols, names)
+            first = part.row_groups[groups[0]][0]
+            lo = max(start_seq - first, 0)
+            hi = min(end - first + 1, table.num_rows)
+            table = table.slice(lo, max(hi - lo, 0))
+            yield from conform_columns(table, cols, attrs, type_dictionary=type_dictionary).to_batches()
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str] | None = None,
+                    types: frozenset[str] | None = None, snapshot: Snapshot | None = None, *,
+                    type_dictionary: bool = False) -> tuple[pa.Table, int]:
+        """The events inside the seq ``ranges`` (inclusive, sorted, disjoint) — only those of ``types``
+        unless None — as one seq-sorted table in the snapshot's schema, and the rows decoded to find them.
+
+        Without ``attrs``, a part with a seek file (:mod:`exact.seek`) is read in place: only the rows in
+        the ranges are touched, and only those of ``types`` converted; "decoded" counts the rows in the
+        ranges.  Otherwise each part meeting a range is opened once and every row group it needs decoded in
+        one call.  ``seq`` is never decoded (a part's rows are consecutive seqs, so a row's seq is its
+        position), rows are selected before anything is converted, and ``type`` is tested once per row
+        group's dictionary, so the cost beyond decoding follows the rows kept.  ``type_dictionary`` as in
+        :meth:`read`.
+        """
+        snap = snapshot or self.snapshot()
+        cols, names = _columns(columns, snap)
+        schema = snap.read_schema(cols, type_dictionary, names)
+        pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, type_dictionary)
+        return _pieces_table(pieces, schema), decoded
+
+    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str] | None = None,
+                   types: frozenset[str] | None = None, snapshot: Snapshot | None = None
+                   ) -> tuple[EventFrame, int]:
+        """:meth:`read_ranges` (``type`` dictionary-encoded) as the exact engine's frame.  When every part
+        is read from its seek file the frame is made of the numpy columns directly (its table only if a
+        condition asks for one): the reads of a verification are small, and converting them to Arrow and
+        back cost as much as finding them."""
+        snap = snapshot or self.snapshot()
+        cols, names = _columns(columns, snap)
+        schema = snap.read_schema(cols, True, names)
+        pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, True)
+        if len(pieces) == 1 and isinstance(pieces[0], list) and schema.names == [SEQ, TS, TYPE]:
+            seq, ts, codes, dictionary, names = _seek_columns(pieces[0])
+            return EventFrame.of_columns(seq, ts, codes, dictionary, names,
+                                         lambda: _columns_table(seq, ts, codes, dictionary, schema)), decoded
+        return EventFrame.build(_pieces_table(pieces, schema)), decoded
+
+    def _range_pieces(self, snap: Snapshot, ranges: Sequence[tuple[int, int]], cols: list[str],
+                      names: tuple[str, ...] | None, types: frozenset[str] | None, type_dictionary: bool
+                      ) -> tuple[list[pa.Table | list[_SeekRows]], int]:
+        """What :meth:`read_ranges` reads, in stream order: tables of parts read from Parquet, and for each
+        run of consecutive parts read from seek files, their rows and type codes (part by part); and the
+        rows decoded."""
+        bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        bounds = bounds[bounds[:, 0] <= bounds[:, 1]]
+        seekable = ATTRS not in cols
+        value_set = None  # ``types`` as an Arrow array, made for the first part read from Parquet
+        pieces: list[pa.Table | list[_SeekRows]] = []
+        decoded = 0
+        # consecutive parts read from seek files: their rows are selected together
+        seeking: list[tuple[PartInfo, SeekFile, np.ndarray]] = []
+        in_place: list[np.ndarray] = []  # the ranges read from seek files (their rows count as decoded)
+
+        def flush() -> None:
+            if seeking:
+                found = select_rows([s for _, s, _ in seeking], [r for _, _, r in seeking], types)
+                kept = [(part, seek, rows, codes)
+                        for (part, seek, _), (rows, codes) in zip(seeking, found, strict=True) if len(rows)]
+                if kept:
+                    pieces.append(kept)
+                seeking.clear()
+
+        for part, inside in snap.parts_in(bounds):
+            if seekable and part.seek_bytes:
+                try:
+                    seek = open_seek(self._seek_path(part), part.rows)
+                except SeekUnavailable as err:
+                    _log.warning("reading part %s from Parquet: its seek file cannot serve (%s)",
+                                 part.file, err)
+                else:
+                    seeking.append((part, seek, inside - part.first_seq))
+                    in_place.append(inside)
+                    continue
+            flush()
+            if types is not None and value_set is None:
+                value_set = pa.array(sorted(types), pa.string())
+            kept, rows_read = self._parquet_ranges(snap, part, inside, cols, names, types, value_set,
+                                                   type_dictionary)
+            decoded += rows_read
+            if kept is not None:
+                pieces.append(kept)
+        flush()
+        if in_place:
+            both = in_place[0] if len(in_place) == 1 else np.concatenate(in_place)
+            decoded += int((both[:, 1] - both[:, 0]).sum()) + len(both)
+        return pieces, decoded
+
+    def _parquet_ranges(self, snap: Snapshot, part: PartInfo, inside: np.ndarray, cols: list[str],
+                        names: tuple[str, ...] | None, types: frozenset[str] | None,
+                        value_set: pa.Array | None, type_dictionary: bool
+                        ) -> tuple[pa.Table | None, int]:
+        """The rows of ``part`` in ``inside`` (ranges within the part; of ``types``, as the Arrow array
+        ``value_set``, unless None) from its Parquet file, in the snapshot's schema (None when there are
+        none), and the rows decoded."""
+        [(_, groups)] = snap.groups_of(inside)
+        read_cols = [c for c in cols if c != SEQ]
+        if types is not None and TYPE not in read_cols:
+            read_cols.append(TYPE)
+        raw = self._read_groups(part, groups, read_cols, names)
+        rows, seq = _rows_in_ranges(part, groups, inside)
+        if types is not None and len(rows):
+            keep = type_mask(raw.column(TYPE), value_set, rows)
+            rows, seq = rows[keep], seq[keep]
+        if not len(rows):
+            return None, raw.num_rows
+        kept = raw.take(pa.array(rows)).append_column(SEQ, pa.array(seq))
+        return (conform_columns(kept, cols, snap.attr_subset(names), type_dictionary=type_dictionary),
+                raw.num_rows)
+
+    def _seek_path(self, part: PartInfo) -> str:
+        """The path of ``part``'s seek file (kept: a part's name is never reused)."""
+        path = self._seek_paths.get(part.file)
+        if path is None:
+            path = self._seek_paths[part.file] = str(self.root / PARTS / seek_name(part.file))
+        return path
+
+    def _read_groups(self, part: PartInfo, groups: list[int], cols: list[str],
+                     names: tuple[str, ...] | None = None) -> pa.Table:
+        try:
+            return _read_part(self.root / PARTS / part.file, part, groups, cols, names)
+        except _PartMissing:
+            if any(p.file == part.file for p in self.snapshot().parts):
+                raise
+            # The live manifest no longer names the part: the dataset was replaced or deleted while this
+            # snapshot was being read, which a retry resolves; nothing is damaged.
+            raise Conflict("the dataset was replaced or deleted while it was being read; retry",
+                           where=str(self.root)) from None
+
+    def read_table(self, start_seq: int = 0, end_seq: int | None = None, columns: Sequence[str] | None = None,
+                   snapshot: Snapshot | None = None, *, type_dictionary: bool = False) -> pa.Table:
+        """:meth:`read` as one table (empty with the right schema when nothing is in range)."""
+        snap = snapshot or self.snapshot()
+        cols, names = _columns(columns, snap)
+        asked = cols if names is None else [c for c in cols if c != ATTRS] + [f"{ATTRS}.{n}" for n in names]
+        batches = list(self.read(start_seq, end_seq, asked, snap, type_dictionary=type_dictionary))
+        return pa.Table.from_batches(batches, schema=snap.read_schema(cols, type_dictionary, names))
+
+
+#: Footers of the parts read lately, by (path, size, mtime, inode): parts never change once written, and
+#: parsing a footer costs about as much as decoding a few row groups.
+_FOOTERS: dict[tuple[str, int, int, int], pq.FileMetaData] = {}
+_FOOTERS_MAX = 256
+_FOOTERS_LOCK = threading.Lock()
+
+
+def open_part(path: Path, *, verify: bool = True) -> pq.ParquetFile:
+    """A part file opened for reading, its footer parsed once per process.  ``type`` is read
+    dictionary-encoded (a part stores it so; decoding to strings per row group costs more than one cast of
+    the result).  ``verify`` checks the pages' CRCs as they are read."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    with _FOOTERS_LOCK:
+        meta = _FOOTERS.get(key)
+    pf = pq.ParquetFile(path, metadata=meta, page_checksum_verification=verify, read_dictionary=[TYPE])
+    if meta is None:
+        with _FOOTERS_LOCK:
+            if len(_FOOTERS) >= _FOOTERS_MAX:
+                _FOOTERS.pop(next(iter(_FOOTERS)))
+            _FOOTERS[key] = pf.metadata
+    return pf
+
+
+class _PartMissing(StoreCorrupt):
+    """A part named by a snapshot is not on disk (damage, or a dataset replaced under its reader)."""
+
+
+def _read_part(path: Path, part: PartInfo, groups: list[int], cols: list[str],
+               names: tuple[str, ...] | None = None) -> pa.Table:
+    """Row groups of one part (only the attributes ``names`` of ``attrs``, unless None); a part whose size
+    differs from the manifest's, whose pages fail their checksums or that cannot be decoded is
+    :class:`StoreCorrupt`, never returned."""
+    try:
+        size = path.stat().st_size
+        if part.bytes and size != part.bytes:
+            raise StoreCorrupt(f"damaged event-store part: {size} bytes, the manifest says {part.bytes}",
+                               where=str(path))
+        pf = open_part(path)
+        file_cols = []
+        for c in cols:
+            if c != ATTRS:
+                file_cols.append(c)
+            elif ATTRS in pf.schema_arrow.names:
+                if names is None:
+                    file_cols.append(c)
+                else:  # only the fields asked for that this part has (the others read as null)
+                    present = {f.name for f in pf.schema_arrow.field(ATTRS).type}
+                    file_cols.extend(f"{ATTRS}.{n}" for n in names if n in present)
+        table = pf.read_row_groups(groups, columns=file_cols)
+    except FileNotFoundError:
+        raise _PartMissing("event-store part is missing", where=str(path)) from None
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise StoreCorrupt(f"damaged event-store part: {err}", where=str(path)) from None
+    if table.num_rows != sum(part.row_groups[g][1] - part.row_groups[g][0] + 1 for g in groups):
+        raise StoreCorrupt("damaged event-store part: row counts differ from the manifest", where=str(path))
+    return table
+
+
+def _columns(columns: Sequence[str] | None, snap: Snapshot) -> tuple[list[str], tuple[str, ...] | None]:
+    """The stream columns of a read (in schema order), and the attributes to read (None: all of them);
+    ``attrs.NAME`` asks for the ``attrs`` column with only the attributes so named."""
+    wanted = list(COLUMNS) if columns is None else list(columns)
+    fields = [c[len(ATTRS) + 1:] for c in wanted if c.startswith(ATTRS + ".")]
+    plain = [c for c in wanted if not c.startswith(ATTRS + ".")]
+    unknown = [c for c in plain if c not in COLUMNS]
+    if unknown:
+        raise ValueError(f"unknown column(s) {unknown}; choose from {COLUMNS} or attrs.NAME")
+    if fields and ATTRS not in plain:
+        plain.append(ATTRS)
+    names = None if not fields or ATTRS in [c for c in wanted if c == ATTRS] else tuple(dict.fromkeys(fields))
+    cols = [c for c in COLUMNS if c in plain and (c != ATTRS or snap.attrs)]
+    return cols, names
+
+
+def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataType], *,
+                    type_dictionary: bool = False) -> pa.Table:
+    """``cols`` of a part's rows in the snapshot's unified schema (attributes widened, missing ones null;
+    ``type`` dictionary-encoded with ``type_dictionary``)."""
+    schema = event_schema(attrs)
+    fields, arrays = [], []
+    for c in cols:
+        field = schema.field(c)
+        if c == ATTRS:
+            struct = table.column(ATTRS).combine_chunks() if ATTRS in table.column_names else None
+            arrays.append(conform_attrs(struct, table.num_rows, attrs))
+        elif c == TYPE and type_dictionary:
+            column = table.column(c)
+            if column.type != TYPE_DICTIONARY:
+                column = pc.dictionary_encode(column.cast(pa.string())).cast(TYPE_DICTIONARY)
+            field = field.with_type(TYPE_DICTIONARY)
+            arrays.append(column)
+        else:
+            arrays.append(table.column(c).cast(field.type))
+        fields.append(field)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _pieces_table(pieces: list[pa.Table | list[_SeekRows]], schema: pa.Schema) -> pa.Table:
+    """What :meth:`EventStore._range_pieces` read as one table of ``schema``."""
+    tables = [_seek_table(p, schema) if isinstance(p, list) else p for p in pieces]
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def _seek_table(kept: Sequence[_SeekRows], schema: pa.Schema) -> pa.Table:
+    """The rows (and their type codes) of consecutive parts read from their seek files as one table of
+    ``schema`` (of seq, ts, type: a read's schema); ``type`` dictionary-encoded over the union of the
+    parts' types (one dictionary: parts of one stream mostly share their types), or decoded when ``schema``
+    says string.  The Arrow arrays wrap the numpy ones (their values are known valid)."""
+    seq, ts, codes, dictionary, _ = _seek_columns(kept, schema.names)
+    return _columns_table(seq, ts, codes, dictionary, schema)
+
+
+def _seek_columns(kept: Sequence[_SeekRows], names: Sequence[str] = (SEQ, TS, TYPE)
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array, list[str]]:
+    """:func:`_seek_table`'s columns as numpy arrays (those not in ``names`` empty): seq, ts (int64 µs),
+    type codes (int32) into a dictionary, the dictionary, and its values."""
+    seq = ts = codes = np.zeros(0, dtype=np.int64)
+    if SEQ in names:
+        seq = joined([rows + part.first_seq for part, _, rows, _ in kept])
+    if TS in names:
+        ts = ts_of([seek for _, seek, _, _ in kept], [rows for _, _, rows, _ in kept])
+    first = kept[0][1]
+    dictionary, types = first.dictionary, list(first.types)
+    if TYPE in names:
+        if all(seek.types == first.types for _, seek, _, _ in kept):
+            codes = joined([codes for _, _, _, codes in kept]).astype(np.int32)
+        else:
+            types = sorted({t for _, seek, _, _ in kept for t in seek.types})
+            dictionary = pa.array(types, pa.string())
+            at = {t: i for i, t in enumerate(types)}
+            codes = np.concatenate([np.asarray([at[t] for t in seek.types], dtype=np.int32)[codes]
+                                    for _, seek, _, codes in kept])
+    return seq, ts, codes, dictionary, types
+
+
+def _columns_table(seq: np.ndarray, ts: np.ndarray, codes: np.ndarray, dictionary: pa.Array,
+                   schema: pa.Schema) -> pa.Table:
+    """seq, ts and type codes (as :func:`_seek_columns` makes them) as a table of ``schema``."""
+    n = max(len(seq), len(ts), len(codes))
+    arrays = []
+    for name in schema.names:
+        if name == SEQ:
+            arrays.append(pa.Array.from_buffers(SEQ_TYPE, n, [None, pa.py_buffer(seq)]))
+        elif name == TS:
+            arrays.append(pa.Array.from_buffers(TS_TYPE, n, [None, pa.py_buffer(ts)]))
+        else:
+            column = pa.DictionaryArray.from_buffers(TYPE_DICTIONARY, n, [None, pa.py_buffer(codes)],
+                                                     dictionary)
+            arrays.append(column if schema.field(TYPE).type == TYPE_DICTIONARY else column.cast(pa.string()))
+    return pa.Table.from_batches([pa.RecordBatch.from_arrays(arrays, schema=schema)])
+
+
+def _rows_in_ranges(part: PartInfo, groups: list[int], bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows (positions in the table of ``groups`` of ``part`` read together) whose seqs lie in the
+    sorted, disjoint, inclusive ``bounds`` (n, 2), and those seqs.  Every row group a bound meets is among
+    ``groups`` (see :meth:`Snapshot.groups_of`), so a bound's rows in the part are one run of the table."""
+    layout = np.asarray([part.row_groups[g] for g in groups], dtype=np.int64).reshape(-1, 2)
+    sizes = layout[:, 1] - layout[:, 0] + 1
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    lo = np.maximum(bounds[:, 0], layout[0, 0])
+    hi = np.minimum(bounds[:, 1], layout[-1, 1])
+    ok = lo <= hi
+    lo, hi = lo[ok], hi[ok]
+    group = np.searchsorted(layout[:, 0], lo, "right") - 1
+    first = offsets[group] + lo - layout[group, 0]  # the table row of each run's first seq
+    counts = hi - lo + 1
+    if not len(counts):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows = run_positions(first, counts)
+    return rows, rows + np.repeat(lo - first, counts)
+
+
+def type_mask(column: pa.ChunkedArray | pa.Array, value_set: pa.Array, rows: np.ndarray | None = None
+              ) -> np.ndarray:
+    """Per row (of ``rows`` only, when given): is its type in ``value_set``?  Dictionary-encoded chunks (as
+    the store reads ``type``) share one dictionary, which is tested once; rows are then looked up by index."""
+    if isinstance(column, pa.ChunkedArray):
+        if pa.types.is_dictionary(column.type):
+            column = column.unify_dictionaries()
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type) and column.null_count == 0:
+        lut = pc.is_in(column.dictionary, value_set=value_set).to_numpy(zero_copy_only=False)
+        index = column.indices.to_numpy(zero_copy_only=False)
+        return lut[index if rows is None else index[rows]]
+    if rows is not None:
+        column = column.take(pa.array(rows))
+    return pc.fill_null(pc.is_in(column, value_set=value_set), False).to_numpy(zero_copy_only=False)
+
