@@ -21,6 +21,7 @@ from api import db
 from api.app import create_app
 from api.catalog import Base, DatasetState, open_catalog
 from api.cli import main
+from exact.errors import Conflict
 
 CATALOG_TABLES = {"datasets", "index_versions", "build_jobs", "tokens", "query_log"}
 
@@ -256,6 +257,13 @@ def test_postgresql_upgrade_downgrade_and_refusal(postgres_url: str, tmp_path: P
         assert version["config"] == {"m": 1024, "k": 7}
         job = catalog.create_job("pg", ["x.xes"], {"engine": "local"})
         assert catalog.get_job(job["id"])["state"] == "queued"
+        with pytest.raises(Conflict):  # the partial unique index: one active build per dataset
+            catalog.create_job("pg", ["y.xes"], {})
+        other = catalog.create_job("pg2", ["y.xes"], {})
+        claimed = [catalog.claim_job("r1"), catalog.claim_job("r2"), catalog.claim_job("r3")]
+        assert [c and c["id"] for c in claimed] == [job["id"], other["id"], None]  # oldest first, once each
+        assert catalog.fail_jobs([job["id"]], "gone") == [job["id"]]
+        assert catalog.create_job("pg", ["z.xes"], {})["state"] == "queued"
         catalog.dispose()
         db.downgrade(engine, "0001")
         with pytest.raises(db.CatalogOutOfDate, match="behind the head"):
