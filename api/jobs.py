@@ -152,7 +152,7 @@ class JobRunner:
 
     def drain(self) -> int:
         """Run queued jobs in the calling thread until none is left (``seqsketch jobs run --once``); the
-        number run.  Call after :meth:`start` (with its workers) or alone."""
+        number run.  Takes the runner's lock and settles dead runners' jobs first; :meth:`shutdown` after."""
         if self._lock_fd is None:
             self._hold_lock()
             self.recover()

@@ -79,6 +79,7 @@ def test_a_queued_job_outlives_its_request_worker_and_runs_once(home: Path, shar
     assert restarted.test_client().get("/v1/datasets/kept").json["events"] == 42
     assert main(["jobs", "run", "--once"]) == 0  # nothing left: it is not run again
     assert restarted.test_client().get(f"/v1/jobs/{job_id}").json == job
+    assert list((home / "runners").iterdir()) == []  # the runner let go of its lock
     service_state(restarted).catalog.dispose()
 
 

@@ -109,9 +109,11 @@ def _jobs(args: argparse.Namespace) -> int:
     catalog = open_catalog()
     runner = JobRunner(catalog, seqsketch_home(), workers=workers)
     try:
-        if args.once:
-            runner.start()
-            runner.drain()
+        if args.once:  # in this thread, one job after another, until none is queued
+            try:
+                runner.drain()
+            finally:
+                runner.shutdown()
             return 0
         stop = threading.Event()
 
