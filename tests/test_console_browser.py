@@ -210,3 +210,35 @@ def test_a_build_started_in_the_console_runs_in_the_job_runner(page: Any, server
     assert "100 %" in page.inner_text("#jobs li.succeeded")
     page.wait_for_selector("#datasets li[data-name='fromconsole']")
     assert client.info("fromconsole")["events"] == client.info("running")["events"]
+
+
+def test_with_tokens_the_page_asks_for_one_and_keeps_it_for_the_tab(browser: Any, tmp_path: Path,
+                                                                      shared_data: Path) -> None:
+    from api.auth import create_token
+    from api.catalog import open_catalog
+    from api.service import build_from_inputs
+
+    home = tmp_path / "home"
+    home.mkdir()
+    build_from_inputs(home, "running", [str(shared_data / "running-example.xes")])
+    catalog = open_catalog(f"sqlite:///{home / 'catalog.db'}")
+    _, secret = create_token(catalog, "console", "read")
+    catalog.dispose()
+    with served(home, server="gunicorn", workers=1) as url:
+        page = browser.new_page()
+        try:
+            page.goto(url + "/")
+            page.wait_for_selector("#token-box:not([hidden])")
+            page.wait_for_function("() => /token/.test(document.querySelector('#datasets-note').textContent)")
+            assert page.locator("#datasets li").count() == 0
+            page.fill("#token", secret)
+            page.click("#token-use")
+            page.wait_for_selector("#datasets li[data-name='running']")
+            assert page.evaluate("() => sessionStorage.getItem('seqsketch.token')") == secret
+            assert page.evaluate("() => document.cookie") == ""  # never a cookie
+            page.reload()
+            page.wait_for_selector("#datasets li[data-name='running']")  # the tab keeps it
+            page.click("#token-forget")
+            page.wait_for_function("() => !document.querySelector('#datasets li')")
+        finally:
+            page.close()

@@ -25,7 +25,7 @@ ASSETS = {"console.js": "text/javascript", "editor.js": "text/javascript", "time
 
 #: The page may load its own scripts, styles and images and call its own origin; nothing else, and it may
 #: not be framed (clickjacking) nor post forms anywhere.
-CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                            "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; "
                            "frame-ancestors 'none'")
 
