@@ -13,13 +13,17 @@ key                        environment                      default
 ``QUERY_TIMEOUT_MS``       ``SEQSKETCH_QUERY_TIMEOUT_MS``   30000
 ``QUERY_MAX_MATCHES``      ``SEQSKETCH_QUERY_MAX_MATCHES``  10000 (answers beyond are truncated)
 ``QUERY_MAX_EVENTS``       ``SEQSKETCH_QUERY_MAX_EVENTS``   0 = unlimited (events a query may scan)
-``BUILD_WORKERS``          ``SEQSKETCH_BUILD_WORKERS``      1
+``BUILD_WORKERS``          ``SEQSKETCH_BUILD_WORKERS``      1 (builds a job runner runs at once)
+``JOB_RUNNER``             ``SEQSKETCH_JOB_RUNNER``         ``external``: a job runner process runs builds;
+                                                            ``thread``: a runner on a thread of this app
 ``BUILD_ENGINE``           ``SEQSKETCH_BUILD_ENGINE``       ``local`` (builds that name no engine)
 ``ALLOWED_ORIGINS``        ``SEQSKETCH_ALLOWED_ORIGINS``    none: other origins may not call (``api.guard``)
 ``INIT_EMPTY_SQLITE``      —                                True (an empty SQLite catalog is migrated)
 =========================  ===============================  ================================================
 
 The app refuses to start on a catalog that is not at the migration head (:class:`api.db.CatalogOutOfDate`).
+Build requests are queued in the catalog; with ``JOB_RUNNER = "external"`` (the default, and what
+``seqsketch serve`` uses) the app runs none of them — the job runner process does (:mod:`api.jobs`).
 """
 
 from __future__ import annotations
@@ -35,18 +39,19 @@ from werkzeug.exceptions import HTTPException
 
 from api import guard, service
 from api.catalog import Catalog, open_catalog
+from api.console import bp as console_bp
 from api.db import database_url
 from api.jobs import JobRunner
 from api.routes import bp
 from api.state import EXTENSION, ServiceState, default_config
 from exact.errors import SeqsketchError
-from exact.store import datasets_dir, sweep_abandoned
 
 log = logging.getLogger(__name__)
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
-    """Build the application; opens (and checks) the catalog and starts the build-job pool."""
+    """Build the application; opens (and checks) the catalog, and with ``JOB_RUNNER = "thread"`` starts a
+    job runner on a thread (which first settles what stopped runners left)."""
     app = Flask(__name__)
     app.config.from_mapping(default_config())
     if config:
@@ -63,20 +68,17 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     service.prepare_queries()  # the first query is not charged for the parser's tables
     state = ServiceState(home=home, catalog=catalog, input_roots=roots, config=app.config)
-    finished = service.recover_published_builds(catalog, home)
-    if finished:
-        log.warning("recorded %d build job(s) that had published before the server stopped: %s",
-                    len(finished), ", ".join(finished))
-    interrupted = catalog.fail_unfinished_jobs("the server stopped before the job finished")
-    if interrupted:
-        log.warning("marked %d unfinished build job(s) failed: %s", len(interrupted), ", ".join(interrupted))
-    swept = sweep_abandoned(datasets_dir(home))
-    if swept:
-        log.warning("removed what %d killed build(s) left: %s", len(swept), ", ".join(swept))
-    state.jobs = JobRunner(catalog, home, state.locks, workers=int(app.config["BUILD_WORKERS"]))
+    runner = app.config["JOB_RUNNER"]
+    if runner == "thread":
+        state.jobs = JobRunner(catalog, home, locks=state.locks,
+                               workers=int(app.config["BUILD_WORKERS"])).start()
+    elif runner != "external":
+        raise SeqsketchError(f"JOB_RUNNER (SEQSKETCH_JOB_RUNNER) is 'external' or 'thread', not {runner!r}",
+                             where="SEQSKETCH_JOB_RUNNER")
     app.extensions[EXTENSION] = state
     guard.install(app, state)
     app.register_blueprint(bp)
+    app.register_blueprint(console_bp)
     _register_error_handlers(app)
     return app
 

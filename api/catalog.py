@@ -23,19 +23,22 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
     TypeDecorator,
     UniqueConstraint,
     select,
+    text,
+    update,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from api.db import database_url, open_catalog_engine, session_factory, session_scope
-from exact.errors import NotFound
+from exact.errors import Conflict, NotFound
 
 #: Longest dataset name (CONTRACT §1: ``[a-z0-9][a-z0-9_-]{0,63}``).
 NAME_LENGTH = 64
@@ -156,13 +159,25 @@ class IndexVersion(Base):
         }
 
 
+#: The job states in which a build is still to finish: one per dataset at a time.
+ACTIVE_JOB_STATES = ("queued", "running")
+
+
 class BuildJob(Base):
-    """An offline build requested through the API, run in the background; progress is a fraction 0..1.
+    """An offline build requested through the API and run by a job runner; progress is a fraction 0..1.
 
     ``dataset`` is a name, not a foreign key: the job exists before its dataset does, and outlives it.
+    ``runner`` names the job runner that claimed it (:mod:`api.jobs`), so that a runner starting later can
+    tell a job whose runner died from one still being worked on.  The partial unique index lets one build
+    per dataset be queued or running at a time, whichever process asks.
     """
 
     __tablename__ = "build_jobs"
+    __table_args__ = (
+        Index("uq_build_jobs_active_dataset", "dataset", unique=True,
+              sqlite_where=text("state IN ('queued', 'running')"),
+              postgresql_where=text("state IN ('queued', 'running')")),
+    )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     dataset: Mapped[str] = mapped_column(String(NAME_LENGTH), index=True)
@@ -176,6 +191,7 @@ class BuildJob(Base):
     created: Mapped[dt.datetime] = mapped_column(default=utcnow)
     started: Mapped[dt.datetime | None] = mapped_column(nullable=True)
     finished: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    runner: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
     def to_dict(self) -> dict[str, Any]:
         def iso(t: dt.datetime | None) -> str | None:
@@ -194,6 +210,7 @@ class BuildJob(Base):
             "created": iso(self.created),
             "started": iso(self.started),
             "finished": iso(self.finished),
+            "runner": self.runner,
         }
 
 
@@ -276,22 +293,7 @@ class Catalog:
                        live_version: int | None = None) -> dict[str, Any]:
         """Create or update the dataset's row; ``None`` leaves a field as it is."""
         with self.session() as s:
-            row = s.scalar(select(Dataset).where(Dataset.name == name))
-            if row is None:
-                row = Dataset(name=name, state=state.value, events=events or 0, live_version=live_version)
-                s.add(row)
-            else:
-                if row.state == DatasetState.DELETED.value and state is not DatasetState.DELETED:
-                    # A dataset built again under a deleted name starts a new life (and a new history).
-                    row.created = utcnow()
-                    row.versions.clear()
-                row.state = state.value
-                if events is not None:
-                    row.events = events
-                if live_version is not None:
-                    row.live_version = live_version
-            s.flush()
-            return row.to_dict()
+            return _upsert_dataset(s, name, state=state, events=events, live_version=live_version).to_dict()
 
     def record_index_version(self, name: str, *, number: int, events: int, files: list[Any],
                              digest: str | None, config: dict[str, Any]) -> dict[str, Any]:
@@ -345,13 +347,72 @@ class Catalog:
 
     # build jobs -------------------------------------------------------------------------------------------
 
-    def create_job(self, dataset: str, inputs: list[str], options: dict[str, Any]) -> dict[str, Any]:
+    def create_job(self, dataset: str, inputs: list[str], options: dict[str, Any], *,
+                   message: str | None = None, building: bool = False) -> dict[str, Any]:
+        """Queue a build of ``dataset`` (with ``building``, in the same transaction, mark the dataset
+        ``building``: its first build); :class:`~exact.errors.Conflict` while one is queued or running (the
+        database's partial unique index decides, so two processes asking at once cannot both queue one)."""
+        try:
+            with self.session() as s:
+                job = BuildJob(id=uuid.uuid4().hex, dataset=dataset, inputs=inputs, options=options,
+                               state=JobState.QUEUED.value, progress=0.0, message=message)
+                s.add(job)
+                s.flush()
+                if building:
+                    _upsert_dataset(s, dataset, state=DatasetState.BUILDING)
+                return job.to_dict()
+        except IntegrityError:
+            active = self.active_job(dataset)
+            which = f" (job {active['id']})" if active else ""
+            raise Conflict(f"dataset {dataset!r} has a build in progress{which}", where=dataset) from None
+
+    def claim_job(self, runner: str) -> dict[str, Any] | None:
+        """Take the oldest queued job for ``runner``: one ``UPDATE … WHERE state = 'queued'``, so of runners
+        claiming at once exactly one gets each job (on SQLite and PostgreSQL alike).  ``None`` when none is
+        queued."""
+        while True:
+            with self.session() as s:
+                job_id = s.scalar(select(BuildJob.id).where(BuildJob.state == JobState.QUEUED.value)
+                                  .order_by(BuildJob.created, BuildJob.id).limit(1))
+                if job_id is None:
+                    return None
+                claimed = s.execute(
+                    update(BuildJob)
+                    .where(BuildJob.id == job_id, BuildJob.state == JobState.QUEUED.value)
+                    .values(state=JobState.RUNNING.value, runner=runner, started=utcnow(),
+                            message="starting")
+                    .execution_options(synchronize_session=False))
+                if claimed.rowcount == 1:
+                    job = s.get(BuildJob, job_id)
+                    assert job is not None
+                    s.refresh(job)
+                    return job.to_dict()
+            # another runner took it between the look and the update: look again
+
+    def running_jobs(self) -> list[dict[str, Any]]:
+        """Every running job (with ``runner``), oldest first."""
         with self.session() as s:
-            job = BuildJob(id=uuid.uuid4().hex, dataset=dataset, inputs=inputs, options=options,
-                           state=JobState.QUEUED.value, progress=0.0)
-            s.add(job)
-            s.flush()
-            return job.to_dict()
+            return [job.to_dict() for job in s.scalars(
+                select(BuildJob).where(BuildJob.state == JobState.RUNNING.value).order_by(BuildJob.created))]
+
+    def fail_jobs(self, job_ids: list[str], reason: str) -> list[str]:
+        """Mark the given jobs, if still running, failed with code ``interrupted`` (their runner is gone), and
+        the datasets whose first build they were; returns the jobs marked."""
+        marked = []
+        with self.session() as s:
+            for job_id in job_ids:
+                job = s.get(BuildJob, job_id)
+                if job is None or job.state != JobState.RUNNING.value:
+                    continue
+                job.state = JobState.FAILED.value
+                job.error = {"code": "interrupted", "message": reason}
+                job.message = "failed"
+                job.finished = utcnow()
+                marked.append(job.id)
+                row = s.scalar(select(Dataset).where(Dataset.name == job.dataset))
+                if row is not None and row.state == DatasetState.BUILDING.value:
+                    row.state = DatasetState.FAILED.value
+        return marked
 
     def get_job(self, job_id: str) -> dict[str, Any] | None:
         with self.session() as s:
@@ -381,27 +442,6 @@ class Catalog:
             )
             return None if job is None else job.to_dict()
 
-    def unfinished_jobs(self) -> list[tuple[str, str, dt.datetime | None]]:
-        """``(id, dataset, started)`` of every queued or running job, oldest first."""
-        with self.session() as s:
-            return [(job.id, job.dataset, job.started) for job in s.scalars(
-                select(BuildJob).where(BuildJob.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))
-                .order_by(BuildJob.created))]
-
-    def fail_unfinished_jobs(self, reason: str) -> list[str]:
-        """Mark every queued or running job failed (their worker is gone, e.g. after a restart), and the
-        datasets whose first build they were."""
-        with self.session() as s:
-            jobs = list(s.scalars(select(BuildJob).where(
-                BuildJob.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))))
-            for job in jobs:
-                job.state = JobState.FAILED.value
-                job.error = {"code": "interrupted", "message": reason}
-                job.finished = utcnow()
-            for row in s.scalars(select(Dataset).where(Dataset.state == DatasetState.BUILDING.value)):
-                row.state = DatasetState.FAILED.value
-            return [job.id for job in jobs]
-
     # query log --------------------------------------------------------------------------------------------
 
     def log_query(self, *, dataset: str, mode: str, query: str, ms: float, count: int | None = None,
@@ -424,6 +464,26 @@ class Catalog:
                  "created": q.created.isoformat()}
                 for q in s.scalars(stmt)
             ]
+
+
+def _upsert_dataset(s: Session, name: str, *, state: DatasetState, events: int | None = None,
+                    live_version: int | None = None) -> Dataset:
+    row = s.scalar(select(Dataset).where(Dataset.name == name))
+    if row is None:
+        row = Dataset(name=name, state=state.value, events=events or 0, live_version=live_version)
+        s.add(row)
+    else:
+        if row.state == DatasetState.DELETED.value and state is not DatasetState.DELETED:
+            # A dataset built again under a deleted name starts a new life (and a new history).
+            row.created = utcnow()
+            row.versions.clear()
+        row.state = state.value
+        if events is not None:
+            row.events = events
+        if live_version is not None:
+            row.live_version = live_version
+    s.flush()
+    return row
 
 
 def open_catalog(url: str | None = None, *, home: str | None = None,

@@ -1,18 +1,30 @@
-"""Background build jobs: offline builds requested over HTTP, run on a small thread pool in the server.
+"""The job runner: claims queued build jobs from the catalog and runs them, outside the request workers.
 
-A job is a catalog row (:class:`api.catalog.BuildJob`) that moves ``queued → running → succeeded | failed``;
-its progress (a fraction 0..1 and a short message) is written to the catalog as the build reports it, so any
-process that reads the catalog — another server worker, ``GET /v1/jobs/{id}``, an operator with ``sqlite3`` —
-sees it.  The build itself is the service's (:func:`api.service.build_dataset`).
+A build asked for over HTTP is a catalog row (:class:`api.catalog.BuildJob`) that moves ``queued → running →
+succeeded | failed``.  A request worker only queues it (:func:`api.service.queue_build`); a runner — the
+process ``seqsketch jobs run`` (which ``seqsketch serve`` starts beside its request workers), or, for tests
+and single-process setups, a :class:`JobRunner` on a thread of the app — claims it with one conditional
+``UPDATE`` (:meth:`api.catalog.Catalog.claim_job`), runs :func:`api.service.build_dataset` and writes the
+job's progress, result or error back.  So any process reading the catalog sees the job, and several runners
+never run one job twice.
+
+Each runner holds an exclusive ``flock`` on ``$SEQSKETCH_HOME/runners/<id>.lock`` for its life, and marks the
+jobs it claims with its id.  The system releases the lock when the runner's process dies, however it dies;
+so a runner starting (and every half minute after) can tell the running jobs whose runner is gone and settle
+them — recorded as succeeded when their build had published, else failed with code ``interrupted`` — while
+the jobs of runners still alive are left alone.  It also removes what killed builds left on disk.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
+import re
+import socket
 import threading
 import time
-from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,12 +32,18 @@ from typing import Any, Protocol
 from api import service
 from api.catalog import Catalog, DatasetState, JobState, utcnow
 from api.state import DatasetLocks
-from exact.errors import Conflict, SeqsketchError
+from exact.errors import SeqsketchError
+from exact.store import datasets_dir, sweep_abandoned
 
 log = logging.getLogger(__name__)
 
 #: Progress reports closer together than this are coalesced (the last one always lands).
 PROGRESS_INTERVAL_S = 0.25
+#: How often an idle runner looks for queued jobs (a job queued in its own process wakes it at once).
+POLL_S = 1.0
+#: How often a runner looks for running jobs whose runner died.
+RECOVER_EVERY_S = 30.0
+INTERRUPTED = "the job runner stopped before the job finished"
 
 
 class Progress(Protocol):
@@ -46,44 +64,167 @@ class _Throttle:
         return False
 
 
-class JobRunner:
-    """Runs build jobs on a thread pool and keeps their state in the catalog.
+def runners_dir(home: Path) -> Path:
+    return home / "runners"
 
-    The service does the work; the runner owns the bookkeeping: job states, progress, errors, the dataset's
-    catalog row and its live index version.
+
+def _runner_id() -> str:
+    host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:64] or "host"
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def runner_alive(home: Path, runner: str) -> bool:
+    """Does the runner ``runner`` still hold its lock?  (A missing lock file means it is gone.)"""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", runner):
+        return False
+    path = runners_dir(home) / f"{runner}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        path.unlink(missing_ok=True)  # its owner is gone: nobody will take this lock again
+        return False
+    finally:
+        os.close(fd)
+
+
+class JobRunner:
+    """Claims queued build jobs and runs them, ``workers`` at a time, on threads of this process.
+
+    ``start()`` settles what dead runners left and returns with the workers running in the background (a
+    runner in the app, for tests); :meth:`run` does the same and blocks until ``stop`` is set (the
+    ``seqsketch jobs run`` process).  The service does the work; the runner owns the bookkeeping: job states,
+    progress, errors, the dataset's catalog row and its live index version.
     """
 
-    def __init__(self, catalog: Catalog, home: Path, locks: DatasetLocks, *, workers: int = 1) -> None:
+    def __init__(self, catalog: Catalog, home: Path, *, locks: DatasetLocks | None = None, workers: int = 1,
+                 poll: float = POLL_S) -> None:
         self.catalog = catalog
         self.home = home
-        self.locks = locks
-        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="seqsketch-build")
-        self._futures: dict[str, Future[None]] = {}
-        self._lock = threading.Lock()
+        self.locks = locks or DatasetLocks()
+        self.workers = max(1, int(workers))
+        self.poll = poll
+        self.id = _runner_id()
+        self._stop = threading.Event()
+        self._wakeup = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock_fd: int | None = None
+        self._recovered_at = 0.0
+        self._recover_lock = threading.Lock()
 
-    def submit(self, dataset: str, inputs: list[Path], options: Mapping[str, Any],
-               *, exists: bool) -> dict[str, Any]:
-        """Queue a build of ``dataset``; refuses a second one while one is queued or running."""
-        with self._lock:
-            active = self.catalog.active_job(dataset)
-            if active is not None:
-                raise Conflict(f"dataset {dataset!r} has a build in progress (job {active['id']})",
-                               where=dataset)
-            job = self.catalog.create_job(dataset, [str(p) for p in inputs], dict(options))
-            if not exists:
-                self.catalog.upsert_dataset(dataset, state=DatasetState.BUILDING)
-            self._futures[job["id"]] = self._pool.submit(self._run, job["id"], dataset, list(inputs),
-                                                         dict(options), exists)
-        return job
+    # --- life cycle -------------------------------------------------------------------------------------
 
-    def wait(self, job_id: str, timeout: float | None = None) -> None:
-        """Block until the job's worker is done (for tests and orderly shutdown)."""
-        future = self._futures.get(job_id)
-        if future is not None:
-            future.result(timeout=timeout)
+    def start(self) -> JobRunner:
+        """Take the runner's lock, settle abandoned jobs, and start the workers; returns at once."""
+        self._hold_lock()
+        self.recover()
+        for i in range(self.workers):
+            thread = threading.Thread(target=self._work, name=f"seqsketch-build-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
 
-    def shutdown(self, wait: bool = True) -> None:
-        self._pool.shutdown(wait=wait, cancel_futures=not wait)
+    def run(self, stop: threading.Event, *, grace: float = 30.0, ready: Any = None) -> None:
+        """:meth:`start`, call ``ready()``, then block until ``stop`` is set; builds still running ``grace``
+        seconds after that are left to the next runner's recovery (the process is about to end)."""
+        self.start()
+        if ready is not None:
+            ready()
+        while not stop.wait(1.0):
+            pass
+        self.shutdown(wait=True, timeout=grace)
+
+    def shutdown(self, wait: bool = True, timeout: float | None = None) -> None:
+        """Stop claiming jobs; with ``wait``, let running builds finish (at most ``timeout`` seconds)."""
+        self._stop.set()
+        self._wakeup.set()
+        if wait:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for thread in self._threads:
+                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if all(not t.is_alive() for t in self._threads):
+            self._release_lock()
+
+    def drain(self) -> int:
+        """Run queued jobs in the calling thread until none is left (``seqsketch jobs run --once``); the
+        number run.  Takes the runner's lock and settles dead runners' jobs first; :meth:`shutdown` after."""
+        if self._lock_fd is None:
+            self._hold_lock()
+            self.recover()
+        ran = 0
+        while (job := self.catalog.claim_job(self.id)) is not None:
+            self._run(job)
+            ran += 1
+        return ran
+
+    def wake(self) -> None:
+        """A job was queued in this process: look now rather than at the next poll."""
+        self._wakeup.set()
+
+    def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the job has finished (for tests and scripts); the job as the catalog has it."""
+        return service.wait_for_job(self.catalog, job_id, timeout)
+
+    def _hold_lock(self) -> None:
+        folder = runners_dir(self.home)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / f"{self.id}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh name: nobody else holds it
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            (runners_dir(self.home) / f"{self.id}.lock").unlink(missing_ok=True)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # --- recovery ---------------------------------------------------------------------------------------
+
+    def recover(self) -> tuple[list[str], list[str]]:
+        """Settle the running jobs whose runner is gone and remove what killed builds left on disk;
+        ``(recorded, failed)`` job ids."""
+        with self._recover_lock:
+            self._recovered_at = time.monotonic()
+            abandoned = [job for job in self.catalog.running_jobs()
+                         if job["runner"] != self.id and not (job["runner"]
+                                                              and runner_alive(self.home, job["runner"]))]
+            recorded, failed = service.recover_abandoned_jobs(self.catalog, self.home, abandoned,
+                                                              INTERRUPTED)
+            swept = sweep_abandoned(datasets_dir(self.home))
+        if recorded:
+            log.warning("recorded %d build job(s) that had published before their runner stopped: %s",
+                        len(recorded), ", ".join(recorded))
+        if failed:
+            log.warning("marked %d build job(s) failed whose runner stopped: %s", len(failed),
+                        ", ".join(failed))
+        if swept:
+            log.warning("removed what %d killed build(s) left: %s", len(swept), ", ".join(swept))
+        return recorded, failed
+
+    # --- the work ---------------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            try:
+                job = self.catalog.claim_job(self.id)
+            except Exception:  # the catalog is unreachable for a moment: try again at the next poll
+                log.exception("job runner %s could not look for queued jobs", self.id)
+                job = None
+            if job is not None:
+                self._run(job)
+                continue
+            self._wakeup.wait(self.poll)
+            self._wakeup.clear()
+            if time.monotonic() - self._recovered_at > RECOVER_EVERY_S and not self._stop.is_set():
+                try:
+                    self.recover()
+                except Exception:
+                    log.exception("job runner %s could not settle abandoned jobs", self.id)
 
     def _progress(self, job_id: str) -> Progress:
         throttle = _Throttle()
@@ -95,29 +236,32 @@ class JobRunner:
 
         return report
 
-    def _run(self, job_id: str, dataset: str, inputs: list[Path], options: dict[str, Any],
-             existed: bool) -> None:
-        self.catalog.update_job(job_id, state=JobState.RUNNING, started=utcnow(), message="starting")
+    def _run(self, job: dict[str, Any]) -> None:
+        job_id, dataset = job["id"], job["dataset"]
+        inputs = [Path(p) for p in job["inputs"]]
+        log.info("build job %s of dataset %s: started", job_id, dataset)
         try:
             with self.locks.hold(dataset):
-                result = service.build_dataset(self.home, dataset, inputs, options,
+                result = service.build_dataset(self.home, dataset, inputs, job["options"],
                                                progress=self._progress(job_id))
         except SeqsketchError as err:
-            self._failed(job_id, dataset, err.to_dict(), existed)
+            self._failed(job_id, dataset, err.to_dict())
         except Exception:  # a bug: log it whole, tell the client only that it happened
             log.exception("build job %s of dataset %s failed", job_id, dataset)
             self._failed(job_id, dataset, {"code": "internal", "message": "internal error during the build; "
-                                           "see the server log"}, existed)
+                                           "see the job runner's log"})
         else:
             service.publish_build(self.catalog, dataset, result)
             self.catalog.update_job(job_id, state=JobState.SUCCEEDED, progress=1.0, message="done",
                                     result=service.jsonable(result), finished=utcnow())
-        finally:
-            with self._lock:
-                self._futures.pop(job_id, None)
+            log.info("build job %s of dataset %s: succeeded, %s events", job_id, dataset,
+                     result.get("events"))
 
-    def _failed(self, job_id: str, dataset: str, error: dict[str, Any], existed: bool) -> None:
-        if not existed:
+    def _failed(self, job_id: str, dataset: str, error: dict[str, Any]) -> None:
+        row = self.catalog.get_dataset(dataset)
+        if row is not None and row["state"] == DatasetState.BUILDING.value:
+            # its first build: nothing is left of the dataset
             self.catalog.upsert_dataset(dataset, state=DatasetState.FAILED)
         self.catalog.update_job(job_id, state=JobState.FAILED, error=error, message="failed",
                                 finished=utcnow())
+        log.info("build job %s of dataset %s: failed, %s", job_id, dataset, error.get("message"))

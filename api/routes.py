@@ -186,6 +186,15 @@ def get_dataset(name: str) -> Any:
     raise NotFound(f"dataset {name!r} does not exist", where=name)
 
 
+@operation("/datasets/<name>/density", "GET", sc.Operation(
+    summary="Events over time", scope="read", tag="datasets",
+    description="The dataset's time range cut into equal spans and the number of events in each (the web "
+                "console's density strip).",
+    responses={200: ("events per span of time", sc.DENSITY)}))
+def dataset_density(name: str) -> Any:
+    return jsonify(service.event_density(state().home, checked_name(name)))
+
+
 @operation("/datasets/<name>", "DELETE", sc.Operation(
     summary="Delete a dataset (events and index)", scope="write", tag="datasets",
     responses={200: ("deleted", sc.DELETED)}))
@@ -248,7 +257,7 @@ def append_events(name: str) -> Any:
     summary="Start an offline build from server-side inputs", scope="write", tag="builds",
     request=sc.BUILD_REQUEST,
     description="Inputs are paths relative to (or inside) the server's input roots (SEQSKETCH_INPUT_ROOTS). "
-                "The build runs in the background; poll GET /v1/jobs/{id}.",
+                "The build is queued for the job runner; poll GET /v1/jobs/{id}.",
     responses={202: ("queued", sc.JOB_ACCEPTED)}))
 def start_build(name: str, body: dict[str, Any]) -> Any:
     st = state()
@@ -259,13 +268,23 @@ def start_build(name: str, body: dict[str, Any]) -> Any:
     exists = service.dataset_exists(st.home, name)
     if exists and not options.get("replace"):
         raise Conflict(f"dataset {name!r} exists already; pass \"replace\": true to rebuild it", where=name)
-    assert st.jobs is not None
-    job = st.jobs.submit(name, inputs, options, exists=exists)
+    job = service.queue_build(st.catalog, name, inputs, options, exists=exists)
+    if st.jobs is not None:
+        st.jobs.wake()  # a runner in this process looks at once
     location = url_for("v1.get_job", job_id=job["id"])
     response = jsonify({"job_id": job["id"], "state": job["state"], "url": location})
     response.status_code = 202
     response.headers["Location"] = location
     return response
+
+
+@operation("/inputs", "GET", sc.Operation(
+    summary="The files a build may read", scope="read", tag="builds",
+    description="Files under the server's input roots (SEQSKETCH_INPUT_ROOTS), relative to their root, as "
+                "POST /v1/datasets/{name}/builds takes them; at most 500.",
+    responses={200: ("the build inputs", sc.INPUT_LIST)}))
+def list_inputs() -> Any:
+    return jsonify({"inputs": service.allowed_inputs(state().input_roots)})
 
 
 @operation("/jobs/<job_id>", "GET", sc.Operation(

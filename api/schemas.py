@@ -152,6 +152,18 @@ DATASET_LIST = Schema("DatasetList", {
     "properties": {"datasets": {"type": "array", "items": DATASET.schema}},
 })
 
+DENSITY = Schema("Density", {
+    "type": "object",
+    "required": ["name", "start_ts", "end_ts", "bins", "counts"],
+    "properties": {
+        "name": {"type": "string"},
+        "start_ts": {"type": ["string", "null"]}, "end_ts": {"type": ["string", "null"]},
+        "bins": {"type": "integer", "minimum": 0},
+        "counts": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                   "description": "events in each of `bins` equal spans of [start_ts, end_ts], in order"},
+    },
+})
+
 DELETED = Schema("Deleted", {
     "type": "object", "required": ["deleted"], "properties": {"deleted": {"type": "string"}},
 })
@@ -204,6 +216,14 @@ BUILD_REQUEST = Schema("BuildRequest", {
     },
 })
 
+INPUT_LIST = Schema("InputList", {
+    "type": "object",
+    "required": ["inputs"],
+    "properties": {"inputs": {
+        "type": "array", "items": {"type": "string"},
+        "description": "files a build may name, relative to their input root (at most 500)"}},
+})
+
 JOB_ACCEPTED = Schema("JobAccepted", {
     "type": "object",
     "required": ["job_id", "state"],
@@ -226,6 +246,7 @@ JOB = Schema("Job", {
         "created": {"type": ["string", "null"]},
         "started": {"type": ["string", "null"]},
         "finished": {"type": ["string", "null"]},
+        "runner": {"type": ["string", "null"], "description": "the job runner that claimed the job"},
     },
 })
 
@@ -297,8 +318,8 @@ QUERY_ANSWER = Schema("QueryAnswer", {
 })
 
 ALL_SCHEMAS: tuple[Schema, ...] = (
-    ERROR, HEALTH, DATASET, DATASET_LIST, DELETED, EVENT, EVENT_BATCH, APPEND_RESULT, BUILD_REQUEST,
-    JOB_ACCEPTED, JOB, QUERY_REQUEST, QUERY_ANSWER,
+    ERROR, HEALTH, DATASET, DATASET_LIST, DENSITY, DELETED, EVENT, EVENT_BATCH, APPEND_RESULT, BUILD_REQUEST,
+    INPUT_LIST, JOB_ACCEPTED, JOB, QUERY_REQUEST, QUERY_ANSWER,
 )
 
 
@@ -404,6 +425,8 @@ class Operation:
     responses: Mapping[int, tuple[str, Schema | None]] = field(default_factory=dict)
     tag: str = "service"
     description: str = ""
+    #: Media types of a success answer that is not JSON (the web console's page and files).
+    media_types: tuple[str, ...] = ()
 
     def attach(self, view: Callable[..., Any]) -> Callable[..., Any]:
         view.__operation__ = self  # type: ignore[attr-defined]
@@ -453,6 +476,8 @@ def _operation_object(op: Operation, endpoint: str, params: list[str]) -> JSON:
         responses[str(status)] = {"description": description}
         if schema is not None:
             responses[str(status)]["content"] = {"application/json": {"schema": schema.ref()}}
+        elif op.media_types and status < 300:
+            responses[str(status)]["content"] = {m: {"schema": {"type": "string"}} for m in op.media_types}
     for status, description in _ERROR_RESPONSES.items():
         if op.scope is None and status in (401, 403):
             continue

@@ -1,6 +1,6 @@
 """What the HTTP doors share within one process: the configuration, the catalog, the input roots, the job
-runner and per-dataset locks — kept on the Flask app by the factory and found by the routes through
-:func:`service_state` (so that the routes never import the factory)."""
+runner on a thread (when the app has one) and per-dataset locks — kept on the Flask app by the factory and
+found by the routes through :func:`service_state` (so that the routes never import the factory)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,14 @@ from exact.errors import SeqsketchError
 EXTENSION = "seqsketch"
 
 
-class JobQueue(Protocol):
-    """What the routes need of a build-job runner."""
+class LocalRunner(Protocol):
+    """A job runner on a thread of the app (``JOB_RUNNER = "thread"``; :class:`api.jobs.JobRunner`)."""
 
-    def submit(self, dataset: str, inputs: list[Path], options: Mapping[str, Any], *,
-               exists: bool) -> dict[str, Any]: ...
+    def wake(self) -> None: ...
+
+    def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]: ...
+
+    def shutdown(self, wait: bool = True, timeout: float | None = None) -> None: ...
 
 
 class DatasetLocks:
@@ -49,13 +52,14 @@ class DatasetLocks:
 
 @dataclass
 class ServiceState:
-    """What the routes share: the data root, the catalog, input roots, limits, the job queue, the locks."""
+    """What the routes share: the data root, the catalog, input roots, limits, the in-app job runner (when
+    there is one), the locks."""
 
     home: Path
     catalog: Catalog
     input_roots: list[Path]
     config: Mapping[str, Any]
-    jobs: JobQueue | None = None
+    jobs: LocalRunner | None = None
     locks: DatasetLocks = field(default_factory=DatasetLocks)
 
 
@@ -87,6 +91,9 @@ def default_config() -> dict[str, Any]:
         "QUERY_MAX_MATCHES": _env_int("SEQSKETCH_QUERY_MAX_MATCHES", 10_000),
         "QUERY_MAX_EVENTS": _env_int("SEQSKETCH_QUERY_MAX_EVENTS", 0),
         "BUILD_WORKERS": _env_int("SEQSKETCH_BUILD_WORKERS", 1),
+        # Where queued builds run: "external" — a job runner process (seqsketch jobs run, started by
+        # seqsketch serve) — or "thread": a runner inside this app (tests, one-process setups).
+        "JOB_RUNNER": os.environ.get("SEQSKETCH_JOB_RUNNER") or "external",
         # In-process by default: the local builder gives the same bits as Spark without a JVM in the server.
         "BUILD_ENGINE": os.environ.get("SEQSKETCH_BUILD_ENGINE") or "local",
         "ALLOWED_ORIGINS": os.environ.get("SEQSKETCH_ALLOWED_ORIGINS") or "",

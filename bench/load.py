@@ -1,7 +1,9 @@
-"""Load: concurrent queries while appends run, against a real ``seqsketch serve`` on loopback.
+"""Load: concurrent queries while appends run, against a real ``seqsketch serve`` on loopback — on the
+production server (gunicorn: request worker processes, a job runner) and on Werkzeug's development server (one
+process), in the same run, one after the other, each on its own copy of the same dataset.
 
-``python -m bench load`` (20 client threads, a 30 s baseline of queries alone, then 60 s of queries while
-one writer appends) · ``--quick`` (4 threads, 5 s + 10 s, a synthetic stream).
+``python -m bench load`` (BPI 2012, 20 client threads; per server 25 s of queries alone, then 20 s of queries
+while one writer appends) · ``--quick`` (4 threads, 5 s + 5 s, a synthetic stream).
 
 Readers draw from a query mix — workload patterns in verified mode, a consistency probe in verified and
 exact mode, dataset descriptions — through the SDK with retries off, so every failed request counts.  The
@@ -12,7 +14,8 @@ such a total, or whose count does not fit it, saw a state no commit produced.  A
 every uid exactly once (no lost or duplicated events) and its index must equal a rebuild.
 
 Figures: requests/s and p50/p95/p99 latency per request kind, side by side for the two phases (and their
-ratio), appends/s, events appended, errors and consistency violations (both must be 0).
+ratio) and for the two servers (and theirs), appends/s, events appended, errors and consistency violations
+(both must be 0).
 """
 
 from __future__ import annotations
@@ -51,19 +54,26 @@ def free_port() -> int:
 
 
 @contextmanager
-def served(home: Path, *, timeout: float = 60.0) -> Iterator[str]:
+def served(home: Path, *, timeout: float = 60.0, server: str = "gunicorn", workers: int | None = None,
+           threads: int | None = None, env: dict[str, str] | None = None) -> Iterator[str]:
     """A ``seqsketch serve`` subprocess on a free loopback port; yields its base URL; stopped on exit.
 
-    The server's log (one line per request, and any error's traceback) goes to ``home/server.log``: a pipe
-    nobody reads would fill up and stall the server.
+    ``server`` is ``gunicorn`` (the production server, ``workers`` request processes) or ``werkzeug`` (the
+    development server, one process).  The server's log (any error's traceback) goes to ``home/server.log``:
+    a pipe nobody reads would fill up and stall the server.
     """
     from api.client import Client, SeqsketchAPIError
 
     port = free_port()
-    env = {**os.environ, "SEQSKETCH_HOME": str(home), "SEQSKETCH_QUERY_TIMEOUT_MS": "60000"}
+    env = {**os.environ, "SEQSKETCH_HOME": str(home), "SEQSKETCH_QUERY_TIMEOUT_MS": "60000", **(env or {})}
+    command = [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--server", server]
+    if workers:
+        command += ["--workers", str(workers)]
+    if threads:
+        command += ["--threads", str(threads)]
     log = open(home / "server.log", "ab")  # noqa: SIM115 - closed in the finally below
-    process = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port",
-                                str(port)], env=env, stdout=subprocess.DEVNULL, stderr=log)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -81,7 +91,7 @@ def served(home: Path, *, timeout: float = 60.0) -> Iterator[str]:
     finally:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=40)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -296,11 +306,13 @@ def final_check(home: Path, name: str, base: Baseline, batches: int, uid_start: 
 
 
 def load_test(home: Path, name: str, queries: list[str], *, threads: int, baseline_s: float,
-              append_s: float) -> dict[str, Any]:
+              append_s: float, server: str = "gunicorn", workers: int | None = None,
+              server_threads: int | None = None) -> dict[str, Any]:
     """Both phases against a server on ``home`` (dataset ``name`` built already) and the final check."""
     from api.client import Client
 
-    with served(home) as url:
+    cpu_before, load_before = _children_cpu(), os.getloadavg()
+    with served(home, server=server, workers=workers, threads=server_threads) as url:
         client = Client(url, retries=0)
         info = client.info(name)
         base = Baseline(events=info["events"], marks=int(info["types"].get(MARK_TYPE, 0)))
@@ -314,12 +326,23 @@ def load_test(home: Path, name: str, queries: list[str], *, threads: int, baseli
                       start_ts=start_ts, uid_start=uid_start) if baseline_s else None
         mixed = phase(url, name, queries, threads=threads, seconds=append_s, append=True, base=base,
                       start_ts=start_ts, uid_start=uid_start)
+    # The server's processes (request workers, and the job runner, idle here) were waited for when it stopped:
+    # their CPU time is this process's children's.
+    server_cpu = round(_children_cpu() - cpu_before, 1)
     final = final_check(home, name, base, mixed.appended_batches, uid_start)
-    out: dict[str, Any] = {"threads": threads, "with_appends": summary(mixed), "final": final}
+    out: dict[str, Any] = {"server": server, "workers": workers if server == "gunicorn" else 1,
+                           "threads": threads, "with_appends": summary(mixed), "final": final,
+                           "server_cpu_s": server_cpu,
+                           "load_average": [round(x, 2) for x in (*load_before, *os.getloadavg())]}
     if alone is not None:
         out["queries_alone"] = summary(alone)
         out["side_by_side"] = side_by_side(out["queries_alone"], out["with_appends"])
     return out
+
+
+def _children_cpu() -> float:
+    t = os.times()
+    return t.children_user + t.children_system
 
 
 def side_by_side(alone: dict[str, Any], mixed: dict[str, Any]) -> dict[str, Any]:
@@ -338,12 +361,36 @@ def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if b else None
 
 
+#: The servers compared, in the order they run: the development server first, then the production one.
+SERVERS = ("werkzeug", "gunicorn")
+
+
+def servers_side_by_side(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Requests/s and p50/p99 per request kind, for each server, and gunicorn's over Werkzeug's."""
+    a, b = (results[s] for s in SERVERS)
+    rows: dict[str, Any] = {}
+    for phase in ("queries_alone", "with_appends"):
+        if phase not in a or phase not in b:
+            continue
+        x, y = a[phase], b[phase]
+        rows[f"{phase}.requests_per_s"] = [x["requests_per_s"], y["requests_per_s"],
+                                           _ratio(y["requests_per_s"], x["requests_per_s"])]
+        for kind in sorted(set(x["kinds"]) & set(y["kinds"])):
+            for q in ("p50_ms", "p99_ms"):
+                rows[f"{phase}.{kind}.{q}"] = [x["kinds"][kind][q], y["kinds"][kind][q],
+                                               _ratio(y["kinds"][kind][q], x["kinds"][kind][q])]
+    return {"columns": [*SERVERS, "gunicorn / werkzeug"], "rows": rows}
+
+
 def run(quick: bool) -> dict[str, Any]:
-    threads, baseline_s, append_s = (4, 5.0, 10.0) if quick else (20, 30.0, 60.0)
+    import shutil
+
+    threads, baseline_s, append_s = (4, 5.0, 5.0) if quick else (20, 25.0, 20.0)
     with tempfile.TemporaryDirectory(prefix="seqsketch-load-") as tmp:
-        home = Path(tmp)
+        base = Path(tmp) / "base"
+        base.mkdir()
         if quick:
-            source = synthetic_input(home / "stream.jsonl", 20_000)
+            source = synthetic_input(Path(tmp) / "stream.jsonl", 20_000)
             queries = ["PATTERN SEQ(T0 a, T1 b) WITHIN 30 s", "PATTERN SEQ(T2 a, T3 b, T2 c) WITHIN 60 s",
                        "PATTERN SEQ(T5 a, T9 b) PARTITION BY case WITHIN 1 h RETURN count",
                        "PATTERN SEQ(T18 a, T19 b) RETURN exists"]
@@ -358,10 +405,16 @@ def run(quick: bool) -> dict[str, Any]:
                        "PATTERN SEQ(A_ACCEPTED a, O_SENT_BACK s, A_ACTIVATED v) PARTITION BY case",
                        "PATTERN SEQ(W_Wijzigen_contractgegevens w, A_REGISTERED r) RETURN exists"]
             dataset = "bpic2012"
-        build(home, dataset, [source])
-        result = load_test(home, dataset, queries, threads=threads, baseline_s=baseline_s, append_s=append_s)
-        result["dataset"] = dataset
-        return result
+        build(base, dataset, [source])
+        servers = {}
+        for server in SERVERS:  # each on its copy of the dataset: the appends of one never reach the other
+            home = Path(tmp) / server
+            shutil.copytree(base, home)
+            servers[server] = load_test(home, dataset, queries, threads=threads, baseline_s=baseline_s,
+                                        append_s=append_s, server=server, workers=os.cpu_count() or 2)
+        return {"dataset": dataset, "threads": threads, "cores": os.cpu_count(),
+                "seconds": {"queries_alone": baseline_s, "with_appends": append_s},
+                "servers": servers, "side_by_side": servers_side_by_side(servers)}
 
 
 if __name__ == "__main__":

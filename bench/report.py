@@ -161,11 +161,44 @@ def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
         if note:
             parts.append(f"{head}: {note}")
             continue
+        if name == "load" and "servers" in (rec.get("results") or {}):
+            parts.append(head + "\n\n" + section_load(rec["results"]))
+            continue
         leaves = flatten(rec["results"])
         shown = leaves[:limit]
         parts.append(head + "\n\n" + table(("figure", "value"), shown)
                      + (f"\n\n… {len(leaves) - limit} more in the JSON." if len(leaves) > limit else ""))
     return "\n\n".join(parts)
+
+
+def section_load(r: dict[str, Any]) -> str:
+    """``python -m bench load``: the production server (gunicorn) beside Werkzeug's, same load, same data."""
+    servers = r["servers"]
+    names = list(servers)
+    seconds = r.get("seconds") or {}
+    workers = servers[names[-1]].get("workers") or r.get("cores")
+    intro = (f"`{r.get('dataset')}`, {r.get('threads')} client threads over loopback on {r.get('cores')} "
+             f"cores, each server on its own copy of the dataset: {fmt(seconds.get('queries_alone'))} s of "
+             f"queries alone, then {fmt(seconds.get('with_appends'))} s with one writer appending. gunicorn "
+             f"runs {workers} request worker processes (gthread, 4 threads each), Werkzeug one process. "
+             "Latencies are wall time per request as the client saw it.")
+    rows = []
+    for key, (a, b, ratio) in r["side_by_side"]["rows"].items():
+        phase, _, rest = key.partition(".")
+        label = ("queries alone" if phase == "queries_alone" else "with appends") + ": " + (
+            "requests/s" if rest == "requests_per_s" else rest.replace(".", " ").replace("_ms", " ms"))
+        rows.append((label, a, b, ratio))
+    for name in ("errors", "violations"):
+        rows.append((f"with appends: {name}", *(servers[n]["with_appends"][name] for n in names), ""))
+    rows.append(("CPU seconds of the server's processes, both phases",
+                 *(servers[n].get("server_cpu_s") for n in names), ""))
+    rows.append(("machine load average (1 min) before, after",
+                 *(", ".join(fmt(x) for x in (servers[n].get("load_average") or [None] * 6)[::3])
+                   for n in names), ""))
+    for name in ("lost", "duplicated", "index_equals_rebuild"):
+        label = f"afterwards: {name.replace('_', ' ')}"
+        rows.append((label, *(servers[n]["final"][name] for n in names), ""))
+    return intro + "\n\n" + table(("figure", *names, "gunicorn / werkzeug"), rows)
 
 
 # ---------------------------------------------------------------------------------------------- generate

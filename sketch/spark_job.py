@@ -338,7 +338,9 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
     if dataset_dir(name, home).exists() and not replace_existing:
         raise Conflict(f"dataset {name!r} exists already (use --replace to rebuild it)",
                        where=str(dataset_dir(name, home)))
-    spark = spark or spark_session()
+    if spark is None:
+        progress(0.0, "starting Spark")
+        spark = spark_session()
     jvm = time.perf_counter() - started
     with staged_dataset(name, home, replace=replace_existing) as stage:
         store = EventStore.create(store_dir(stage))
@@ -367,7 +369,9 @@ def append_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *,
     dataset = Dataset.open(home, name)
     store = dataset.store
     plan_inputs(inputs, ingest)
-    spark = spark or spark_session()
+    if spark is None:
+        progress(0.0, "starting Spark")
+        spark = spark_session()
     jvm = time.perf_counter() - started
     with store.writing():
         snap = store.snapshot()

@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from exact.errors import SeqsketchError
@@ -53,9 +54,46 @@ def spark_session(master: str | None = None) -> Any:
     builder = SparkSession.builder
     for key, value in config.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    log = jvm_log_path()
+    try:
+        with _stderr_to(log):  # the JVM keeps the descriptor it starts with: its chatter goes to the log
+            spark = builder.getOrCreate()
+    except Exception as err:  # the JVM did not start (no Java, no memory, a bad setting): say where to look
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise SeqsketchError(f"Spark did not start: {first}; the JVM's messages are in {log}",
+                             where="spark") from err
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def jvm_log_path() -> Path:
+    """Where the Spark JVM's own messages go: ``$SEQSKETCH_SPARK_LOG``, else ``seqsketch-spark.log`` in the
+    temporary directory."""
+    import tempfile
+
+    return Path(os.environ.get("SEQSKETCH_SPARK_LOG") or Path(tempfile.gettempdir()) / "seqsketch-spark.log")
+
+
+@contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` (appended) for the block.
+
+    The JVM that PySpark launches inherits the process's descriptor 2 and writes to it from its first moment
+    — the launcher's incubator-module note, log4j's default-profile and log-level notices, Hadoop's
+    NativeCodeLoader warning — before any log setting of ours could apply.  Launched while descriptor 2 is the
+    log file, it keeps writing there for its life; the Python side gets its descriptor 2 back at once.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,16 @@ def shared_data() -> Path:
             return path
     pytest.fail(f"real data not found at {', '.join(map(str, candidates))}: put shared/ beside the "
                 "repository or set SEQSKETCH_SHARED_DATA")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jobs_on_a_thread() -> Iterator[None]:
+    """Tests run no job-runner process: an app made by a test runs queued builds on a thread of its own
+    (``JOB_RUNNER = "thread"``), which ``state.jobs`` names.  ``seqsketch serve`` ignores this and starts
+    its runner process; tests of the runner say what they need."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SEQSKETCH_JOB_RUNNER", "thread")
+        yield
 
 
 @pytest.fixture

@@ -99,8 +99,38 @@ def test_openapi_document_validates_and_lists_exactly_the_routes(app: Flask, cli
         ("/v1/health", "get"), ("/v1/datasets", "get"), ("/v1/datasets/{name}", "get"),
         ("/v1/datasets/{name}", "delete"), ("/v1/datasets/{name}/events", "post"),
         ("/v1/datasets/{name}/builds", "post"), ("/v1/jobs/{job_id}", "get"),
-        ("/v1/datasets/{name}/query", "post"), ("/v1/openapi.json", "get"),
+        ("/v1/datasets/{name}/query", "post"), ("/v1/openapi.json", "get"), ("/v1/inputs", "get"),
+        ("/v1/datasets/{name}/density", "get"), ("/", "get"), ("/console/{asset}", "get"),
     }
+
+
+def test_inputs_lists_what_a_build_may_name(client: FlaskClient, app: Flask, home: Path) -> None:
+    (home / "inputs" / "sub").mkdir()
+    (home / "inputs" / "sub" / "mine.jsonl").write_text('{"type": "A", "ts": 1}\n')
+    (home / "inputs" / ".hidden.jsonl").write_text('{"type": "A", "ts": 1}\n')
+    listed = client.get("/v1/inputs").json["inputs"]
+    assert "running-example.xes" in listed and "sub/mine.jsonl" in listed and ".hidden.jsonl" not in listed
+    roots = service_state(app).input_roots
+    assert all(service.resolve_inputs([spec], roots) for spec in listed)  # each one a build may name
+    assert_error(client.get("/v1/inputs", environ_base=OFF_MACHINE), 403, "forbidden")
+
+
+def test_density_counts_the_events_over_time(client: FlaskClient, running: str, home: Path) -> None:
+    from exact.events import to_records
+    from exact.store import EventStore, dataset_dir, store_dir
+
+    body = client.get(f"/v1/datasets/{running}/density").json
+    info = client.get(f"/v1/datasets/{running}").json
+    assert (body["start_ts"], body["end_ts"]) == (info["start_ts"], info["end_ts"])
+    assert body["bins"] == len(body["counts"]) > 0 and sum(body["counts"]) == info["events"]
+    ts = [e["ts"] for e in to_records(EventStore.open(store_dir(dataset_dir(running, home))).read_table())]
+    micros = [int(t.timestamp() * 1_000_000) if hasattr(t, "timestamp") else int(t) for t in ts]
+    first, last = min(micros), max(micros)
+    expected = [0] * body["bins"]
+    for t in micros:  # the definition: equal spans of [first, last], the last one closed
+        expected[min(body["bins"] - 1, (t - first) * body["bins"] // (last - first + 1))] += 1
+    assert body["counts"] == expected
+    assert_error(client.get("/v1/datasets/ghost/density"), 404, "not_found")
 
 
 def test_openapi_request_schemas_are_the_ones_that_validate(client: FlaskClient, running: str) -> None:
@@ -346,26 +376,45 @@ def test_delete_removes_events_and_index_but_keeps_history(app: Flask, client: F
     assert catalog.list_datasets() == []
 
 
-def test_jobs_left_running_by_a_stopped_server_are_marked_failed(home: Path, shared_data: Path) -> None:
+def test_jobs_left_running_by_a_stopped_runner_are_marked_failed(home: Path, shared_data: Path) -> None:
     app = make_app(home, shared_data)
-    catalog = service_state(app).catalog
-    job = catalog.create_job("orphan", ["running-example.xes"], {})
-    catalog.update_job(job["id"], state="running")
     service_state(app).jobs.shutdown()  # type: ignore[union-attr]
+    catalog = service_state(app).catalog
+    job = catalog.create_job("orphan", ["running-example.xes"], {}, building=True)
+    catalog.update_job(job["id"], state="running", runner="gone-1-deadbeef")  # its runner holds no lock
     restarted = make_app(home, shared_data)
     again = restarted.test_client().get(f"/v1/jobs/{job['id']}").json
     assert again["state"] == "failed" and again["error"]["code"] == "interrupted"
+    assert "stopped" in again["error"]["message"]
+    assert restarted.test_client().get("/v1/datasets/orphan").json["state"] == "failed"
     service_state(restarted).jobs.shutdown()  # type: ignore[union-attr]
 
 
+def test_a_running_runners_jobs_are_left_alone(home: Path, shared_data: Path) -> None:
+    """A second runner starting (another app, another process) settles only jobs whose runner is gone."""
+    app = make_app(home, shared_data)
+    first = service_state(app).jobs
+    catalog = service_state(app).catalog
+    job = catalog.create_job("busy", ["running-example.xes"], {})
+    catalog.update_job(job["id"], state="running", runner=first.id)  # type: ignore[union-attr]
+    second = make_app(home, shared_data)
+    assert catalog.get_job(job["id"])["state"] == "running"
+    first.shutdown()  # type: ignore[union-attr]
+    service_state(second).jobs.recover()  # type: ignore[union-attr]
+    assert catalog.get_job(job["id"])["state"] == "failed"
+    service_state(second).jobs.shutdown()  # type: ignore[union-attr]
+
+
 def test_a_restart_records_a_build_that_had_published(home: Path, shared_data: Path) -> None:
-    """A server stopped between a build's publish and recording it: the restart finds the dataset written
-    after the job started and records the job succeeded; a job whose dataset is older, or absent, failed."""
+    """A runner stopped between a build's publish and recording it: the next runner finds the dataset
+    written after the job started and records the job succeeded; a job whose dataset is older, or absent,
+    failed."""
     from api.catalog import utcnow
     from api.service import build_from_inputs as build_dataset
 
     log = str(shared_data / "running-example.xes")
     app = make_app(home, shared_data)
+    service_state(app).jobs.shutdown()  # type: ignore[union-attr]
     catalog = service_state(app).catalog
     build_dataset(home, "older", [log])  # exists before its (replacing) job starts, which then dies
     jobs = {}
@@ -373,7 +422,6 @@ def test_a_restart_records_a_build_that_had_published(home: Path, shared_data: P
         jobs[name] = catalog.create_job(name, ["running-example.xes"], {"replace": True})["id"]
         catalog.update_job(jobs[name], state="running", started=utcnow())
     build_dataset(home, "published", [log])  # the build that published, its job not yet recorded
-    service_state(app).jobs.shutdown()  # type: ignore[union-attr]
 
     restarted = make_app(home, shared_data)
     client = restarted.test_client()
@@ -385,6 +433,33 @@ def test_a_restart_records_a_build_that_had_published(home: Path, shared_data: P
     for name in ("older", "absent"):
         assert states[name]["state"] == "failed" and states[name]["error"]["code"] == "interrupted"
     service_state(restarted).jobs.shutdown()  # type: ignore[union-attr]
+
+
+def test_an_app_without_a_runner_only_queues(home: Path, shared_data: Path) -> None:
+    """``JOB_RUNNER = "external"`` (what seqsketch serve's request workers use): a build request is a queued
+    row, run by whichever runner claims it — here one started afterwards, as a test starts one."""
+    from api.jobs import JobRunner
+
+    app = make_app(home, shared_data, JOB_RUNNER="external")
+    state = service_state(app)
+    assert state.jobs is None
+    client = app.test_client()
+    response = client.post("/v1/datasets/later/builds", json={"inputs": ["running-example.xes"]})
+    assert response.status_code == 202
+    job_id = response.json["job_id"]
+    queued = client.get(f"/v1/jobs/{job_id}").json
+    assert queued["state"] == "queued" and "job runner" in queued["message"]
+    assert client.get("/v1/datasets/later").json["state"] == "building"
+    again = client.post("/v1/datasets/later/builds", json={"inputs": ["running-example.xes"]})
+    assert_error(again, 409, "conflict")
+    runner = JobRunner(state.catalog, home).start()
+    try:
+        done = runner.wait(job_id, timeout=120)
+    finally:
+        runner.shutdown()
+    assert done["state"] == "succeeded" and done["runner"] == runner.id
+    assert client.get("/v1/datasets/later").json["events"] == 42
+    state.catalog.dispose()
 
 
 def test_environment_configures_the_app(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

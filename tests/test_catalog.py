@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sqlalchemy.exc import StatementError
 
 from api.auth import authenticate, authorize, bearer_secret, create_token, has_active_tokens, revoke_token
-from api.catalog import Catalog, DatasetState, JobState, Scope, Token, open_catalog, utcnow
+from api.catalog import Catalog, DatasetState, JobState, Scope, Token, open_catalog
 from api.service import publish_build
 from exact.errors import Conflict, NotFound
 
@@ -68,19 +68,48 @@ def test_publish_build_numbers_versions_from_the_info(catalog: Catalog) -> None:
 
 
 def test_job_lifecycle_and_recovery(catalog: Catalog) -> None:
-    job = catalog.create_job("bpi", ["a.xes"], {"engine": "local"})
-    catalog.upsert_dataset("bpi", state=DatasetState.BUILDING)
+    job = catalog.create_job("bpi", ["a.xes"], {"engine": "local"}, building=True)
+    assert catalog.get_dataset("bpi")["state"] == "building"
     assert job["state"] == "queued" and job["progress"] == 0.0 and job["error"] is None
     assert catalog.active_job("bpi")["id"] == job["id"] and catalog.active_job("other") is None
-    catalog.update_job(job["id"], state=JobState.RUNNING, started=utcnow(), progress=0.5)
+    with pytest.raises(Conflict, match="in progress"):  # one active build per dataset, held by the database
+        catalog.create_job("bpi", ["b.xes"], {})
+    claimed = catalog.claim_job("runner-1")
+    assert claimed is not None and claimed["id"] == job["id"] and claimed["state"] == "running"
+    assert claimed["runner"] == "runner-1" and claimed["started"] is not None
+    assert catalog.claim_job("runner-2") is None  # nothing else is queued
+    catalog.update_job(job["id"], progress=0.5)
     assert catalog.get_job(job["id"])["progress"] == 0.5
-    assert catalog.fail_unfinished_jobs("restart") == [job["id"]]
+    assert [j["id"] for j in catalog.running_jobs()] == [job["id"]]
+    assert catalog.fail_jobs([job["id"], "missing"], "restart") == [job["id"]]
     failed = catalog.get_job(job["id"])
     assert failed["state"] == "failed" and failed["error"] == {"code": "interrupted", "message": "restart"}
     assert catalog.active_job("bpi") is None
     assert catalog.get_dataset("bpi")["state"] == "failed"  # its first build will never finish
+    assert catalog.create_job("bpi", ["c.xes"], {})["state"] == "queued"  # a finished job blocks nothing
     with pytest.raises(NotFound):
         catalog.update_job("missing", state=JobState.FAILED)
+
+
+def test_claims_take_each_queued_job_once_oldest_first(catalog: Catalog) -> None:
+    """Runners claiming at once on threads (each claim its own transaction): every job is taken once."""
+    import threading
+
+    ids = [catalog.create_job(f"d{i}", [], {})["id"] for i in range(12)]
+    taken: list[str] = []
+    lock = threading.Lock()
+
+    def claim(runner: str) -> None:
+        while (job := catalog.claim_job(runner)) is not None:
+            with lock:
+                taken.append(job["id"])
+
+    threads = [threading.Thread(target=claim, args=(f"r{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(taken) == sorted(ids) and len(taken) == len(set(taken))
 
 
 def test_timestamps_are_utc_aware_and_naive_ones_refused(catalog: Catalog) -> None:

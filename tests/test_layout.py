@@ -1,6 +1,6 @@
 """The layout stays one-way (ARCHITECTURE.md): imports go ``api → sketch → exact``, no module imports itself
-back through others, and inside ``api`` the doors (CLI, routes, job runner, demo) call the service and are
-called by nothing but the application factory and the CLI itself.
+back through others, and inside ``api`` the doors (CLI, routes, console, job runner, demo) call the service
+and are called by nothing but the application factory and the CLI itself.
 
 Every import counts — at module level and inside functions — read from the source with :mod:`ast` (nothing
 is imported to check).  ``from pkg import name`` imports the package ``pkg`` (its ``__init__`` runs), and
@@ -22,9 +22,10 @@ LAYER = {"exact": 0, "sketch": 1, "api": 2, "migrations": 3, "bench": 4}
 #: The doors of the service and the only modules that may import each.
 DOORS = {
     "api.routes": {"api.app"},
-    "api.jobs": {"api.app"},
+    "api.console": {"api.app"},
+    "api.jobs": {"api.app", "api.cli.serving"},
     "api.demo": {"api.cli.admin"},
-    "api.app": {"api.cli.admin"},
+    "api.app": {"api.cli.serving"},
     "api.cli": {"api.cli"},  # the package and its submodules: only each other
 }
 

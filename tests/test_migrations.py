@@ -21,6 +21,7 @@ from api import db
 from api.app import create_app
 from api.catalog import Base, DatasetState, open_catalog
 from api.cli import main
+from exact.errors import Conflict
 
 CATALOG_TABLES = {"datasets", "index_versions", "build_jobs", "tokens", "query_log"}
 
@@ -74,7 +75,7 @@ def test_app_refuses_a_database_behind_head(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path / "c.db")
     engine = db.make_engine(url)
     db.upgrade(engine, "0001")
-    behind = r"revision 0001, behind the head 0002.*seqsketch db upgrade"
+    behind = rf"revision 0001, behind the head {db.head_revision()}.*seqsketch db upgrade"
     with pytest.raises(db.CatalogOutOfDate, match=behind):
         create_app({"SEQSKETCH_HOME": str(tmp_path), "DATABASE_URL": url})
     # nothing was migrated behind the operator's back
@@ -130,8 +131,9 @@ def test_cli_db_commands_and_refusal_behind_head(tmp_path: Path, monkeypatch: py
 
 
 def test_an_installed_package_carries_its_migrations(tmp_path: Path) -> None:
-    """The wheel holds the top-level migrations, and the package installed from it in a fresh virtual
-    environment — run outside the checkout — migrates a new catalog to head with ``seqsketch db upgrade``."""
+    """The wheel holds the top-level migrations and the web console's files, and the package installed from it
+    in a fresh virtual environment — run outside the checkout — migrates a new catalog to head with
+    ``seqsketch db upgrade``."""
     import sys
     import sysconfig
     import zipfile
@@ -148,7 +150,8 @@ def test_an_installed_package_carries_its_migrations(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     versions = [f"migrations/versions/{p.name}" for p in (repo / "migrations/versions").glob("0*.py")]
     assert versions
-    for path in ("migrations/env.py", "migrations/script.py.mako", *versions):
+    console = [f"api/console/static/{p.name}" for p in (repo / "api/console/static").iterdir()]
+    for path in ("migrations/env.py", "migrations/script.py.mako", *versions, *console):
         assert path in names, f"{path} is not in the wheel"
     # a fresh venv whose only seqsketch is the wheel; its dependencies are borrowed from this environment's
     # site-packages by a path entry (whose own .pth files, the editable install among them, are not run)
@@ -254,6 +257,13 @@ def test_postgresql_upgrade_downgrade_and_refusal(postgres_url: str, tmp_path: P
         assert version["config"] == {"m": 1024, "k": 7}
         job = catalog.create_job("pg", ["x.xes"], {"engine": "local"})
         assert catalog.get_job(job["id"])["state"] == "queued"
+        with pytest.raises(Conflict):  # the partial unique index: one active build per dataset
+            catalog.create_job("pg", ["y.xes"], {})
+        other = catalog.create_job("pg2", ["y.xes"], {})
+        claimed = [catalog.claim_job("r1"), catalog.claim_job("r2"), catalog.claim_job("r3")]
+        assert [c and c["id"] for c in claimed] == [job["id"], other["id"], None]  # oldest first, once each
+        assert catalog.fail_jobs([job["id"]], "gone") == [job["id"]]
+        assert catalog.create_job("pg", ["z.xes"], {})["state"] == "queued"
         catalog.dispose()
         db.downgrade(engine, "0001")
         with pytest.raises(db.CatalogOutOfDate, match="behind the head"):

@@ -138,7 +138,7 @@ def test_revoked_and_malformed_credentials(app: Flask, tokens: dict[str, str]) -
 
 
 def rule_url(rule: str, dataset: str, job_id: str) -> str:
-    values = {"name": dataset, "job_id": job_id}
+    values = {"name": dataset, "job_id": job_id, "asset": "console.js"}
     return re.sub(r"<(?:[a-z_]+:)?([a-z_]+)>", lambda m: values[m.group(1)], rule)
 
 

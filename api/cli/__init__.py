@@ -1,7 +1,8 @@
 """The ``seqsketch`` command line (CONTRACT §4): a thin door onto :mod:`api.service`.
 
-:mod:`api.cli.data` holds the commands on datasets, :mod:`api.cli.admin` those that run or administer the
-service, :mod:`api.cli.output` what they print."""
+:mod:`api.cli.data` holds the commands on datasets, :mod:`api.cli.serving` those that run the service
+(``serve``, ``jobs run``), :mod:`api.cli.admin` those that administer it, :mod:`api.cli.output` what they
+print."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from api.cli import admin, data
+from api.cli import admin, data, serving
 from exact.errors import SeqsketchError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -19,6 +20,7 @@ Handler = Callable[[argparse.Namespace], int]
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seqsketch", description="Pattern queries over event histories.")
     sub = parser.add_subparsers(dest="command", required=True)
+    serving.register(sub)
     admin.register(sub)
     data.register(sub)
     return parser

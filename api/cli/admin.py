@@ -1,4 +1,4 @@
-"""``seqsketch`` commands that run or administer the service: ``serve``, ``db``, ``token``, ``demo``."""
+"""``seqsketch`` commands that administer the service: ``db``, ``token``, and the ``demo``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from api.cli.output import common, emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    for add in (add_demo, add_serve, add_db, add_token):
+    for add in (add_demo, add_db, add_token):
         add(sub)
 
 
@@ -36,45 +36,7 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- the service: serve, db, token ------------------------------------------------------------------------
-
-
-def add_serve(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="run the HTTP service (Werkzeug; use gunicorn in production)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
-    common(p)
-    p.set_defaults(handler=_serve)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    import sys
-
-    from werkzeug.serving import make_server
-
-    from api.app import create_app
-    from api.auth import check_bind_allowed
-    from api.state import service_state
-    from exact.errors import SeqsketchError
-
-    app = create_app()
-    state = service_state(app)
-    check_bind_allowed(state.catalog, args.host)  # no tokens → loopback only
-    try:
-        server = make_server(args.host, args.port, app, threaded=True)
-    except OSError as err:
-        raise SeqsketchError(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}",
-                             where="--port") from None
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"seqsketch: serving http://{host}:{server.server_port}/v1 (Ctrl-C stops)", file=sys.stderr,
-          flush=True)
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
-        if state.jobs is not None:
-            state.jobs.shutdown(wait=False)
-    return 0
+# --- the service: db, token ------------------------------------------------------------------------------
 
 
 def add_db(sub: argparse._SubParsersAction) -> None:

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from api import service
 from api.cli.output import common, emit, human_bytes, table
+from api.cli.progress import TerminalProgress, terminal_progress
 from api.db import seqsketch_home
 from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
 from exact.store import check_dataset_name, dataset_names
@@ -105,34 +106,29 @@ def _byte_size(text: str) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-
-    progress = _terminal_progress(args)
-    job_progress = _terminal_job_progress(args)
-    try:
+    with _progress(args) as bar:
         summary = service.build_from_inputs(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
-                                type_field=args.type_field, time_field=args.time_field,
-                                replace=args.replace, leaf_size=args.leaf_size, fpq=args.fpq,
-                                memory=args.memory, progress=progress, engine=args.engine,
-                                job_progress=job_progress, partition_key=args.partition_key or None)
-    finally:
-        if progress is not None:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)  # the counter line gives way to the result
+                                            type_field=args.type_field, time_field=args.time_field,
+                                            replace=args.replace, leaf_size=args.leaf_size, fpq=args.fpq,
+                                            memory=args.memory, engine=args.engine,
+                                            progress=bar.reading if bar else None,
+                                            job_progress=bar.job if bar else None,
+                                             partition_key=args.partition_key or None)
     emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
          f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
          f"store {human_bytes(summary['store_bytes'])}, {summary['seconds']:.1f} s")
     return 0
 
 
-def _terminal_progress(args: argparse.Namespace) -> Any:
-    """A one-line reading counter on stderr when it is a terminal (and not with --json), else ``None``."""
-    if getattr(args, "json", False) or not sys.stderr.isatty():
-        return None
-
-    def show(path: Path, events: int) -> None:
-        print(f"\r\033[Kseqsketch: reading {path.name}: {events:,} events", end="", file=sys.stderr,
-              flush=True)
-
-    return show
+@contextmanager
+def _progress(args: argparse.Namespace) -> Iterator[TerminalProgress | None]:
+    """The progress bar of a build or append on a terminal (``None`` elsewhere and with --json)."""
+    bar = terminal_progress(args)
+    if bar is None:
+        yield None
+        return
+    with bar:
+        yield bar
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -193,19 +189,54 @@ def add_query(sub: argparse._SubParsersAction) -> None:
                    help=f"return at most N matches (default and most: {QUERY_MAX_MATCHES:,}, as the server)")
     p.add_argument("--timeout", type=_positive_float, default=QUERY_TIMEOUT_S, metavar="SECONDS",
                    help=f"give up after this many seconds (default {QUERY_TIMEOUT_S:g})")
+    p.add_argument("--plot", default=None, metavar="PNG",
+                   help="also draw the answer on a timeline of the history into this file (needs matplotlib: "
+                        "the 'plot' extra)")
     common(p)
     p.set_defaults(handler=_query)
 
 
 def _query(args: argparse.Namespace) -> int:
+    import sys
+
     limit = QUERY_MAX_MATCHES if args.limit is None else args.limit
-    result = service.limited_query(seqsketch_home(), args.dataset, args.query, mode=args.mode, limit=limit,
+    home = seqsketch_home()
+    result = service.limited_query(home, args.dataset, args.query, mode=args.mode, limit=limit,
                                    timeout_ms=round(args.timeout * 1000))
-    emit(args, result, _query_text(result))
+    partition = _partition_values(home, args.dataset, args.query, result) if not args.json else None
+    emit(args, result, _query_text(result, partition))
+    if args.plot:
+        from api.cli.plot import plot_answer
+
+        candidates = result if args.mode == "approximate" else service.limited_query(
+            home, args.dataset, args.query, mode="approximate", timeout_ms=round(args.timeout * 1000))
+        out = plot_answer(args.plot, query=args.query, info=service.dataset_info(home, args.dataset),
+                          density=service.event_density(home, args.dataset), answer=result,
+                          candidates=candidates)
+        print(f"seqsketch: drew the answer into {out}", file=sys.stderr)
     return 0
 
 
-def _query_text(result: dict[str, Any]) -> str:
+def _partition_values(home: Any, name: str, query: str,
+                      result: dict[str, Any]) -> tuple[list[str], list[str]] | None:
+    """``(keys, value per match)`` when the query has ``PARTITION BY``: each match's partition, read from its
+    bound events (they all share it)."""
+    from exact.language import load
+
+    matches = result.get("matches") or []
+    if not matches:
+        return None
+    keys = list(load(query).partition_by)
+    if not keys:
+        return None
+    values = []
+    for events in service.bound_events(home, name, matches):
+        attrs = events[0]["attrs"] if events else {}
+        values.append(", ".join("-" if attrs.get(k) is None else str(attrs.get(k)) for k in keys))
+    return keys, values
+
+
+def _query_text(result: dict[str, Any], partition: tuple[list[str], list[str]] | None = None) -> str:
     stats = result.get("stats", {})
     if result.get("mode") == "approximate":  # no matches, no count: candidate intervals with their level
         head = (f"{len(result.get('intervals', [])):,} candidate interval(s), exists: "
@@ -227,7 +258,12 @@ def _query_text(result: dict[str, Any]) -> str:
         rows = [(str(m["start_seq"]), str(m["end_seq"]), m["start_ts"],
                  " ".join(f"{k}={','.join(map(str, v))}" for k, v in m["bindings"].items()))
                 for m in result["matches"]]
-        body = table(("START", "END", "START_TS", "BINDINGS"), rows)
+        header: tuple[str, ...] = ("START", "END", "START_TS", "BINDINGS")
+        if partition is not None:  # the partition beside each match, e.g. its case
+            keys, values = partition
+            header = (*header[:3], ", ".join(k.upper() for k in keys), header[3])
+            rows = [(*row[:3], value, row[3]) for row, value in zip(rows, values, strict=True)]
+        body = table(header, rows)
         more = "\n(truncated: --limit caps the matches shown)" if result.get("truncated") else ""
         return f"{head}\n{body}{more}"
     if result.get("intervals"):
@@ -254,25 +290,13 @@ def add_append(sub: argparse._SubParsersAction) -> None:
 
 
 def _append(args: argparse.Namespace) -> int:
-
-    out = service.append_inputs(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
-                        type_field=args.type_field, time_field=args.time_field, engine=args.engine,
-                        job_progress=_terminal_job_progress(args))
+    with _progress(args) as bar:
+        out = service.append_inputs(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
+                                    type_field=args.type_field, time_field=args.time_field,
+                                    engine=args.engine, job_progress=bar.job if bar else None)
     emit(args, out, f"appended {out['appended']:,} events to {out['name']} (seq {out['first_seq']:,} .. "
          f"{out['last_seq']:,}); {out['events']:,} events in all")
     return 0
-
-
-def _terminal_job_progress(args: argparse.Namespace) -> Any:
-    """The Spark job's stages on one stderr line when it is a terminal (and not with --json), else None."""
-    if getattr(args, "json", False) or not sys.stderr.isatty():
-        return None
-
-    def show(fraction: float, message: str | None = None) -> None:
-        end = "\n" if fraction >= 1.0 else ""
-        print(f"\r\033[Kseqsketch: [{fraction:4.0%}] {message or ''}", end=end, file=sys.stderr, flush=True)
-
-    return show
 
 
 # --- export -------------------------------------------------------------------------------------------------

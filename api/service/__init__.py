@@ -12,11 +12,13 @@ module                 holds
 ``queries``            the three query modes under the caller's limits
 ``limits``             wall-time limits for work a caller waits on
 ``inputs``             input roots (where a server may read build inputs) and the shared data
-``catalog_sync``       publishing what is on disk to the catalog
+``catalog_sync``       publishing what is on disk to the catalog; settling jobs whose runner stopped
+``builds``             build jobs queued in the catalog for a job runner, and waited for
 =====================  ==========================================================================
 """
 
-from api.service.catalog_sync import jsonable, publish_build, recover_published_builds
+from api.service.builds import QUEUED_MESSAGE, queue_build, wait_for_job
+from api.service.catalog_sync import jsonable, publish_build, recover_abandoned_jobs
 from api.service.datasets import (
     append_inputs,
     append_records,
@@ -26,6 +28,7 @@ from api.service.datasets import (
     dataset_exists,
     dataset_info,
     delete_dataset,
+    event_density,
     list_datasets,
     store_events,
 )
@@ -48,10 +51,11 @@ from api.service.queries import (
 )
 
 __all__ = [
-    "EXPORT_FORMATS", "QUERY_MODES", "InputNotAllowed", "allowed_inputs", "append_inputs", "append_records",
-    "bound_events", "build_dataset", "build_from_inputs", "call_with_timeout", "compact_dataset",
-    "dataset_exists", "dataset_info", "delete_dataset", "export_dataset", "indexed_query",
-    "input_roots_from_env", "jsonable", "limited_query", "list_datasets", "prepare_queries",
-    "publish_build", "recover_published_builds", "resolve_inputs", "run_query", "shared_data_dirs",
-    "store_events",
+    "allowed_inputs", "append_inputs", "append_records", "bound_events", "build_dataset",
+    "build_from_inputs", "call_with_timeout", "compact_dataset", "dataset_exists", "dataset_info",
+    "delete_dataset", "event_density", "export_dataset", "EXPORT_FORMATS", "indexed_query",
+    "input_roots_from_env", "InputNotAllowed", "jsonable", "limited_query", "list_datasets",
+    "prepare_queries", "publish_build", "QUERY_MODES", "queue_build", "QUEUED_MESSAGE",
+    "recover_abandoned_jobs", "recover_published_builds", "resolve_inputs", "run_query", "shared_data_dirs",
+    "store_events", "wait_for_job",
 ]

@@ -1,9 +1,11 @@
 """The catalog's record of what is on disk: a finished build or append is published to the catalog (events,
-the live index version), and builds that published just before a server stopped are recorded on restart."""
+the live index version), and builds whose job runner stopped are settled: recorded when they had published,
+failed otherwise."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime as dt
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,30 +32,37 @@ def publish_build(catalog: Catalog, dataset: str, info: Mapping[str, Any]) -> No
         config={k: v for k, v in index.items() if k not in ("files", "index_digest", "version")})
 
 
-def recover_published_builds(catalog: Catalog, home: Path) -> list[str]:
-    """Record as succeeded the unfinished build jobs whose build had published when their server stopped.
+def recover_abandoned_jobs(catalog: Catalog, home: Path, jobs: Sequence[Mapping[str, Any]],
+                           reason: str) -> tuple[list[str], list[str]]:
+    """Settle running jobs whose runner is gone: ``(recorded, failed)`` job ids.
 
     A build publishes by one atomic replace of its store's manifest, and the job is recorded a moment later;
-    a server stopped in between leaves a complete dataset under a running job.  A job whose dataset's
+    a runner stopped in between leaves a complete dataset under a running job.  A job whose dataset's
     manifest was written after the job started is that case (builds of one dataset do not overlap): it is
-    recorded from the dataset as it is on disk.  Returns the jobs recorded.
+    recorded as succeeded from the dataset as it is on disk.  Every other job is marked failed with code
+    ``interrupted`` and ``reason``, and so is the dataset whose first build it was.
     """
-    recorded = []
-    for job_id, dataset, started in catalog.unfinished_jobs():
-        if started is None:
-            continue  # it never began
-        try:
-            written = (store_dir(dataset_dir(dataset, home)) / MANIFEST).stat().st_mtime
-        except (OSError, SeqsketchError):
-            continue  # nothing published
-        if written < started.timestamp():
-            continue  # the dataset it would have replaced
-        info = dataset_info(home, dataset)
-        publish_build(catalog, dataset, info)
-        catalog.update_job(job_id, state=JobState.SUCCEEDED, progress=1.0, result=jsonable(info),
-                           message="done (recorded when the server restarted)", finished=utcnow())
-        recorded.append(job_id)
-    return recorded
+    recorded, unfinished = [], []
+    for job in jobs:
+        if _published_after_start(home, job):
+            info = dataset_info(home, job["dataset"])
+            publish_build(catalog, job["dataset"], info)
+            catalog.update_job(job["id"], state=JobState.SUCCEEDED, progress=1.0, result=jsonable(info),
+                               message="done (recorded after its job runner stopped)", finished=utcnow())
+            recorded.append(job["id"])
+        else:
+            unfinished.append(job["id"])
+    return recorded, catalog.fail_jobs(unfinished, reason)
+
+
+def _published_after_start(home: Path, job: Mapping[str, Any]) -> bool:
+    if not job.get("started"):
+        return False  # it never began
+    try:
+        written = (store_dir(dataset_dir(job["dataset"], home)) / MANIFEST).stat().st_mtime
+    except (OSError, SeqsketchError):
+        return False  # nothing published
+    return written >= dt.datetime.fromisoformat(job["started"]).timestamp()
 
 
 def jsonable(value: Any) -> Any:
