@@ -203,16 +203,18 @@ class _Evaluation:
 
     def run(self, returns: Return, limit: int | None, budget: Budget, chains: bool = True) -> MatchTable:
         dropped = frozenset(self.plan.partition_attrs)
-        firsts = self._firsts()
-        if not len(firsts):
-            return MatchTable(self.names)
         shape = None
         if chains and self.query.strategy == Strategy.SKIP_TILL_NEXT_MATCH:
             shape = chain_shape(self.plan, self.aut, dropped)
             if shape is not None and branches(shape, self.em):
                 shape = None
         if shape is not None:
-            return self._chains(shape, firsts, returns, limit)
+            # the chain decides every window exactly, in the time pruning them would take: no pruning
+            firsts = np.flatnonzero(((self.em & self.aut.first_element_mask) != 0) & self._start_ok())
+            return self._chains(shape, firsts, returns, limit) if len(firsts) else MatchTable(self.names)
+        firsts = self._firsts()
+        if not len(firsts):
+            return MatchTable(self.names)
         return self._kernel(firsts, dropped, returns, limit, budget)
 
     def _firsts(self) -> np.ndarray:

@@ -88,33 +88,74 @@ class MatchTable:
 
     def matches(self, limit: int | None = None) -> list[Match]:
         """The kept matches as :class:`Match` values, in answer order (the first ``limit``)."""
+        return [self._made(k) for k in self.answer_order(limit).tolist()]
+
+    def _made(self, k: int) -> Match:
+        per: dict[int, list[int]] = {}
+        lo, hi = int(self.off[k]), int(self.off[k + 1])
+        for v, q in zip(self.var[lo:hi].tolist(), self.seq[lo:hi].tolist(), strict=True):
+            per.setdefault(v, []).append(q)
+        return Match(int(self.start[k]), int(self.end[k]),
+                     tuple((self.names[v], tuple(per[v])) for v in sorted(per)))
+
+    def answer_order(self, limit: int | None = None) -> np.ndarray:
+        """The kept matches' indices in answer order — by first and last seq, then bindings — the first
+        ``limit``.  Bindings are compared (as :class:`Match` values) only among matches that tie on both
+        seqs."""
         n = len(self.start)
-        if n == 0:
-            return []
         order = np.lexsort((self.end, self.start))
-        names = self.names
-        rows_var, rows_seq, off = self.var.tolist(), self.seq.tolist(), self.off.tolist()
-        starts, ends = self.start.tolist(), self.end.tolist()
-
-        def made(k: int) -> Match:
-            per: dict[int, list[int]] = {}
-            for r in range(off[k], off[k + 1]):
-                per.setdefault(rows_var[r], []).append(rows_seq[r])
-            return Match(starts[k], ends[k], tuple((names[v], tuple(per[v])) for v in sorted(per)))
-
-        ordered = order.tolist()
+        want = n if limit is None else min(limit, n)
+        if n < 2:
+            return order[:want]
         s_sorted, e_sorted = self.start[order], self.end[order]
-        # ties of (start, end) are ordered by their bindings; a tie group is made whole before cutting
         tie = np.zeros(n, dtype=bool)
         tie[1:] = (s_sorted[1:] == s_sorted[:-1]) & (e_sorted[1:] == e_sorted[:-1])
-        want = n if limit is None else min(limit, n)
         cut = want
-        while cut < n and tie[cut]:
+        while cut < n and tie[cut]:  # a tie group is made whole before cutting
             cut += 1
-        out = [made(k) for k in ordered[:cut]]
-        if tie[1:cut].any():
-            out.sort()
-        return out[:want]
+        if not tie[1:cut].any():
+            return order[:want]
+        head = order[:cut].tolist()
+        run_start = np.flatnonzero(~tie[:cut])
+        bounds = np.append(run_start, cut).tolist()
+        out: list[int] = []
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            group = head[a:b]
+            if len(group) > 1:
+                group = sorted(group, key=self._made)
+            out.extend(group)
+        return np.asarray(out[:want], dtype=_I64)
+
+    def match_dicts(self, order: np.ndarray, text: Mapping[int, str]) -> list[dict[str, Any]]:
+        """The matches ``order`` as CONTRACT §3 objects (``text``: seq → ISO time of their ends), made
+        from the columns in one pass: rows grouped by match and variable, lists cut from one list."""
+        lengths = np.diff(self.off)[order]
+        rows = np.repeat(self.off[:-1][order], lengths) + _ranks(lengths)
+        starts, ends = self.start[order].tolist(), self.end[order].tolist()
+        k = int(lengths[0]) if len(lengths) else 0
+        if k and bool((lengths == k).all()):
+            grid = self.var[rows].reshape(-1, k)
+            if bool((grid == grid[0]).all()) and len(set(grid[0].tolist())) == k:
+                # every match binds the same variables once each (a SEQ of single variables): by columns
+                names = [self.names[v] for v in grid[0].tolist()]
+                values = self.seq[rows].reshape(-1, k).tolist()
+                return [{"start_seq": a, "end_seq": b, "start_ts": text[a], "end_ts": text[b],
+                         "bindings": {n: [x] for n, x in zip(names, row, strict=True)}}
+                        for a, b, row in zip(starts, ends, values, strict=True)]
+        owner = np.repeat(np.arange(len(order), dtype=_I64), lengths)
+        var = self.var[rows]
+        by = np.lexsort((var, owner))  # stable: each variable's seqs stay in stream order
+        owner, var, seqs = owner[by], var[by], self.seq[rows][by].tolist()
+        new = np.ones(len(owner), dtype=bool)
+        new[1:] = (owner[1:] != owner[:-1]) | (var[1:] != var[:-1])
+        first = np.flatnonzero(new)
+        cuts = first.tolist() + [len(owner)]
+        out = [{"start_seq": a, "end_seq": b, "start_ts": text[a], "end_ts": text[b], "bindings": {}}
+               for a, b in zip(starts, ends, strict=True)]
+        names = self.names
+        for g, (m, v) in enumerate(zip(owner[first].tolist(), var[first].tolist(), strict=True)):
+            out[m]["bindings"][names[v]] = seqs[cuts[g]:cuts[g + 1]]
+        return out
 
     def take(self, keep: np.ndarray) -> MatchTable:
         """The kept matches where ``keep`` (bool per match) is true; count and spans not carried."""
@@ -185,26 +226,35 @@ def answer(query: Query, found: MatchTable | Sequence[Match],
     count = (None if found.exists else 0) if query.returns == Return.EXISTS else found.count
     out: dict[str, Any] = {"strategy": query.strategy.value, "exists": found.exists, "count": count}
     shown: list[Match] = []
-    spans: list[tuple[int, int]] = []
+    shown_ends = np.zeros((0, 2), dtype=_I64)
+    spans: np.ndarray = np.zeros((0, 2), dtype=_I64)
     truncated = False
     if query.returns == Return.MATCHES:
-        shown = found.matches(limit)
+        order = found.answer_order(limit) if isinstance(found, MatchTable) else None
+        shown = found.matches(limit) if order is None else []
+        if order is None:
+            shown_ends = np.asarray([(m.start_seq, m.end_seq) for m in shown], dtype=_I64).reshape(-1, 2)
+        else:
+            shown_ends = np.stack([found.start[order], found.end[order]], axis=1)
         total = found.count if found.count is not None else len(found)
-        truncated = not found.complete or len(shown) < total
+        truncated = not found.complete or len(shown_ends) < total
     if query.returns in (Return.MATCHES, Return.INTERVALS):
         if found.spans is not None:
-            spans = [(int(a), int(b)) for a, b in found.spans.tolist()]
+            spans = found.spans
         else:  # the search stopped early: the spans of what it found
-            spans = merge_intervals(shown)
-    seqs = sorted({s for m in shown for s in (m.start_seq, m.end_seq)} | {s for span in spans for s in span})
+            spans = merge_spans(shown_ends[:, 0], shown_ends[:, 1])
+    seqs = np.unique(np.concatenate([shown_ends.ravel(), np.asarray(spans, dtype=_I64).ravel()])).tolist()
     text = dict(zip(seqs, iso_ts_many([lookup(s) for s in seqs]), strict=True))
     if query.returns == Return.MATCHES:
-        out["matches"] = [
-            {"start_seq": m.start_seq, "end_seq": m.end_seq, "start_ts": text[m.start_seq],
-             "end_ts": text[m.end_seq], "bindings": m.bindings_dict()} for m in shown]
+        if order is not None:
+            out["matches"] = found.match_dicts(order, text)
+        else:
+            out["matches"] = [
+                {"start_seq": m.start_seq, "end_seq": m.end_seq, "start_ts": text[m.start_seq],
+                 "end_ts": text[m.end_seq], "bindings": m.bindings_dict()} for m in shown]
     if query.returns in (Return.MATCHES, Return.INTERVALS):
         out["intervals"] = [{"start_seq": s, "end_seq": e, "start_ts": text[s], "end_ts": text[e]}
-                            for s, e in spans]
+                            for s, e in np.asarray(spans, dtype=_I64).reshape(-1, 2).tolist()]
     out["truncated"] = truncated
     return out
 
