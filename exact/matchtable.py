@@ -138,9 +138,9 @@ class MatchTable:
             if bool((grid == grid[0]).all()) and len(set(grid[0].tolist())) == k:
                 # every match binds the same variables once each (a SEQ of single variables): by columns
                 names = [self.names[v] for v in grid[0].tolist()]
-                values = self.seq[rows].reshape(-1, k).tolist()
+                values = self.seq[rows].reshape(-1, k, 1).tolist()  # each binding a one-seq list already
                 return [{"start_seq": a, "end_seq": b, "start_ts": text[a], "end_ts": text[b],
-                         "bindings": {n: [x] for n, x in zip(names, row, strict=True)}}
+                         "bindings": dict(zip(names, row, strict=True))}
                         for a, b, row in zip(starts, ends, values, strict=True)]
         owner = np.repeat(np.arange(len(order), dtype=_I64), lengths)
         var = self.var[rows]

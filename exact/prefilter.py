@@ -139,7 +139,9 @@ class EventFrame:
         if seq_col.null_count:
             first_null = int(pc.index(pc.is_null(seq_col), True).as_py())
             raise InputError("seq is null", where=f"events: record {first_null}")
-        seq = seq_col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        # (a chunked array without chunks converts through pandas: answered directly)
+        seq = (seq_col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False) if seq_col.num_chunks
+               else np.zeros(0, dtype=np.int64))
         if len(seq) > 1 and not bool(np.all(seq[1:] > seq[:-1])):
             order = np.argsort(seq, kind="stable")
             table = table.take(pa.array(order))

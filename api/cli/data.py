@@ -11,9 +11,8 @@ from typing import Any
 from api import service
 from api.cli.output import common, emit, human_bytes, table
 from api.cli.progress import TerminalProgress, terminal_progress
-from api.db import seqsketch_home
 from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
-from exact.store import check_dataset_name, dataset_names
+from exact.store import check_dataset_name, dataset_names, seqsketch_home
 from sketch.dataset import AUTO_KEY
 
 #: The CLI's query limits, the server's defaults (SEQSKETCH_QUERY_TIMEOUT_MS is 30 s; a person at a terminal

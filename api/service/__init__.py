@@ -17,38 +17,54 @@ module                 holds
 =====================  ==========================================================================
 """
 
-from api.service.builds import QUEUED_MESSAGE, queue_build, wait_for_job
-from api.service.catalog_sync import jsonable, publish_build, recover_abandoned_jobs
-from api.service.datasets import (
-    append_inputs,
-    append_records,
-    build_dataset,
-    build_from_inputs,
-    compact_dataset,
-    dataset_exists,
-    dataset_info,
-    delete_dataset,
-    event_density,
-    list_datasets,
-    store_events,
-)
-from api.service.export import EXPORT_FORMATS, export_dataset
-from api.service.inputs import (
-    InputNotAllowed,
-    allowed_inputs,
-    input_roots_from_env,
-    resolve_inputs,
-    shared_data_dirs,
-)
-from api.service.limits import call_with_timeout
-from api.service.queries import (
-    QUERY_MODES,
-    bound_events,
-    indexed_query,
-    limited_query,
-    prepare_queries,
-    run_query,
-)
+import importlib
+from typing import Any
+
+#: Each public name and the module of this package that holds it.  Names are imported when first used
+#: (PEP 562), so a command that only queries does not load what builds and the catalog need.
+_HOMES = {
+    "allowed_inputs": "inputs",
+    "append_inputs": "datasets",
+    "append_records": "datasets",
+    "bound_events": "queries",
+    "build_dataset": "datasets",
+    "build_from_inputs": "datasets",
+    "call_with_timeout": "limits",
+    "compact_dataset": "datasets",
+    "dataset_exists": "datasets",
+    "dataset_info": "datasets",
+    "delete_dataset": "datasets",
+    "event_density": "datasets",
+    "export_dataset": "export",
+    "EXPORT_FORMATS": "export",
+    "indexed_query": "queries",
+    "input_roots_from_env": "inputs",
+    "InputNotAllowed": "inputs",
+    "jsonable": "catalog_sync",
+    "limited_query": "queries",
+    "list_datasets": "datasets",
+    "prepare_queries": "queries",
+    "publish_build": "catalog_sync",
+    "QUERY_MODES": "queries",
+    "queue_build": "builds",
+    "QUEUED_MESSAGE": "builds",
+    "recover_abandoned_jobs": "catalog_sync",
+    "resolve_inputs": "inputs",
+    "run_query": "queries",
+    "shared_data_dirs": "inputs",
+    "store_events": "datasets",
+    "wait_for_job": "builds",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'api.service' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"api.service.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "allowed_inputs", "append_inputs", "append_records", "bound_events", "build_dataset",

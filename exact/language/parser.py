@@ -59,9 +59,11 @@ _OPERATOR_SPELLINGS = {"==": "=", "<>": "!="}
 
 @cache
 def _lark() -> Lark:
-    """The parser, built once on first use (LALR tables take a few tens of milliseconds)."""
+    """The parser, built once on first use.  LALR tables take a few tens of milliseconds to make, so lark
+    keeps them in a cache file in the temporary directory (keyed by the grammar and the options), which
+    spares a fresh ``seqsketch query`` process that time."""
     return Lark(_GRAMMAR.read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
-                propagate_positions=False, maybe_placeholders=False)
+                propagate_positions=False, maybe_placeholders=False, cache=True)
 
 
 def parse(text: str) -> Query:

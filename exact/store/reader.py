@@ -315,7 +315,7 @@ def _pieces_table(pieces: list[pa.Table | list[_SeekRows]], schema: pa.Schema) -
     """What :meth:`EventStore._range_pieces` read as one table of ``schema``."""
     tables = [_seek_table(p, schema) if isinstance(p, list) else p for p in pieces]
     if not tables:
-        return schema.empty_table()
+        return pa.Table.from_batches([], schema=schema)  # (Schema.empty_table imports pandas)
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
