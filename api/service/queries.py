@@ -15,7 +15,7 @@ from typing import Any
 from api.service.datasets import dataset_exists, store_events
 from api.service.limits import call_with_timeout
 from exact.ast import Query
-from exact.engine import Budget
+from exact.engine import Budget, warm_up
 from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError
 from exact.events import iso_of_micros, to_records
 from exact.language import load, parse, to_json
@@ -29,9 +29,11 @@ _GRACE_MS = 500
 
 
 def prepare_queries() -> None:
-    """Load what every query needs once per process — the parser's LALR tables (about 0.1–0.3 s) — so that
-    a server's first query is not charged for them (nor refused by its time limit for them)."""
+    """Load what every query needs once per process — the parser's LALR tables, and (in the background)
+    the engine's compiled kernels — so that a server's first query is not charged for them (nor refused by
+    its time limit for them)."""
     parse("PATTERN SEQ(A a)")
+    threading.Thread(target=warm_up, name="seqsketch-warm-up", daemon=True).start()
 
 
 def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, mode: str = "verified",
