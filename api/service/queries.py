@@ -8,6 +8,7 @@ time, match and scan limits and adds the bound events a caller asked for.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
