@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exact.ast import Query, Return, Strategy
+from exact.ast import Query, Return, Strategy, WithinEvents, WithinTime
 from exact.automaton import automaton_for
 from exact.chain import branches, chain_rows, chain_shape, run_chains
 from exact.errors import QueryLimitError
@@ -69,7 +69,6 @@ from exact.program import (
     segment_order,
     successors,
     value_columns,
-    window_ends,
 )
 from exact.prune import candidate_windows, necessary_starts
 
@@ -190,8 +189,18 @@ class _Evaluation:
 
     @functools.cached_property
     def ends(self) -> np.ndarray:
-        """Per filtered event, the last position of the window it starts (stream order)."""
-        return window_ends(self.plan, self.seq, self.ts)
+        """Per filtered event that may start a window (its first element's), the last position of that
+        window (stream order); 0 elsewhere — no window starts there, and most events are not first ones."""
+        out = np.zeros(len(self.idx), dtype=_I64)
+        firsts = np.flatnonzero((self.em & self.aut.first_element_mask) != 0)
+        w = self.query.within
+        if isinstance(w, WithinTime):
+            out[firsts] = self.ts.searchsorted(self.ts[firsts] + w.micros, "right") - 1
+        elif isinstance(w, WithinEvents):
+            out[firsts] = self.seq.searchsorted(self.seq[firsts] + (w.count - 1), "right") - 1
+        else:
+            out[firsts] = len(self.idx) - 1
+        return out
 
     def _start_ok(self) -> np.ndarray:
         if self.starts is None:
@@ -332,7 +341,8 @@ class _Evaluation:
         em = self.em[order]
         seq = self.seq[order]
         kind, value, integer = value_columns(self.frame, tables.attrs, self.idx[order])
-        vpos_off, vpos = positions_by_variable(em, self.plan.nvars)
+        vpos_off, vpos = (positions_by_variable(em, self.plan.nvars) if not self.contiguous
+                          else (np.zeros(1, dtype=_I64), np.zeros(0, dtype=_I64)))
         post = self._post
         mode = {Return.EXISTS: K.EXISTS, Return.COUNT: K.COUNT, Return.INTERVALS: K.SPANS}.get(
             returns, K.MATCHES)

@@ -87,8 +87,24 @@ class MatchTable:
         return table
 
     def matches(self, limit: int | None = None) -> list[Match]:
-        """The kept matches as :class:`Match` values, in answer order (the first ``limit``)."""
-        return [self._made(k) for k in self.answer_order(limit).tolist()]
+        """The kept matches as :class:`Match` values, in answer order (the first ``limit``), made from the
+        columns in one pass (as :meth:`match_dicts`)."""
+        order = self.answer_order(limit)
+        lengths = np.diff(self.off)[order]
+        rows = np.repeat(self.off[:-1][order], lengths) + _ranks(lengths)
+        owner = np.repeat(np.arange(len(order), dtype=_I64), lengths)
+        var = self.var[rows]
+        by = np.lexsort((var, owner))
+        owner, var, seqs = owner[by], var[by], self.seq[rows][by].tolist()
+        new = np.ones(len(owner), dtype=bool)
+        new[1:] = (owner[1:] != owner[:-1]) | (var[1:] != var[:-1])
+        first = np.flatnonzero(new)
+        cuts = first.tolist() + [len(owner)]
+        per: list[list[tuple[str, tuple[int, ...]]]] = [[] for _ in range(len(order))]
+        names = self.names
+        for g, (m, v) in enumerate(zip(owner[first].tolist(), var[first].tolist(), strict=True)):
+            per[m].append((names[v], tuple(seqs[cuts[g]:cuts[g + 1]])))
+        return list(map(Match, self.start[order].tolist(), self.end[order].tolist(), map(tuple, per)))
 
     def _made(self, k: int) -> Match:
         per: dict[int, list[int]] = {}
