@@ -89,6 +89,12 @@ def build_partition_tree(layout: Layout, type_codes: np.ndarray, micros: np.ndar
     return tree
 
 
+def position_types(plan: Plan) -> list[frozenset[str]]:
+    """The types of each positive position of ``plan`` (an OR's alternatives' together), ``ANY`` left out:
+    a group can hold a match only if it holds an event of each."""
+    return [p.types for element in positions_of(plan) for p in element if p.types is not None]
+
+
 @dataclass(frozen=True)
 class Candidates:
     """The groups a partitioned query may match in: layout group numbers (sorted) and tail keys."""
@@ -128,7 +134,7 @@ class PartitionIndex:
         """The layout's groups that may hold a match of ``plan``: each positive position may occur in one of
         the group's leaves (the tree), and the group holds an event of each (its exact type set)."""
         positions = [p for element in positions_of(plan) for p in element]
-        typed = [p.types for p in positions if p.types is not None]
+        typed = position_types(plan)
         index = self._index
         before = index.probes()
         groups = np.arange(self.layout.groups, dtype=_I64)
