@@ -2,7 +2,8 @@
 
 When each element of a SEQ is one position — a variable, a Kleene variable or an OR of plain alternatives
 — whose transitions test nothing but the variables' own properties (relations and ``prev`` conditions
-other than the partition's, which the partition keys make true, rule a pattern out), the SES automaton of
+other than the partition's, which the partition keys make true, rule a pattern out, and so do the SASE+
+run conditions — ``v[1]``, ``v[last]``, aggregates — which the kernels evaluate), the SES automaton of
 a window runs one instance: from the state after element ``i`` only element ``i+1`` and the Kleene loop of
 element ``i`` can fire, and where no event satisfies both (checked on the data) nothing branches.  That
 instance binds each element to the first event of its position after the element before it was entered;
@@ -38,6 +39,8 @@ class ChainShape:
 def chain_shape(plan: Plan, aut: Automaton, dropped: frozenset[str]) -> ChainShape | None:
     """The chain a skip-till-next-match pattern is, or None (see the module docstring); conditions on the
     attributes in ``dropped`` (the partition's) are made true by the caller's partition keys."""
+    if plan.run_conditions:
+        return None  # v[1], v[last] and aggregates decide what a run takes and what ends it: the kernels
     if plan.prevs and any(not _partition_prev(c, dropped) for c in plan.prevs):
         return None
     if plan.relations and any(not _partition_relation(c, dropped) for c in plan.relations):

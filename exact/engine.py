@@ -14,7 +14,10 @@ variable can bind take part (Cadonna's filtered windows, Thm. 5.1).  Then:
 4. **Evaluation.** A skip-till-next-match chain (:mod:`exact.chain`) runs as bisections for all windows at
    once; everything else runs in the compiled kernels of :mod:`exact.kernels` over the automaton laid out
    as arrays (:mod:`exact.program`), windows in stream order, in slices between which the budget's clock
-   is read.
+   is read.  SASE+ run operands and aggregates (``v[1]``, ``v[last]``, ``count``, ``sum``/``avg``/``min``/
+   ``max``) are evaluated in the kernels, incrementally per run (the chain leaves such queries to them);
+   when an integer sum leaves int64, or a literal does, the query is evaluated again by the same kernels
+   as plain Python with Python's integers (:func:`exact.kernels.python_kernels`) — exact, and slow.
 5. **What is kept** follows ``RETURN``: ``exists`` stops at the first match, ``count`` only counts,
    ``intervals`` merges spans as they come, ``matches`` keeps the bindings of the first ``limit`` matches
    in answer order and stops once they are certain (the count is then unknown).  An OR position bound to
@@ -59,13 +62,14 @@ from exact.matchtable import (
 )
 from exact.negation import negation_filter
 from exact.normalize import Plan, normalize
-from exact.operands import reject_run_operands
 from exact.prefilter import EventFrame, variable_bits
 from exact.program import (
+    RunTables,
     automaton_tables,
     contiguity,
     in_segment_ends,
     positions_by_variable,
+    run_attributes,
     segment_order,
     successors,
     value_columns,
@@ -125,7 +129,6 @@ def evaluate_table(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | E
     """The matches of ``query`` in ``events`` as a :class:`MatchTable`, keeping what ``returns`` (default:
     the query's ``RETURN``) needs — see the module docstring; ``limit`` caps the matches kept.
     ``chains=False`` runs every pattern in the kernels (the tests hold both ways to the reference)."""
-    reject_run_operands(query)
     plan = normalize(query)
     if plan.nvars > MAX_VARIABLES:
         raise QueryLimitError(f"a pattern may have at most {MAX_VARIABLES} positive variables")
@@ -317,6 +320,7 @@ class _Evaluation:
         tables = automaton_tables(self.plan, dropped if segmented else frozenset())
         keys = self.keys
         n = len(self.idx)
+        succ = None
         if self.contiguous:
             order = np.arange(n)
             codes = (self.partition_codes(self.query.partition_by)
@@ -340,9 +344,29 @@ class _Evaluation:
             prog_starts = firsts.astype(_I64)
         em = self.em[order]
         seq = self.seq[order]
-        kind, value, integer = value_columns(self.frame, tables.attrs, self.idx[order])
+        runs = tables.runs
+        strings = tuple(v for v in runs.literals if isinstance(v, str))
+        kind, value, integer, ranks = value_columns(self.frame, tables.attrs, self.idx[order],
+                                                    run_attributes(tables), strings)
         vpos_off, vpos = (positions_by_variable(em, self.plan.nvars) if not self.contiguous
                           else (np.zeros(1, dtype=_I64), np.zeros(0, dtype=_I64)))
+        rank_of = dict(zip(strings, ranks.tolist(), strict=True))
+        args = (prog_starts, wend, em, seq, succ, kind, value, integer, vpos_off, vpos, tables, returns,
+                limit, budget)
+        rp = _run_program(runs, rank_of, python=False)
+        found = None if rp is None else self._windows(K, rp, *args)
+        if found is None:
+            # an integer beyond int64 (a literal, or a run's sum): the same kernels in plain Python, with
+            # Python's integers in the run rows — exact, and slow
+            found = self._windows(K.python_kernels(), _run_program(runs, rank_of, python=True), *args)
+        return found
+
+    def _windows(self, K, rp: tuple, prog_starts: np.ndarray, wend: np.ndarray, em: np.ndarray,  # noqa: N803
+                 seq: np.ndarray, succ: np.ndarray | None, kind: np.ndarray, value: np.ndarray,
+                 integer: np.ndarray, vpos_off: np.ndarray, vpos: np.ndarray, tables, returns: Return,  # noqa: ANN001
+                 limit: int | None, budget: Budget) -> MatchTable | None:
+        """Run the kernels of module ``K`` over the windows of ``prog_starts``; None when a run's integer sum
+        overflowed int64 (``out[INEXACT]``: the caller runs them again in Python)."""
         post = self._post
         mode = {Return.EXISTS: K.EXISTS, Return.COUNT: K.COUNT, Return.INTERVALS: K.SPANS}.get(
             returns, K.MATCHES)
@@ -364,7 +388,7 @@ class _Evaluation:
         while first < len(prog_starts):
             budget.check()
             common = (t.final, t.tr_off, t.tr_var, t.tr_target, t.rc_off, t.rc_ax, t.rc_op, t.rc_w, t.rc_ay,
-                      t.pc_off, t.pc_ap, t.pc_op, t.pc_ax, kind, value, integer, mode, keep, first,
+                      t.pc_off, t.pc_ap, t.pc_op, t.pc_ax, kind, value, integer, rp, mode, keep, first,
                       _SLICE_STEPS, abort, out, iv, m_start, m_off, b_var, b_pos)
             if self.contiguous:
                 iv, m_start, m_off, b_var, b_pos = K.contiguous(prog_starts, wend, em, seq, succ, *common)
@@ -374,6 +398,8 @@ class _Evaluation:
                           Strategy.SKIP_TILL_ANY_MATCH: K.any_match}[self.query.strategy]
                 iv, m_start, m_off, b_var, b_pos = kernel(prog_starts, wend, em, seq, vpos_off, vpos,
                                                           t.final, t.relevant, *common[1:])
+            if out[K.INEXACT]:
+                return None
             if out[K.ABORTED]:
                 abort *= 4  # one window's work outgrew the bound: read the clock, then give it more
                 continue
@@ -449,6 +475,33 @@ class _Evaluation:
         out = table.take(keep)
         out.count = len(out)
         return out
+
+
+def _run_program(runs: RunTables, ranks: Mapping[str, float], python: bool) -> tuple | None:
+    """The run program of :mod:`exact.kernels` (``rp``): the run tables, the literals as kind, float and
+    integer (strings by ``ranks``), and empty rows of a node's integers and floats — Python integers
+    (``python``) or int64; None when an integer literal does not fit int64 and ``python`` is false."""
+    lk, lf, li = [], [], []
+    for v in runs.literals:
+        if v is None:
+            k, f, i = 0, 0.0, 0
+        elif isinstance(v, bool):
+            k, f, i = 3, float(v), 0
+        elif isinstance(v, int):
+            if not python and not -2**63 <= v < 2**63:
+                return None
+            k, f, i = 4, float(v), v
+        elif isinstance(v, float):
+            k, f, i = 1, v, 0
+        else:
+            k, f, i = 2, ranks[v], 0
+        lk.append(k)
+        lf.append(f)
+        li.append(i)
+    ints = object if python else _I64
+    return (runs.tr_begin, runs.ck_off, runs.fin_off, runs.ck, runs.run_base, runs.sl_off, runs.slots,
+            np.asarray(lk, dtype=_I64), np.asarray(lf, dtype=np.float64), np.asarray(li, dtype=ints),
+            np.zeros((0, runs.width_int), dtype=ints), np.zeros((0, runs.width_float), dtype=np.float64))
 
 
 def _exists_only(names: tuple[str, ...]) -> MatchTable:

@@ -8,7 +8,9 @@ positive event and within the window of the first one (ts ≤ first ts + d, resp
 The gaps of all matches are found at once from their binding rows, and the forbidden events in each gap are
 counted by bisection in one sorted array per negated variable (``key · B + position``, so one array serves
 every partition).  Only a match whose gap holds a candidate and whose negated variable has conditions on
-positive variables beyond the partition's is looked at one by one.
+positive variables beyond the partition's is looked at one by one; there a condition reading a finished
+Kleene run (``w[1]``, ``w[last]``, ``count(w)``, ``avg(w.x)``, …) compares with one value of the match's run,
+computed from its bindings by :func:`exact.operands.aggregate` (every run of a complete match is finished).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from exact.ast import Field, WithinEvents, WithinTime
+from exact.ast import Aggregate, Field, Literal, RunEvent, WithinEvents, WithinTime
 from exact.matchtable import MatchTable
 from exact.normalize import FLIPPED, Plan, compare
+from exact.operands import aggregate
 from exact.prefilter import EventFrame, property_mask
 
 _I64 = np.int64
@@ -102,26 +105,38 @@ def _relation_check(plan: Plan, frame: EventFrame, name: str, rels: list, table:
                     ) -> Callable[[int, list[int]], bool]:
     """``check(match, positions)``: does one of the candidate events at ``positions`` satisfy every
     condition of negated variable ``name`` on the positive variables bound in the match (∀ over their
-    events)?"""
+    events; a run operand — ``w[1]``, ``w[last]``, ``count(w)``, an aggregate — is one value of the
+    match's finished run of ``w``)?"""
     index = plan.positive_index()
     oriented = []
     for c in rels:
         left, op, right = c.left, c.op, c.right
-        if left.var != name:
+        if isinstance(left, Literal) or left.var != name:
             left, op, right = right, FLIPPED[op], left
-        oriented.append((left.attr, op, index[right.var], right.attr))
+        oriented.append((left.attr, op, index[right.var], right))
     rows_var, rows_seq, off = table.var.tolist(), table.seq.tolist(), table.off.tolist()
 
     def value(attr: str, pos: int) -> object:
         return frame.values(attr, np.asarray([pos], dtype=_I64))[0]
 
+    def run_value(operand: RunEvent | Aggregate, run: list[int]) -> object:
+        if isinstance(operand, RunEvent):
+            return value(operand.attr, run[0] if operand.end == "first" else run[-1])
+        if operand.func == "count":
+            return len(run)
+        assert operand.attr is not None
+        return aggregate(operand.func, [value(operand.attr, p) for p in run])
+
     def check(j: int, positions: list[int]) -> bool:
         bound: dict[int, list[int]] = {}
         for r in range(off[j], off[j + 1]):
             bound.setdefault(rows_var[r], []).append(int(frame.seq.searchsorted(rows_seq[r])))
+        # per condition: the values the candidate is compared with (none: the variable is unbound)
+        against = [(attr, op, [value(o.attr, y) for y in bound.get(w, ())] if isinstance(o, Field)
+                    else [run_value(o, bound[w])] if w in bound else [])
+                   for attr, op, w, o in oriented]
         for x in positions:
-            if all(compare(value(attr, x), op, value(other_attr, y))
-                   for attr, op, w, other_attr in oriented for y in bound.get(w, ())):
+            if all(compare(value(attr, x), op, other) for attr, op, values in against for other in values):
                 return True
         return False
 

@@ -26,8 +26,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from exact.ast import AGGREGATES, Aggregate, Condition, Field, Literal, Operand, Query, RunEvent
-from exact.errors import QuerySemanticError
+from exact.ast import AGGREGATES, Aggregate, Condition, Field, Literal, Operand, RunEvent
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_:]*\Z")
 
@@ -133,23 +132,6 @@ def aggregate(func: str, values: Sequence[Any]) -> Any:
     if any(isinstance(v, float) and math.isnan(v) for v in present):
         return math.nan
     return min(present) if func == "min" else max(present)
-
-
-# -------------------------------------------------------------------------------------------------- guard
-
-
-def run_operands(query: Query) -> list[Operand]:
-    """The operands of ``query`` over whole Kleene runs (``v[1]``, ``v[last]``, aggregates), in order."""
-    return [o for c in query.where for o in _operands(c) if isinstance(o, RunEvent | Aggregate)]
-
-
-def reject_run_operands(query: Query) -> None:
-    """Refuse a query with operands over whole Kleene runs, for an engine that does not evaluate them (so no
-    engine ignores them silently)."""
-    found = run_operands(query)
-    if found:
-        raise QuerySemanticError(f"{describe(found[0])}: Kleene run operands (v[1], v[last]) and aggregates "
-                                 "(count, sum, avg, min, max) are not supported by this engine yet")
 
 
 # ----------------------------------------------------------------------------------------------- validity

@@ -29,6 +29,7 @@ from exact.engine import evaluate, evaluate_table, match_ts, merge_intervals, ts
 from exact.events import micros
 from exact.prefilter import EventFrame
 from exact.reference import reference_matches, stream_table
+from tests.test_aggregates import _run_queries
 
 TYPES = ("A", "B", "C")
 OPS = ("=", "!=", "<", "<=", ">", ">=")
@@ -188,6 +189,17 @@ SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 @given(data=st.data())
 def test_engine_equals_reference(strategy: Strategy, data: st.DataObject) -> None:
     query = data.draw(queries(strategy))
+    rows = data.draw(streams())
+    _check(query, rows)
+
+
+@pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
+@SETTINGS
+@given(data=st.data())
+def test_engine_equals_reference_on_run_conditions(strategy: Strategy, data: st.DataObject) -> None:
+    """SASE+ run operands and aggregates (``v[1]``, ``v[last]``, ``count``, ``sum``/``avg``/``min``/``max``
+    over a run or over ``v[..i-1]``), with partitions, event sets, OR, NOT reading runs and BETWEEN."""
+    query = data.draw(_run_queries(strategy, more=True))
     rows = data.draw(streams())
     _check(query, rows)
 
