@@ -25,15 +25,17 @@ stream:
 
 * *Partition path* (the candidates are whole groups, read whole): a relaxation keeps ``PARTITION BY``, so
   each of its matches lies in one group, and a group holding one holds every positive type: the counts are
-  the relaxed query's on the whole history.  The partition itself is not relaxed there: matches across groups
-  would need the events of groups that were never read.
+  the relaxed query's on the whole history (unless dropping a ``v.type`` condition lets a variable bind
+  another type that was read: then they count what the candidate groups hold).  The partition itself is
+  not relaxed there: matches across groups would need the events of groups that were never read.
 * *Stream path* (candidate intervals, read for the types some variable can bind): dropping a condition, the
   partition or a ``NOT``, or going from ``skip_till_next_match`` to ``skip_till_any_match``, leaves the
   approximation unchanged (the tree sees only types, the window and contiguity), so the relaxed query's own
   verification would read the same events: the counts are again those of the whole history.  Dropping the
-  window or a contiguity strategy widens the candidates the relaxed query would have; then only the matches
-  that lie inside one candidate interval are counted (there every event of the types read is at hand), so
-  the window's relaxation finds matches a little longer than the window, not much longer ones.
+  window or strict contiguity (or ``partition_contiguity`` without ``PARTITION BY``) widens the candidates
+  the relaxed query would have; then only the matches that lie inside one candidate interval are counted
+  (there every event of the types read is at hand), so the window's relaxation finds matches a little
+  longer than the window, not much longer ones.
 
 A relaxation that would let a variable bind types verification did not read (dropping ``w.type = 'X'`` on
 an ``ANY`` variable) cannot be judged on these events and is left out (and said so).
