@@ -10,15 +10,21 @@ import time
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import sketch.explain_cause as explain_cause
-from exact.engine import Budget
+from exact.ast import Query, Return
+from exact.engine import Budget, evaluate, evaluate_table
+from exact.errors import SeqsketchError
 from exact.language import parse
+from exact.normalize import normalize
 from exact.reference import stream_table
 from sketch.build import BuildOptions, build_from_table
 from sketch.evaluate import TreeIndex, approximate
 from sketch.explain_cause import about, why_empty
 from sketch.verify import TableSource, answer_indexed, verify
+from tests.test_approx_properties import build_tree, queries, streams
 
 S = 1_000_000  # one second in µs
 
@@ -166,3 +172,40 @@ def test_the_search_is_skipped_over_too_many_events(monkeypatch: pytest.MonkeyPa
                                                (700 * 1000, "700 ms"), (90 * 60 * S, "1.5 h")])
 def test_durations_read_well(micros: int, text: str) -> None:
     assert about(micros) == text
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(queries(), streams(), st.sampled_from((1, 2, 4)))
+def test_what_the_relaxations_count_is_true_of_the_whole_stream(query: Query, rows: list[dict],
+                                                                leaf_size: int) -> None:
+    """Where a relaxation leaves the candidates as they are, the matches it finds in what verification read
+    are all the relaxed query's matches in the whole stream; where it would widen them (the window, strict
+    contiguity), each match it counts — one inside a candidate interval — is one of them (the docs' claims).
+    And the search never fails."""
+    table = stream_table(rows)
+    tree = build_tree(rows, leaf_size, tiny=False)
+    try:
+        approx = approximate(query, TreeIndex(tree))
+    except SeqsketchError:
+        return  # a query the engine refuses
+    result = verify(approx, TableSource(table))
+    if result.found.exists or not approx.exists:
+        return
+    spans = approx.interval_bounds()
+    assert why_empty(query, result.read, spans=spans)
+    search = explain_cause._Search(query, result.read, spans, None, Budget())
+    for relaxation in explain_cause._relaxations(query, normalize(query), None):
+        relaxed = relaxation.query
+        if not (explain_cause._valid(relaxed) and explain_cause._readable(relaxed, result.read.types)):
+            continue
+        whole = evaluate(relaxed, table)
+        found = search.run(relaxed)
+        if search.same_candidates(relaxed):
+            assert found is not None and found.count == len(whole), relaxation.part
+            continue
+        counted = []
+        for events, starts in result.read.pieces:
+            matches = evaluate_table(relaxed, events, returns=Return.MATCHES, starts=starts)
+            counted += matches.take(explain_cause._inside(matches, spans)).matches()
+        assert found is not None and found.count == len(counted)
+        assert set(counted) <= set(whole), relaxation.part
