@@ -24,6 +24,7 @@ from exact.engine import Budget, answer, evaluate_table, iso_ts_many, match_ts
 from exact.layout import Layout
 from exact.normalize import Plan
 from exact.prefilter import EventFrame
+from sketch.explain_cause import Read, why_empty
 from sketch.partition import PartitionIndex, Tail, position_types, read_tail
 
 _I64 = np.int64
@@ -142,7 +143,8 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
     if not body["exists"]:
         body["explain"] = explain or (
             f"{len(groups):,} {layout.key}(s) hold every type of the pattern, but none of them holds a "
-            "match: conditions, negation, the window or the strategy rule them out")
+            "match: " + why_empty(query, Read(((frame, None),), types), spans=None, group_key=layout.key,
+                                  type_counts=source.type_counts(), budget=budget))
     stats["total_ms"] = _ms(started)
     return {"mode": mode, **body, "stats": stats}
 

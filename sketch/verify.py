@@ -50,6 +50,7 @@ from exact.normalize import Plan, normalize
 from exact.prefilter import EventFrame
 from exact.store import type_mask
 from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
+from sketch.explain_cause import Read, why_empty
 from sketch.partition import PartitionIndex
 from sketch.partition_answer import columns_without_key, keyed_frame, partition_body, runs_of, served, tail_of
 
@@ -191,13 +192,15 @@ def _relevant_types(plan: Plan) -> frozenset[str] | None:
 class Verification:
     """Exact matches of the candidate regions — what the query's RETURN keeps of them — with the rows read
     (decoded, whole row groups) to find them and the rows handed to the exact engine (in candidate units,
-    of relevant types)."""
+    of relevant types), and those rows themselves."""
 
     found: MatchTable
     events_scanned: int
     regions: int
     ts_of: dict[int, int]
     events_checked: int = 0
+    #: the events handed to the engine, kept for explaining an empty answer (:mod:`sketch.explain_cause`)
+    read: Read | None = None
 
     @property
     def matches(self) -> list[Match]:
@@ -246,11 +249,13 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     keep_types = read_types(query, plan)
     counts = source.type_counts()
     tables: list[MatchTable] = []
+    pieces: list[tuple[pa.Table | EventFrame, tuple[int, int]]] = []
     ts_of: dict[int, int] = {}
     scanned = checked = 0
     names = tuple(v.name for v in plan.positives)
 
     def run(region: Region, table: pa.Table | EventFrame) -> MatchTable:
+        pieces.append((table, (region.start_lo, region.start_hi)))
         found = evaluate_table(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi),
                                budget=budget, limit=limit, returns=returns)
         ts_of.update(match_ts(table, found))
@@ -263,7 +268,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         ranges, n_regions, whole = approx.read_plan(merge_gap)
         frame, scanned = source.read_frame(ranges, cols, keep_types)
         found = run(whole, frame) if whole is not None else MatchTable(names)
-        return Verification(found, scanned, n_regions, ts_of, len(frame))
+        return Verification(found, scanned, n_regions, ts_of, len(frame), Read(tuple(pieces), keep_types))
 
     regions = approx.regions(merge_gap)
     per_region = _region_ranges(approx, regions)
@@ -301,7 +306,8 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
             tables.append(run(region, piece))
             if tables[-1].found_one:  # RETURN exists: the first match answers it
                 break
-    return Verification(combined(names, tables), scanned, len(regions), ts_of, checked)
+    return Verification(combined(names, tables), scanned, len(regions), ts_of, checked,
+                        Read(tuple(pieces), keep_types))
 
 
 def combined(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
@@ -413,7 +419,8 @@ def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "veri
     if not result.found.exists:
         body["explain"] = approx.explain if approx.explain is not None else (
             f"{stats['candidate_intervals']} candidate interval(s) of {approx.coverage():,} events hold no "
-            "exact match: conditions, negation or the strategy rule them out (or the index's filters erred)")
+            "exact match: " + why_empty(query, result.read, spans=approx.interval_bounds(),
+                                        type_counts=source.type_counts(), budget=budget))
     stats["total_ms"] = _ms(started)
     return {"mode": mode, **body, "stats": stats}
 

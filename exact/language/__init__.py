@@ -2,6 +2,8 @@
 
     parse(text) -> Query        text → checked AST (errors carry line and column)
     to_text(query) -> str       canonical text; parse(to_text(q)) == q
+    condition_text(cond) -> str one condition of a query in the same form (likewise element_text,
+                                window_text)
     to_json(query) -> dict      the versioned JSON form; from_json(to_json(q)) == q
     from_json(obj) -> Query     JSON form → checked AST (errors carry the JSON path)
     load(obj) -> Query          whichever form is given: a dict, JSON text, or query text
@@ -19,10 +21,10 @@ from exact.errors import QueryLimitError, QuerySyntaxError
 from exact.language.checks import MAX_CONDITIONS, MAX_QUERY_BYTES, MAX_VARIABLES
 from exact.language.jsonform import from_json, to_json
 from exact.language.parser import parse
-from exact.language.printer import to_text
+from exact.language.printer import condition_text, element_text, to_text, window_text
 
-__all__ = ["MAX_CONDITIONS", "MAX_QUERY_BYTES", "MAX_VARIABLES", "from_json", "load", "parse", "to_json",
-           "to_text"]
+__all__ = ["MAX_CONDITIONS", "MAX_QUERY_BYTES", "MAX_VARIABLES", "condition_text", "element_text",
+           "from_json", "load", "parse", "to_json", "to_text", "window_text"]
 
 
 def load(obj: str | dict[str, Any]) -> Query:

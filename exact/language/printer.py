@@ -5,6 +5,9 @@ names bare when they are plain identifiers (types: and not keywords), else singl
 ``{…}``; one clause per line; clauses left out when they hold their default (no WHERE, no window,
 ``skip_till_next_match``, ``RETURN matches``); a literal compared with ``x.ts`` printed as an ISO-8601 string.
 ``parse(to_text(q)) == q`` for every checked query ``q``, and ``to_text`` is idempotent through ``parse``.
+
+The pieces of a query print alone in the same form (:func:`condition_text`, :func:`element_text`,
+:func:`window_text`), for messages that quote one part of a query.
 """
 
 from __future__ import annotations
@@ -41,10 +44,8 @@ def to_text(query: Query) -> str:
         lines.append("WHERE " + " AND ".join(_condition(c) for c in query.where))
     if query.partition_by:
         lines.append("PARTITION BY " + ", ".join(lexical.attribute(a) for a in query.partition_by))
-    if isinstance(query.within, WithinTime):
-        lines.append("WITHIN " + temporal.format_duration(query.within.micros))
-    elif isinstance(query.within, WithinEvents):
-        lines.append(f"WITHIN {query.within.count} EVENTS")
+    if query.within is not None:
+        lines.append(window_text(query.within))
     if query.between is not None:
         bounds = (query.between.start, query.between.end)
         if not all(temporal.is_printable_time(b) for b in bounds):
@@ -57,6 +58,23 @@ def to_text(query: Query) -> str:
     if query.returns is not Return.MATCHES:
         lines.append("RETURN " + query.returns.value)
     return "\n".join(lines)
+
+
+def condition_text(cond: Condition) -> str:
+    """One condition as it stands in the canonical WHERE clause (``a.amount > 50000``)."""
+    return _condition(cond)
+
+
+def element_text(element: Element) -> str:
+    """One pattern element as it stands in the canonical pattern (``NOT(O_SENT_BACK b)``)."""
+    return _element(element)
+
+
+def window_text(within: WithinTime | WithinEvents) -> str:
+    """The canonical WITHIN clause (``WITHIN 30 days``, ``WITHIN 20 EVENTS``)."""
+    if isinstance(within, WithinTime):
+        return "WITHIN " + temporal.format_duration(within.micros)
+    return f"WITHIN {within.count} EVENTS"
 
 
 def _pattern(pattern: tuple[Element, ...]) -> str:

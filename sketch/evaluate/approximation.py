@@ -67,6 +67,11 @@ class Approximation:
         return [{"start_seq": a, "end_seq": b, "level": c}
                 for a, b, c in zip(lo.tolist(), hi.tolist(), levels.tolist(), strict=True)]
 
+    def interval_bounds(self) -> np.ndarray:
+        """The candidate intervals' first and last seqs, an ``(n, 2)`` array in stream order."""
+        lo, hi, _ = self._intervals
+        return np.stack([lo, hi], axis=1).astype(_I64, copy=False)
+
     def interval_count(self) -> int:
         """How many :meth:`intervals` there are."""
         return len(self._intervals[0])
