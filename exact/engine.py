@@ -50,15 +50,16 @@ from exact.ast import Query, Return, Strategy, WithinEvents, WithinTime
 from exact.automaton import automaton_for
 from exact.chain import branches, chain_rows, chain_shape, run_chains
 from exact.errors import QueryLimitError
-from exact.events import micros
 from exact.matchtable import (
     Match,
     MatchTable,
     answer,
     iso_ts,
     iso_ts_many,
+    match_ts,
     merge_intervals,
     merge_spans,
+    ts_lookup,
 )
 from exact.negation import negation_filter
 from exact.normalize import Plan, normalize
@@ -333,11 +334,15 @@ class _Evaluation:
             wend = self.ends.astype(_I64)
             prog_starts = firsts.astype(_I64)
         elif keys is not None:
-            order = segment_order(keys)
-            inverse = np.empty(n, dtype=_I64)
-            inverse[order] = np.arange(n)
+            # an event without a partition value is bound by no match (every bound event is related to
+            # another by the partition's equality, which a null fails): it takes no part
+            keyed = np.flatnonzero(keys >= 0)
+            order = keyed[segment_order(keys[keyed])]
+            inverse = np.full(n, -1, dtype=_I64)
+            inverse[order] = np.arange(len(order))
             wend = in_segment_ends(order, keys[order], self.ends)
             prog_starts = inverse[firsts]
+            prog_starts = prog_starts[prog_starts >= 0]
         else:
             order = np.arange(n)
             wend = self.ends.astype(_I64)
@@ -553,59 +558,6 @@ def _partition_codes(frame: EventFrame, attrs: tuple[str, ...]) -> np.ndarray:
         code = code * radix + codes
     code[null] = -1
     return code
-
-
-# ------------------------------------------------------------------------------------------- times
-
-
-def match_ts(events: pa.Table | EventFrame, matches: Sequence[Match] | MatchTable) -> dict[int, int]:
-    """seq → ts (UTC microseconds) of the first and last events of ``matches`` (for :func:`answer`),
-    found in the seq-sorted ``events`` chunk by chunk: a full scan's columns are never converted whole."""
-    if isinstance(matches, MatchTable):
-        spans = [matches.spans.ravel()] if matches.spans is not None else []
-        wanted_arr = np.unique(np.concatenate([matches.start, matches.end, *spans]))
-        wanted_list = wanted_arr.tolist()
-    else:
-        if not matches:
-            return {}
-        wanted_list = sorted({s for m in matches for s in (m.start_seq, m.end_seq)})
-    if not wanted_list or len(events) == 0:
-        return {}
-    wanted = np.asarray(wanted_list, dtype=np.int64)
-    if isinstance(events, EventFrame):
-        return dict(zip(wanted_list, events.ts[events.seq.searchsorted(wanted)].tolist(), strict=True))
-    chunks = [c.to_numpy(zero_copy_only=False) for c in events.column("seq").chunks if len(c)]
-    if len(chunks) == 1:
-        positions = chunks[0].searchsorted(wanted)
-    else:
-        firsts = np.fromiter((c[0] for c in chunks), dtype=np.int64, count=len(chunks))
-        offsets = np.cumsum([0] + [len(c) for c in chunks])
-        which = firsts.searchsorted(wanted, "right") - 1
-        positions = np.empty(len(wanted), dtype=np.int64)
-        for k in np.unique(which).tolist():
-            at = which == k
-            positions[at] = offsets[k] + chunks[k].searchsorted(wanted[at])
-    return dict(zip(wanted_list, _micros_at(events.column("ts"), positions).tolist(), strict=True))
-
-
-def _micros_at(column: pa.ChunkedArray, positions: np.ndarray) -> np.ndarray:
-    """The UTC microseconds of ``column`` at the sorted ``positions``, from the chunks holding them."""
-    chunks = [c for c in column.chunks if len(c)]
-    if len(chunks) == 1:
-        return micros(chunks[0])[positions]
-    offsets = np.cumsum([0] + [len(c) for c in chunks])
-    which = offsets.searchsorted(positions, "right") - 1
-    out = np.empty(len(positions), dtype=np.int64)
-    for k in np.unique(which).tolist():
-        at = which == k
-        out[at] = micros(chunks[k])[positions[at] - offsets[k]]
-    return out
-
-
-def ts_lookup(events: pa.Table | Iterable[pa.RecordBatch]) -> dict[int, int]:
-    """seq → ts (UTC microseconds) of a stream, for :func:`answer`."""
-    frame = EventFrame.build(events)
-    return dict(zip(frame.seq.tolist(), frame.ts.tolist(), strict=True))
 
 
 def warm_up() -> float:

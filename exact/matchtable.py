@@ -15,8 +15,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 import numpy as np
+import pyarrow as pa
 
 from exact.ast import Query, Return
+from exact.events import micros
+from exact.prefilter import EventFrame
 
 _I64 = np.int64
 
@@ -291,3 +294,56 @@ class _ListTable:
 
     def matches(self, limit: int | None = None) -> list[Match]:
         return self._matches if limit is None else self._matches[:limit]
+
+
+# ------------------------------------------------------------------------------------------- times
+
+
+def match_ts(events: pa.Table | EventFrame, matches: Sequence[Match] | MatchTable) -> dict[int, int]:
+    """seq → ts (UTC microseconds) of the first and last events of ``matches`` (for :func:`answer`),
+    found in the seq-sorted ``events`` chunk by chunk: a full scan's columns are never converted whole."""
+    if isinstance(matches, MatchTable):
+        spans = [matches.spans.ravel()] if matches.spans is not None else []
+        wanted_arr = np.unique(np.concatenate([matches.start, matches.end, *spans]))
+        wanted_list = wanted_arr.tolist()
+    else:
+        if not matches:
+            return {}
+        wanted_list = sorted({s for m in matches for s in (m.start_seq, m.end_seq)})
+    if not wanted_list or len(events) == 0:
+        return {}
+    wanted = np.asarray(wanted_list, dtype=np.int64)
+    if isinstance(events, EventFrame):
+        return dict(zip(wanted_list, events.ts[events.seq.searchsorted(wanted)].tolist(), strict=True))
+    chunks = [c.to_numpy(zero_copy_only=False) for c in events.column("seq").chunks if len(c)]
+    if len(chunks) == 1:
+        positions = chunks[0].searchsorted(wanted)
+    else:
+        firsts = np.fromiter((c[0] for c in chunks), dtype=np.int64, count=len(chunks))
+        offsets = np.cumsum([0] + [len(c) for c in chunks])
+        which = firsts.searchsorted(wanted, "right") - 1
+        positions = np.empty(len(wanted), dtype=np.int64)
+        for k in np.unique(which).tolist():
+            at = which == k
+            positions[at] = offsets[k] + chunks[k].searchsorted(wanted[at])
+    return dict(zip(wanted_list, _micros_at(events.column("ts"), positions).tolist(), strict=True))
+
+
+def _micros_at(column: pa.ChunkedArray, positions: np.ndarray) -> np.ndarray:
+    """The UTC microseconds of ``column`` at the sorted ``positions``, from the chunks holding them."""
+    chunks = [c for c in column.chunks if len(c)]
+    if len(chunks) == 1:
+        return micros(chunks[0])[positions]
+    offsets = np.cumsum([0] + [len(c) for c in chunks])
+    which = offsets.searchsorted(positions, "right") - 1
+    out = np.empty(len(positions), dtype=np.int64)
+    for k in np.unique(which).tolist():
+        at = which == k
+        out[at] = micros(chunks[k])[positions[at] - offsets[k]]
+    return out
+
+
+def ts_lookup(events: pa.Table | Iterable[pa.RecordBatch]) -> dict[int, int]:
+    """seq → ts (UTC microseconds) of a stream, for :func:`answer`."""
+    frame = EventFrame.build(events)
+    return dict(zip(frame.seq.tolist(), frame.ts.tolist(), strict=True))

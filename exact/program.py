@@ -405,8 +405,7 @@ def segment_order(keys: np.ndarray) -> np.ndarray:
 def in_segment_ends(order: np.ndarray, keys_sorted: np.ndarray, ends_stream: np.ndarray) -> np.ndarray:
     """Window ends in program order: for the event at program index i, the last program index of its
     segment whose stream position is at most the stream window end of that event."""
-    n = len(order)
-    base = n + 1
+    base = int(order.max()) + 2 if len(order) else 1
     enc = keys_sorted * base + order  # sorted: by key, then stream position
     return np.searchsorted(enc, keys_sorted * base + ends_stream[order], "right") - 1
 
