@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from api.service import build_from_inputs, dataset_exists, dataset_info, run_query, shared_data_dirs
+from api.service import (
+    build_from_inputs,
+    dataset_exists,
+    dataset_info,
+    full_scan,
+    run_query,
+    shared_data_dirs,
+)
 from exact.errors import NotFound
 
 DATASET = "bpi2012"
@@ -75,23 +82,33 @@ def run_demo(home: Path, *, engine: str, rebuild: bool, data: str | None,
         f"index {index.get('bytes', 0):,} B ({index.get('nodes', '?')} Bloom filters, "
         f"expected fpq {_fmt(index.get('expected_fpq'))})"
         + (f"; built in {summary['seconds']} s" if "seconds" in summary else ""))
+    # Each answer is timed as a service answers it: with the index, the seek files and the layout mapped and
+    # checked (once per process, which the first question would otherwise pay alone).
+    for q in QUESTIONS:
+        run_query(home, DATASET, q.query, mode="verified", limit=3)
+        run_query(home, DATASET, q.query, mode="exact", limit=3)
     for q in QUESTIONS:
         verified = run_query(home, DATASET, q.query, mode="verified", limit=3)
         exact = run_query(home, DATASET, q.query, mode="exact", limit=3)
         agree = all(verified.get(k) == exact.get(k) for k in ("exists", "count", "matches", "intervals"))
         if not agree:
             raise AssertionError(f"verified and exact answers differ for: {q.query}")
-        vs, es = verified["stats"], exact["stats"]
-        ratio = es["total_ms"] / vs["total_ms"] if vs["total_ms"] else float("inf")
+        scan = full_scan(home, DATASET, q.query, limit=3)
+        if any(scan.get(k) != exact.get(k) for k in ("exists", "count", "matches", "intervals")):
+            raise AssertionError(f"a full scan and the exact mode differ for: {q.query}")
+        vs, es, fs = verified["stats"], exact["stats"], scan["stats"]
+        ratio = fs["total_ms"] / vs["total_ms"] if vs["total_ms"] else float("inf")
         out["questions"].append({"title": q.title, "query": q.query, "verified": verified,
-                                 "exact_ms": es["total_ms"], "speedup": round(ratio, 1)})
+                                 "exact_ms": es["total_ms"], "full_scan_ms": fs["total_ms"],
+                                 "speedup": round(ratio, 1)})
         say("")
         say(f"? {q.title}")
         say(f"  {q.query}")
         say("  " + _summary(verified))
-        say(f"  verified in {vs['total_ms']:.1f} ms (index {vs['approximate_ms']:.1f} ms, scanned "
-            f"{vs['events_scanned']:,} of {vs['events_total']:,} events) vs exact full scan "
-            f"{es['total_ms']:.1f} ms (speed-up {ratio:.1f}x), same answer")
+        say(f"  verified in {vs['total_ms']:.1f} ms (index {vs['approximate_ms']:.1f} ms, read "
+            f"{vs['events_scanned']:,} of {vs['events_total']:,} events) vs a full scan "
+            f"{fs['total_ms']:.1f} ms (speed-up {ratio:.1f}x; exact mode, which reads only the types "
+            f"asked for: {es['total_ms']:.1f} ms), same answer")
     return out
 
 

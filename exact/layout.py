@@ -5,11 +5,12 @@ by default ``case`` when every event has one), a dataset keeps, beside its seq-o
 
 * ``group_of``: per event (by seq), its group — groups numbered in order of their first event; -1 for an
   event without a key value (not stored: it follows from the next two);
-* ``order``: the events' seqs grouped — by group, in stream order within a group — and ``group_off``, where
-  each group's run of ``order`` starts, so a group's events are one contiguous run of row numbers that the
-  store's seek files serve in place;
+* ``order``: the events' seqs grouped — by group, then by type (in the order of the sorted ``types``), in
+  stream order within — and ``group_off``, where each group's run of ``order`` starts, so a group's events,
+  and its events of one type, are contiguous runs of row numbers that the store's seek files serve in place;
 * per group the distinct event types it holds (``type_off``/``type_codes`` into the sorted ``types``), the
-  least a type index can know of a group, exact;
+  least a type index can know of a group, exact — and how many events of each (``type_counts``), so the
+  rows of a group's events of some types are found without reading the others;
 * the key value of each group.
 
 It covers the dataset's first ``events`` events (those of its last build or ``compact``); events appended
@@ -48,13 +49,13 @@ from exact.events import ATTRS, TYPE
 #: dataset directory), key, events, groups, bytes.
 LAYOUT_KEY = "layout"
 MAGIC = b"SQSKLAYT"
-VERSION = 1
+VERSION = 2  # 1: each group's events in stream order, no counts per type
 SUFFIX = ".sqpl"
 #: The partition key a build takes when none is named and every event has it (XES logs' trace id).
 DEFAULT_KEY = "case"
 _ALIGN = 64
 _PREFIX = struct.Struct("<8sII")
-_ARRAYS = ("order", "group_off", "type_off", "type_codes")
+_ARRAYS = ("order", "group_off", "type_off", "type_codes", "type_counts")
 
 
 @dataclass(eq=False)
@@ -68,6 +69,7 @@ class Layout:
     group_off: np.ndarray
     type_off: np.ndarray
     type_codes: np.ndarray
+    type_counts: np.ndarray
     types: tuple[str, ...]
     keys: pa.Array
 
@@ -102,6 +104,43 @@ class Layout:
     @functools.cached_property
     def _type_index(self) -> dict[str, int]:
         return {t: i for i, t in enumerate(self.types)}
+
+    @functools.cached_property
+    def spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per group, the seqs of its first and last events."""
+        if not self.groups:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        starts = self.group_off[:-1]
+        order = self.order.astype(np.int64)
+        return np.minimum.reduceat(order, starts), np.maximum.reduceat(order, starts)
+
+    @functools.cached_property
+    def _type_rows(self) -> np.ndarray:
+        """Where each (group, type) entry's run of ``order`` starts (and, last, the end of ``order``)."""
+        out = np.zeros(len(self.type_counts) + 1, dtype=np.int64)
+        np.cumsum(self.type_counts, out=out[1:])
+        return out
+
+    def rows_of_types(self, groups: np.ndarray, types: frozenset[str]) -> np.ndarray:
+        """The seqs of the events of ``groups`` (sorted group ids) whose type is one of ``types`` (grouped,
+        not sorted)."""
+        index = self._type_index
+        wanted = np.zeros(len(self.types) + 1, dtype=bool)
+        wanted[[index[t] for t in types if t in index]] = True
+        lo, hi = self.type_off[groups], self.type_off[groups + 1]
+        lengths = hi - lo
+        total = int(lengths.sum())
+        if not total:
+            return np.zeros(0, dtype=np.int64)
+        entries = np.repeat(lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(total)
+        entries = entries[wanted[self.type_codes[entries]]]
+        start, end = self._type_rows[entries], self._type_rows[entries + 1]
+        counts = end - start
+        n = int(counts.sum())
+        if not n:
+            return np.zeros(0, dtype=np.int64)
+        idx = np.repeat(start - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(n)
+        return self.order[idx].astype(np.int64)
 
     def groups_holding(self, type_sets: list[frozenset[str] | None],
                        among: np.ndarray | None = None) -> np.ndarray:
@@ -174,24 +213,26 @@ def build_layout(table: pa.Table, key: str) -> Layout:
     group_of = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int32)
     groups = len(encoded.dictionary)
     keyed = np.flatnonzero(group_of >= 0)
-    order = keyed[np.argsort(group_of[keyed], kind="stable")].astype(np.int32)
-    sizes = np.bincount(group_of[keyed], minlength=groups)
-    group_off = np.zeros(groups + 1, dtype=np.int64)
-    group_off[1:] = np.cumsum(sizes)
     type_enc = pc.dictionary_encode(table.column(TYPE).combine_chunks().cast(pa.string()))
     vocabulary = type_enc.dictionary.to_pylist()
     rank = np.argsort(np.asarray(vocabulary, dtype=object)) if vocabulary else np.zeros(0, dtype=np.int64)
     sorted_codes = np.empty(len(vocabulary), dtype=np.int64)
     sorted_codes[rank] = np.arange(len(vocabulary))
     type_code = sorted_codes[type_enc.indices.to_numpy(zero_copy_only=False)] if n else np.zeros(0, np.int64)
-    # distinct (group, type) pairs, grouped
     width = max(len(vocabulary), 1)
-    pairs = np.unique(group_of[keyed].astype(np.int64) * width + type_code[keyed])
+    # by group, then type, then stream position (a stable sort of the (group, type) pair)
+    pair_of = group_of[keyed].astype(np.int64) * width + type_code[keyed]
+    order = keyed[np.argsort(pair_of, kind="stable")].astype(np.int32)
+    sizes = np.bincount(group_of[keyed], minlength=groups)
+    group_off = np.zeros(groups + 1, dtype=np.int64)
+    group_off[1:] = np.cumsum(sizes)
+    # distinct (group, type) pairs, grouped, with their events
+    pairs, counts = np.unique(pair_of, return_counts=True)
     type_off = np.zeros(groups + 1, dtype=np.int64)
     type_off[1:] = np.cumsum(np.bincount(pairs // width, minlength=groups))
     code_dtype = np.uint16 if width <= 1 << 16 else np.uint32
     return Layout(key, n, group_of, order, group_off, type_off, (pairs % width).astype(code_dtype),
-                  tuple(sorted(vocabulary)), encoded.dictionary)
+                  counts.astype(np.uint32), tuple(sorted(vocabulary)), encoded.dictionary)
 
 
 def group_numbers(events: int, order: np.ndarray, group_off: np.ndarray) -> np.ndarray:
@@ -292,9 +333,8 @@ def _read(path: Path) -> Layout:
         keys = keys.combine_chunks()
         events = int(header["events"])
         layout = Layout(header["key"], events, group_numbers(events, arrays["order"], arrays["group_off"]),
-                        arrays["order"],
-                        arrays["group_off"], arrays["type_off"], arrays["type_codes"], tuple(header["types"]),
-                        keys)
+                        arrays["order"], arrays["group_off"], arrays["type_off"], arrays["type_codes"],
+                        arrays["type_counts"], tuple(header["types"]), keys)
         if (len(layout.group_of) != layout.events or len(layout.group_off) != header["groups"] + 1
                 or len(layout.keys) != layout.groups):
             raise ValueError("section sizes disagree with the header")

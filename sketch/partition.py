@@ -139,7 +139,9 @@ class PartitionIndex:
         before = index.probes()
         groups = np.arange(self.layout.groups, dtype=_I64)
         if typed:
-            found = index.occurrences(typed, between)
+            # (no BETWEEN here: the tree's units are in clustered order, not in time order, which the
+            # occurrence walk's BETWEEN cut assumes; the engine applies BETWEEN to the groups read)
+            found = index.occurrences(typed, None)
             g_lo, g_hi = self._group_units
             for units in sorted(found, key=len):
                 if not len(groups):

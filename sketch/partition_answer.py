@@ -99,10 +99,14 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
         typed = position_types(plan)
         extra = tail.groups_with(typed, layout) if typed else np.unique(tail.group[tail.group >= 0])
         groups = np.union1d(groups, extra)
-    # the candidates' events: their layout rows and their tail rows
-    rows = layout.rows(groups[groups < layout.groups])
+    # the candidates' events: their layout rows and their tail rows (only of the types that matter)
+    old = groups[groups < layout.groups]
+    rows = layout.rows(old) if types is None else layout.rows_of_types(old, types)
     if tail is not None:
-        rows = np.concatenate([rows, tail.seq[np.isin(tail.group, groups)]])
+        in_tail = np.isin(tail.group, groups)
+        if types is not None:
+            in_tail &= np.isin(tail.codes, [i for i, t in enumerate(tail.types) if t in types])
+        rows = np.concatenate([rows, tail.seq[in_tail]])
     rows = np.sort(rows)
     stats: dict[str, Any] = {"index": "partition", "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
                              "nodes_probed": found.nodes_probed, "candidate_intervals": 0,
@@ -154,8 +158,7 @@ def _group_spans(layout: Layout, tail: Tail | None, groups: np.ndarray) -> list[
     if not len(groups):
         return []
     old = groups[groups < layout.groups]
-    lo = layout.order[layout.group_off[old]].astype(_I64)
-    hi = layout.order[layout.group_off[old + 1] - 1].astype(_I64)
+    lo, hi = layout.spans[0][old], layout.spans[1][old]
     if tail is not None:
         in_tail = np.isin(tail.group, groups)
         if in_tail.any():

@@ -36,6 +36,7 @@ _HOMES = {
     "delete_dataset": "datasets",
     "event_density": "datasets",
     "export_dataset": "export",
+    "full_scan": "queries",
     "EXPORT_FORMATS": "export",
     "indexed_query": "queries",
     "input_roots_from_env": "inputs",
@@ -69,7 +70,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "allowed_inputs", "append_inputs", "append_records", "bound_events", "build_dataset",
     "build_from_inputs", "call_with_timeout", "compact_dataset", "dataset_exists", "dataset_info",
-    "delete_dataset", "event_density", "export_dataset", "EXPORT_FORMATS", "indexed_query",
+    "delete_dataset", "event_density", "export_dataset", "full_scan", "EXPORT_FORMATS", "indexed_query",
     "input_roots_from_env", "InputNotAllowed", "jsonable", "limited_query", "list_datasets",
     "prepare_queries", "publish_build", "QUERY_MODES", "queue_build", "QUEUED_MESSAGE",
     "recover_abandoned_jobs", "recover_published_builds", "resolve_inputs", "run_query", "shared_data_dirs",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,13 @@ from typing import Any
 from api.service.datasets import dataset_exists, store_events
 from api.service.limits import call_with_timeout
 from exact.ast import Query
-from exact.engine import Budget, warm_up
+from exact.engine import Budget, answer, evaluate_table, match_ts, warm_up
 from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError
 from exact.events import iso_of_micros, to_records
 from exact.language import load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 from sketch.dataset import Dataset, require_index
-from sketch.verify import StoreSource, answer_indexed, exact_body
+from sketch.verify import StoreSource, answer_indexed, exact_body, needed_columns
 
 QUERY_MODES = ("approximate", "verified", "exact")
 #: How long past its limit a query that cannot look at its clock (a long read) runs before it is stopped.
@@ -63,6 +64,23 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, 
     body = exact_body(parsed, StoreSource(dataset.store, snap), limit=limit, partition=partition,
                       budget=budget)
     return {"dataset": name, "index_version": None, **body}
+
+
+def full_scan(home: Path, name: str, query: str | Mapping[str, Any] | Query,
+              limit: int | None = None) -> dict[str, Any]:
+    """``query`` answered by the exact engine over every event of the stream, read whole from the store's
+    Parquet parts (the columns it needs) — no index, no layout, no pruning of the read by type: the plain
+    scan the index and the exact mode's read are measured against (``seqsketch demo``)."""
+    started = time.perf_counter()
+    parsed = _parsed(query)
+    store = EventStore.open(store_dir(dataset_dir(check_dataset_name(name), home)))
+    snap = store.snapshot()
+    columns = [c for c in needed_columns(parsed) if not c.startswith("attrs.") or snap.attrs]
+    table = store.read_table(snapshot=snap, columns=columns, type_dictionary=True)
+    found = evaluate_table(parsed, table, limit=limit)
+    body = answer(parsed, found, match_ts(table, found), limit=limit)
+    return {**body, "stats": {"total_ms": round((time.perf_counter() - started) * 1000.0, 3),
+                              "events_scanned": table.num_rows}}
 
 
 def _parsed(query: str | Mapping[str, Any] | Query) -> Query:
