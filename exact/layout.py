@@ -121,21 +121,33 @@ class Layout:
         np.cumsum(self.type_counts, out=out[1:])
         return out
 
+    @functools.cached_property
+    def _entries_by_type(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The (group, type) entries ordered by type, then group; where each type's run starts; and each
+        entry's group — an inverted index from a type to the groups holding it, made once per layout."""
+        by_type = np.argsort(self.type_codes, kind="stable")
+        starts = np.searchsorted(self.type_codes[by_type], np.arange(len(self.types) + 1))
+        group = np.repeat(np.arange(self.groups, dtype=np.int64), np.diff(self.type_off))
+        return by_type, starts, group
+
     def rows_of_types(self, groups: np.ndarray, types: frozenset[str]) -> np.ndarray:
-        """The seqs of the events of ``groups`` (sorted group ids) whose type is one of ``types`` (grouped,
-        not sorted)."""
+        """The seqs of the events of ``groups`` (sorted group ids) whose type is one of ``types`` (grouped
+        by type, not sorted): per type, its entries in the groups asked for, each a run of ``order``."""
+        by_type, starts, group = self._entries_by_type
         index = self._type_index
-        wanted = np.zeros(len(self.types) + 1, dtype=bool)
-        wanted[[index[t] for t in types if t in index]] = True
-        lo, hi = self.type_off[groups], self.type_off[groups + 1]
-        lengths = hi - lo
-        total = int(lengths.sum())
-        if not total:
+        picked = []
+        for code in sorted(index[t] for t in types if t in index):
+            entries = by_type[starts[code]:starts[code + 1]]
+            if not len(entries) or not len(groups):
+                continue
+            owner = group[entries]
+            at = np.minimum(np.searchsorted(groups, owner), len(groups) - 1)
+            picked.append(entries[groups[at] == owner])
+        if not picked:
             return np.zeros(0, dtype=np.int64)
-        entries = np.repeat(lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(total)
-        entries = entries[wanted[self.type_codes[entries]]]
-        start, end = self._type_rows[entries], self._type_rows[entries + 1]
-        counts = end - start
+        entries = np.concatenate(picked)
+        start = self._type_rows[entries]
+        counts = self._type_rows[entries + 1] - start
         n = int(counts.sum())
         if not n:
             return np.zeros(0, dtype=np.int64)

@@ -143,12 +143,16 @@ class PartitionIndex:
             # occurrence walk's BETWEEN cut assumes; the engine applies BETWEEN to the groups read)
             found = index.occurrences(typed, None)
             g_lo, g_hi = self._group_units
+            n_units = len(index.units)
             for units in sorted(found, key=len):
                 if not len(groups):
                     break
-                at_lo, at_hi = g_lo[groups], g_hi[groups]
-                hits = units.searchsorted(at_hi, "right") - units.searchsorted(at_lo, "left")
-                groups = groups[hits > 0]
+                # units holding the position, counted up to each unit: a group's run of units holds it
+                # when the count grows across the run
+                seen = np.zeros(n_units + 1, dtype=np.int64)
+                seen[units + 1] = 1
+                np.cumsum(seen, out=seen)
+                groups = groups[seen[g_hi[groups] + 1] > seen[g_lo[groups]]]
             groups = self.layout.groups_holding(typed, among=groups)
         explain = None
         if not len(groups):
