@@ -27,7 +27,8 @@ SECTIONS = (
     "4. Accuracy: false positives against the configured fpq, and recall",
     "5. The exact engine: strategies, two-phase, prefilter, window growth (Cadonna §4.7, §5.4)",
     "6. Query latency by answer mode: approximate, verified, exact",
-    "7. Other benchmarks",
+    "7. Beside DuckDB: the same questions on the same events",
+    "8. Other benchmarks",
 )
 
 
@@ -147,7 +148,7 @@ def section_query(record: dict[str, Any] | None) -> str:
 
 
 def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
-    others = [n for n in records if n not in PROTOCOLS and n != "query"]
+    others = [n for n in records if n not in PROTOCOLS and n not in ("query", "peers")]
     if not others:
         return "_No other benchmark records in `bench/results/`._"
     parts = ["The registry's other benchmarks (`python -m bench NAME`), each owned by the module's author; "
@@ -164,11 +165,52 @@ def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
         if name == "load" and "servers" in (rec.get("results") or {}):
             parts.append(head + "\n\n" + section_load(rec["results"]))
             continue
+        if name == "exact" and "rows" in (rec.get("results") or {}):
+            parts.append(head + "\n\n" + section_exact(rec["results"]))
+            continue
         leaves = flatten(rec["results"])
         shown = leaves[:limit]
         parts.append(head + "\n\n" + table(("figure", "value"), shown)
                      + (f"\n\n… {len(leaves) - limit} more in the JSON." if len(leaves) > limit else ""))
     return "\n\n".join(parts)
+
+
+def section_peers(record: dict[str, Any] | None) -> str:
+    """``python -m bench peers``: seqsketch's exact and verified answers beside DuckDB's, same events."""
+    note = missing_note(record, "peers")
+    if note or record is None:
+        return note or ""
+    r = record["results"]
+    intro = (f"`python -m bench peers` ({'quick' if record.get('quick') else 'full'} run at "
+             f"{record.get('ran_at', '–')}). Each question asked of seqsketch (in process, the dataset built "
+             "with the defaults and a partition index on `case`) and of DuckDB (in memory, the same events "
+             "loaded into a table before any timing; skip-till-next-match chains as ASOF joins). The answers "
+             "are checked equal first; then the three run interleaved, "
+             f"{r.get('rounds')} rounds, and the table gives medians in ms. A ratio below 1 means seqsketch "
+             "answered faster. *Exact* is the engine over the whole stream read from the store (only the "
+             "types the query names); *verified* asks the index first and runs the engine on the candidates.")
+    rows = [(f"{x['dataset']} ({x['events']:,})", x["question"], f"`{x['query']}`", x["answer"],
+             x["exact_ms"], x["verified_ms"], x["duckdb_ms"], x["exact_over_duckdb"],
+             x["verified_over_duckdb"], x["verified_scanned"]) for x in r["rows"]]
+    worst = (f"Worst ratio to DuckDB: exact {fmt(r.get('exact_worst_ratio'))}, verified "
+             f"{fmt(r.get('verified_worst_ratio'))}.")
+    return intro + "\n\n" + table(
+        ("dataset (events)", "question", "query", "answer size", "exact ms", "verified ms", "DuckDB ms",
+         "exact / DuckDB", "verified / DuckDB", "events verified read"), rows) + "\n\n" + worst
+
+
+def section_exact(r: dict[str, Any]) -> str:
+    """``python -m bench exact``: the compiled engine's throughput per workload and strategy."""
+    rows = [(x["workload"], x["strategy"], "on" if x["two_phase"] else "off",
+             "on" if x["prefilter"] else "off", x["events"], x["matches"], x["cpu_s"],
+             x["events_per_s"]) for x in r["rows"]]
+    goal = r.get("goal_selective_seq_stnm_events_per_s") or {}
+    return ("Events of the BPI 2012 stream per CPU second of one evaluation (best of the runs), per workload "
+            "and strategy; rows marked `[:N]` run on the first N events only.\n\n"
+            + table(("workload", "strategy", "two-phase", "prefilter", "events", "matches", "CPU s",
+                     "events/s"), rows)
+            + f"\n\nGoal of {fmt(goal.get('target'))} events/s for the selective SEQ under "
+              f"skip-till-next-match: {'met' if goal.get('met') else 'not met'}.")
 
 
 def section_load(r: dict[str, Any]) -> str:
@@ -227,6 +269,7 @@ def generate(results: Path, docs: Path, *, command: str, host: dict[str, Any], g
         section_accuracy(records.get("seeds_accuracy"), plots),
         section_engine(records.get("seeds_exact_engine"), plots),
         section_query(records.get("query")),
+        section_peers(records.get("peers")),
         section_others(records),
     ]
     scales = {rec.get("scale", {}).get("name") for n, rec in records.items() if n in PROTOCOLS}

@@ -84,8 +84,8 @@ def test_failed_or_missing_benchmarks_keep_their_section(tmp_path: Path) -> None
     text = report.read_text()
     assert all(f"## {title}\n" in text for title in SECTIONS)
     assert "**Failed:** `RecallError: 3 exact matches missed`" in text
-    # four protocols, the Spark comparison and the query benchmark
-    assert text.count("_Not run: no `bench/results/") == 6
+    # four protocols, the Spark comparison, the query benchmark and the peers
+    assert text.count("_Not run: no `bench/results/") == 7
     assert "This run had failures" in text
 
 
@@ -155,3 +155,23 @@ def test_report_tables_are_well_formed(tiny_run: tuple[Path, Path, list[str]]) -
     for rows in tables:
         assert re.fullmatch(r"\|(---\|)+", rows[1])
         assert {_cells(r) for r in rows} == {_cells(rows[0])}, rows[0]
+
+
+def test_peers_benchmark_asks_duckdb_the_same_questions_and_reports_it(shared_data: Path) -> None:
+    """The DuckDB comparison on a BPI 2012 prefix: each question's SQL answers what seqsketch's exact and
+    verified modes answer (``measure`` raises otherwise), and the report's section shows every row."""
+    pytest.importorskip("duckdb")
+    from bench.corpora import Corpora
+    from bench.peers import QUESTIONS, measure
+    from bench.report import section_peers
+
+    stream = Corpora(data=shared_data).bpic_events(40_000)
+    rows = measure("bpi", stream, rounds=1)
+    assert [r["question"] for r in rows] == [q.name for q in QUESTIONS]
+    assert all(r["equal"] and r["events"] == 40_000 for r in rows)
+    assert any(r["answer"] > 0 for r in rows) and any(r["answer"] == 0 for r in rows)
+    record = {"benchmark": "peers", "ran_at": "then", "results": {
+        "rounds": 1, "rows": rows, "exact_worst_ratio": max(r["exact_over_duckdb"] for r in rows),
+        "verified_worst_ratio": max(r["verified_over_duckdb"] for r in rows)}}
+    text = section_peers(record)
+    assert text.count("| bpi (40,000) |") == len(QUESTIONS)
