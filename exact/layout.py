@@ -131,18 +131,19 @@ class Layout:
         return by_type, starts, group
 
     def rows_of_types(self, groups: np.ndarray, types: frozenset[str]) -> np.ndarray:
-        """The seqs of the events of ``groups`` (sorted group ids) whose type is one of ``types`` (grouped
+        """The seqs of the events of ``groups`` (group ids) whose type is one of ``types`` (grouped
         by type, not sorted): per type, its entries in the groups asked for, each a run of ``order``."""
         by_type, starts, group = self._entries_by_type
         index = self._type_index
         picked = []
+        if not len(groups):
+            return np.zeros(0, dtype=np.int64)
+        asked = np.zeros(self.groups, dtype=bool)
+        asked[groups] = True
         for code in sorted(index[t] for t in types if t in index):
             entries = by_type[starts[code]:starts[code + 1]]
-            if not len(entries) or not len(groups):
-                continue
-            owner = group[entries]
-            at = np.minimum(np.searchsorted(groups, owner), len(groups) - 1)
-            picked.append(entries[groups[at] == owner])
+            if len(entries):
+                picked.append(entries[asked[group[entries]]])
         if not picked:
             return np.zeros(0, dtype=np.int64)
         entries = np.concatenate(picked)

@@ -27,45 +27,47 @@ _NEVER = np.iinfo(np.int64).max
 
 def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray | None, end: np.ndarray,
                       start_ok: np.ndarray) -> np.ndarray:
-    """The first events of the candidate match windows (see the module docstring).
+    """The first events of the candidate match windows (see the module docstring), in stream order.
 
     Window ``W(s)`` holds the filtered events of ``s``'s partition from ``s`` to ``end[s]``; ``keys[p] < 0``
-    puts ``p`` in no partition; ``keys=None``: one partition (searched as it is, already sorted)."""
+    puts ``p`` in no partition; ``keys=None``: one partition.  The members are laid out partition by
+    partition (``key · B + position``), so a window is a run ``[lo, hi]`` of that order; per group, the
+    next of its events at or after each index and the last at or before it (running min/max, O(n)) answer
+    (5.3) and (5.4) for every window at once."""
     if keys is None:
-        member = evmask != 0
-        everyone = member.nonzero()[0]
-        starts = (((evmask & aut.first_element_mask) != 0) & start_ok).nonzero()[0]  # (5.2)
-        lo, hi = starts, end[starts]
+        spos = np.flatnonzero(evmask != 0)
+        everyone = spos
     else:
-        base = len(evmask) + 1
-        member = (evmask != 0) & (keys >= 0)
-        everyone = np.sort(keys[member] * base + member.nonzero()[0])
-        starts = (member & ((evmask & aut.first_element_mask) != 0) & start_ok).nonzero()[0]  # (5.2)
-        lo = keys[starts] * base + starts
-        hi = keys[starts] * base + end[starts]
+        pos = np.flatnonzero((evmask != 0) & (keys >= 0))
+        enc = keys[pos] * (len(evmask) + 1) + pos
+        perm = np.argsort(enc)
+        everyone, spos = enc[perm], pos[perm]
+    em = evmask[spos]
+    lo = np.flatnonzero(((em & aut.first_element_mask) != 0) & start_ok[spos])  # (5.2)
+    starts = spos[lo]
+    if not len(lo):
+        return starts
+    hi = everyone.searchsorted(everyone[lo] - starts + end[starts], "right") - 1  # the window's last member
     groups = [g for gs in aut.element_groups for g in gs]
-    size = everyone.searchsorted(hi, "right") - everyone.searchsorted(lo, "left")
-    ok = size >= len(groups)  # (5.1)
+    ok = hi - lo + 1 >= len(groups)  # (5.1)
+    n = len(everyone)
+    index = np.arange(n)
     first: dict[int, np.ndarray] = {}
     last: dict[int, np.ndarray] = {}
     for g in groups:
-        if keys is None:
-            enc = ((evmask & g) != 0).nonzero()[0]  # a group's events are members
-        else:
-            pos = (member & ((evmask & g) != 0)).nonzero()[0]
-            enc = np.sort(keys[pos] * base + pos)
-        if not len(enc):
+        mine = (em & g) != 0
+        if not mine.any():
             return starts[:0]
-        i = enc.searchsorted(lo, "left")
-        j = enc.searchsorted(hi, "right") - 1
-        ok &= i <= j  # (5.3): some event of the group lies in [lo, hi]
-        # where (5.3) fails the clipped positions are meaningless, but those windows are out already
-        first[g], last[g] = enc[np.minimum(i, len(enc) - 1)], enc[np.maximum(j, 0)]
+        following = np.minimum.accumulate(np.where(mine, index, n)[::-1])[::-1]  # next of g at or after
+        preceding = np.maximum.accumulate(np.where(mine, index, -1))  # last of g at or before
+        first[g], last[g] = following[lo], preceding[hi]
+        ok &= first[g] <= last[g]  # (5.3): some event of the group lies in the window
     for left, right in zip(aut.element_groups, aut.element_groups[1:], strict=False):  # (5.4)
         for g in left:
             for h in right:
                 ok &= first[g] < last[h]
-    return starts[ok]
+    out = starts[ok]
+    return out if keys is None else np.sort(out)
 
 
 def necessary_starts(aut: Automaton, evmask: np.ndarray, keys: np.ndarray, end: np.ndarray,

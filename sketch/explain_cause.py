@@ -223,6 +223,7 @@ class _Search:
         self.type_counts = type_counts
         self.budget = budget
         self._types = _positive_types(normalize(query))
+        self._counted: dict[Query, _Found | None] = {}  # relaxed query → its full count, once searched
 
     def same_candidates(self, relaxed: Query) -> bool:
         """Would ``relaxed`` have the query's candidates?  Always on the partition path (whole groups); on
@@ -235,7 +236,17 @@ class _Search:
 
     def run(self, relaxed: Query, *, shortest: bool = False, exists: bool = False) -> _Found | None:
         """The matches of ``relaxed`` in the candidates: how many (1 at most with ``exists``), and with
-        ``shortest`` the shortest one's span; None when the engine refuses the relaxed query."""
+        ``shortest`` the shortest one's span; None when the engine refuses the relaxed query.  A query
+        already counted is not searched again (dropping every part tried is often one of the parts)."""
+        if relaxed in self._counted and not shortest:
+            known = self._counted[relaxed]
+            return known if known is None or not exists else _Found(min(known.count, 1))
+        found = self._search(relaxed, shortest=shortest, exists=exists)
+        if not shortest and not exists:
+            self._counted[relaxed] = found
+        return found
+
+    def _search(self, relaxed: Query, *, shortest: bool, exists: bool) -> _Found | None:
         inside = self.same_candidates(relaxed)
         keep_all = inside and not shortest
         returns = (Return.EXISTS if exists else Return.COUNT) if keep_all else Return.MATCHES
