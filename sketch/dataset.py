@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from exact.errors import IndexCorrupt, NotFound
 from exact.events import micros
 from exact.ingest import order_by_time
-from exact.layout import LAYOUT_KEY, build_layout, default_key, layout_of, write_layout
+from exact.layout import LAYOUT_KEY, Layout, build_layout, default_key, layout_of, write_layout
 from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir
 from sketch import persist
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
@@ -174,19 +174,30 @@ def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions 
 def partition_into_store(dataset_root: Path, store: EventStore, key: str | None,
                          options: BuildOptions) -> None:
     """Add the partition layout and tree to a store just written (by the Spark job), from its events: the
-    same bits as :func:`build_index_into` makes of the same events.  ``key`` as there; the caller holds the
-    store's writer lock."""
+    same bits as :func:`build_index_into` makes of the same events, read part by part into compact arrays
+    (:mod:`sketch.partition_store`).  ``key`` as there; the caller holds the store's writer lock."""
+    from exact.errors import InputError
+    from exact.layout import DEFAULT_KEY
+    from sketch.partition_store import layout_from_columns, partition_tree_from_columns, store_layout_columns
+
     snap = store.snapshot()
-    if key == AUTO_KEY:
-        if "case" not in snap.attrs:
+    auto = key == AUTO_KEY
+    if auto:
+        key = DEFAULT_KEY
+        if key not in snap.attrs or not snap.events:
             return
-        table = store.read_table(snapshot=snap, columns=["seq", "ts", "type", "attrs.case"])
-        key = default_key(table)
-    else:
-        table = store.read_table(snapshot=snap, columns=["seq", "ts", "type", f"attrs.{key}"])
-    if key:
-        store.commit((), build_partition_into(dataset_root, table, key, options, version=1),
-                     expect_version=snap.version)
+    if not key:
+        return
+    if key not in snap.attrs:
+        raise InputError(f"no event has the partition key attribute {key!r}", where="--partition-key")
+    types = tuple(sorted(snap.type_counts))
+    columns = store_layout_columns(store, snap, key, types, every_event=auto)
+    if columns is None:
+        return
+    group, keys, code, ts = columns
+    layout = layout_from_columns(key, group, keys, code, types)
+    ptree = partition_tree_from_columns(layout, code, ts, partition_options(options))
+    store.commit((), write_partition(dataset_root, layout, ptree, version=1), expect_version=snap.version)
 
 
 def build_partition_into(dataset_root: Path, table: pa.Table, key: str, options: BuildOptions, *,
@@ -194,16 +205,22 @@ def build_partition_into(dataset_root: Path, table: pa.Table, key: str, options:
     """The partition layout and tree of a whole stream table, written into ``dataset_root`` (not yet
     published); returns their manifest entries."""
     layout = build_layout(table, key)
-    layout_ref = write_layout(dataset_root / PARTITION_DIR, layout, version)
-    layout_ref["file"] = f"{PARTITION_DIR}/{layout_ref['file']}"
     codes = pc.index_in(table.column("type").combine_chunks().cast(pa.string()),
                         value_set=pa.array(layout.types, pa.string())).to_numpy(zero_copy_only=False)
     ptree = build_partition_tree(layout, codes.astype(np.int64), micros(table.column("ts")),
                                  partition_options(options))
+    return write_partition(dataset_root, layout, ptree, version=version)
+
+
+def write_partition(dataset_root: Path, layout: Layout, ptree: BloomTree, *, version: int) -> dict[str, Any]:
+    """Write a partition layout and its tree into ``dataset_root`` (not yet published); returns their
+    manifest entries."""
+    layout_ref = write_layout(dataset_root / PARTITION_DIR, layout, version)
+    layout_ref["file"] = f"{PARTITION_DIR}/{layout_ref['file']}"
     name = f"{INDEX_DIR}/ptree-{version:06d}.sqt"
     (dataset_root / INDEX_DIR).mkdir(parents=True, exist_ok=True)
     size = persist.save(ptree, dataset_root / name)
-    ptree_ref = {"file": name, "key": key, "events": layout.events, "groups": layout.groups,
+    ptree_ref = {"file": name, "key": layout.key, "events": layout.events, "groups": layout.groups,
                  "index_digest": ptree.digest(), "bytes": size, "config": ptree.config.to_dict()}
     return {LAYOUT_KEY: layout_ref, PARTITION_KEY: ptree_ref}
 
