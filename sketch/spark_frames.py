@@ -38,9 +38,10 @@ _BITS_ARROW = pa.schema([("window", pa.int64()), ("bits", pa.binary())])
 def build_leaf_bits(spark: Any, windows: Any, count: int, config: TreeConfig) -> Any:
     """``DataFrame → DataFrame``: each window's leaf bits (``window``, ``bits``) from ``windows``, a
     broadcast list of ``(window, vocabulary, pairs, leaves)`` (:func:`leaf_inputs`; a few bytes a leaf) —
-    one task per window."""
-    n = max(1, count)
-    return spark.range(0, n, 1, numPartitions=n).mapInArrow(_BitsTask(config, windows), BITS_SCHEMA)
+    one task per core, each for its share of the windows."""
+    tasks = max(1, min(count, spark.sparkContext.defaultParallelism))  # little work each: one task per core
+    return spark.range(0, max(1, count), 1, numPartitions=tasks).mapInArrow(_BitsTask(config, windows),
+                                                                             BITS_SCHEMA)
 
 
 def leaf_inputs(windows: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, bytes, int]]:

@@ -158,13 +158,44 @@ def whole_pieces(files: Sequence[InputFile]) -> list[Piece]:
 
 
 def stage_inputs(spark: Any, pieces: Sequence[Piece], options: IngestOptions, staging: Path, *,
-                 chunk_rows: int = CHUNK_ROWS) -> Any:
-    """A DataFrame (:data:`STAGE_SCHEMA`) of the staged chunks of every piece, one task per piece."""
+                 chunk_rows: int = CHUNK_ROWS, tasks: int | None = None) -> Any:
+    """A DataFrame (:data:`STAGE_SCHEMA`) of the staged chunks of every piece.
+
+    The pieces are shared among ``tasks`` tasks (default: two per core, at most one per piece) by size, the
+    largest first onto the least loaded task: a task costs Spark about a tenth of a second to run, so many
+    small inputs should not each take one."""
     read = ReadOptions(type_field=options.type_field, time_field=options.time_field, text_origin=0,
                        batch_rows=options.batch_rows)
     staging.mkdir(parents=True, exist_ok=True)
-    task = _StageTask(tuple(pieces), read, str(staging), chunk_rows)
-    return spark.range(0, len(pieces), 1, numPartitions=max(1, len(pieces))).mapInArrow(task, STAGE_SCHEMA)
+    count = tasks or 2 * spark.sparkContext.defaultParallelism
+    groups = balanced_groups([piece_bytes(p) for p in pieces], max(1, min(count, len(pieces))))
+    task = _StageTask(tuple(pieces), read, str(staging), chunk_rows, groups)
+    return spark.range(0, len(groups), 1, numPartitions=len(groups)).mapInArrow(task, STAGE_SCHEMA)
+
+
+def piece_bytes(piece: Piece) -> int:
+    """About how many bytes a piece reads (its share of the file's size)."""
+    try:
+        size = Path(piece.split.path).stat().st_size
+    except OSError:
+        return 0
+    if piece.split.whole:
+        return size
+    if piece.split.fmt == "parquet":
+        return size // piece.split.pieces
+    return piece.split.end - piece.split.start
+
+
+def balanced_groups(sizes: Sequence[int], count: int) -> tuple[tuple[int, ...], ...]:
+    """``count`` groups of the indexes of ``sizes``: the largest first onto the lightest group (each group's
+    indexes in increasing order); no group empty while there are at least ``count`` sizes."""
+    loads = [0] * count
+    members: list[list[int]] = [[] for _ in range(count)]
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        g = min(range(count), key=lambda g: (loads[g], len(members[g])))
+        loads[g] += sizes[i]
+        members[g].append(i)
+    return tuple(tuple(sorted(m)) for m in members if m)
 
 
 @dataclass(frozen=True)
@@ -175,11 +206,13 @@ class _StageTask:
     read: ReadOptions
     staging: str
     chunk_rows: int
+    groups: tuple[tuple[int, ...], ...]
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for index in batch.column(0).to_pylist():
-                yield from self.stage(index)
+            for group in batch.column(0).to_pylist():
+                for index in self.groups[group]:
+                    yield from self.stage(index)
 
     def stage(self, index: int) -> Iterator[pa.RecordBatch]:
         """Stage one piece in chunks; each row carries the seconds spent reading and staging its chunk (the

@@ -154,3 +154,14 @@ def test_unified_attrs_widen_like_concatenating_the_batches(batches: list[dict[s
     assert unified_attrs(chunks) == expected == unify_attr_types(*batches)
     assert list(unified_attrs(chunks)) == list(expected)  # names in first-seen order
     event_schema(unified_attrs(chunks))  # every type settled to one the stream schema allows
+
+
+@given(sizes=st.lists(st.integers(0, 1_000), max_size=40), count=st.integers(1, 8))
+def test_reading_tasks_share_the_pieces_by_size(sizes: list[int], count: int) -> None:
+    from sketch.spark_read import balanced_groups
+
+    groups = balanced_groups(sizes, count)
+    assert sorted(i for g in groups for i in g) == list(range(len(sizes)))
+    assert len(groups) == min(count, len(sizes)) and all(list(g) == sorted(g) for g in groups)
+    loads = [sum(sizes[i] for i in g) for g in groups]
+    assert not loads or max(loads) <= sum(sizes) / len(groups) + max(sizes)  # greedy: within one piece
