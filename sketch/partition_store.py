@@ -129,7 +129,7 @@ def _group_types(order, group_off, code, width):  # pragma: no cover - compiled
     groups = len(group_off) - 1
     seen = np.full(width, -1, dtype=np.int64)
     type_off = np.zeros(groups + 1, dtype=np.int64)
-    out = np.empty(len(order), dtype=np.int64)
+    out = np.empty(len(order), dtype=np.int32)
     n = 0
     for g in range(groups):
         start = n
@@ -181,10 +181,10 @@ def _slots(order, group_off, starts, code, ts, total):  # pragma: no cover - com
 @njit(cache=True, nogil=True)
 def _leaf_pairs(slot_code, leaf_size, width):  # pragma: no cover - compiled
     """The distinct (leaf, type) pairs of the filled slots, sorted, as ``leaf * width + code``."""
-    out = np.empty(len(slot_code), dtype=np.int64)
+    leaves = (len(slot_code) + leaf_size - 1) // leaf_size
+    out = np.empty(min(len(slot_code), leaves * width), dtype=np.int64)
     seen = np.full(width, -1, dtype=np.int64)
     n = 0
-    leaves = (len(slot_code) + leaf_size - 1) // leaf_size
     for leaf in range(leaves):
         start = n
         for s in range(leaf * leaf_size, min(len(slot_code), (leaf + 1) * leaf_size)):
