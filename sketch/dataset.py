@@ -41,6 +41,7 @@ from sketch import persist
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
 from sketch.evaluate import TreeIndex
 from sketch.partition import PartitionIndex, build_partition_tree
+from sketch.partition_columns import Columns
 from sketch.tree import BloomTree, TreeConfig
 
 INDEX_DIR = "index"
@@ -171,31 +172,16 @@ def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions 
     return extra
 
 
-def partition_into_store(dataset_root: Path, store: EventStore, key: str | None,
-                         options: BuildOptions) -> None:
-    """Add the partition layout and tree to a store just written (by the Spark job), from its events: the
-    same bits as :func:`build_index_into` makes of the same events, read part by part into compact arrays
-    (:mod:`sketch.partition_store`).  ``key`` as there; the caller holds the store's writer lock."""
-    from exact.errors import InputError
-    from exact.layout import DEFAULT_KEY
-    from sketch.partition_store import layout_from_columns, partition_tree_from_columns, store_layout_columns
+def partition_from_columns(dataset_root: Path, store: EventStore, key: str, columns: Columns,
+                           options: BuildOptions) -> None:
+    """Add the partition layout and tree to a store just written (by the Spark job) from its events'
+    compact columns (:func:`sketch.partition_columns.merge_window_columns`): the same bits as
+    :func:`build_index_into` makes of the same events.  The caller holds the store's writer lock."""
+    from sketch.partition_arrays import layout_from_columns, partition_tree_from_columns
 
     snap = store.snapshot()
-    auto = key == AUTO_KEY
-    if auto:
-        key = DEFAULT_KEY
-        if key not in snap.attrs or not snap.events:
-            return
-    if not key:
-        return
-    if key not in snap.attrs:
-        raise InputError(f"no event has the partition key attribute {key!r}", where="--partition-key")
-    types = tuple(sorted(snap.type_counts))
-    columns = store_layout_columns(store, snap, key, types, every_event=auto)
-    if columns is None:
-        return
     group, keys, code, ts = columns
-    layout = layout_from_columns(key, group, keys, code, types)
+    layout = layout_from_columns(key, group, keys, code, tuple(sorted(snap.type_counts)))
     ptree = partition_tree_from_columns(layout, code, ts, partition_options(options))
     store.commit((), write_partition(dataset_root, layout, ptree, version=1), expect_version=snap.version)
 

@@ -20,10 +20,13 @@ SparkSession is made only at the edge (:func:`main`, or a caller that passes non
    append knows its tree's configuration beforehand, and step 3 builds the bits at once.
 6. **Merge and publish** (driver): the leaves go through Alg. 2 in seq order
    (:func:`sketch.spark_leaves.merge_leaves`), the tree is saved, and one manifest replace publishes the
-   parts and the index version together; with a partition key the partition layout and tree follow
-   (:func:`sketch.dataset.partition_into_store`, which reads the three columns it needs part by part).
-   Until the dataset is published nothing is visible: a failing job leaves the previous version live, and
-   its part files are removed.
+   parts and the index version together.
+7. **Partition** (driver, builds with a partition key): the windows also wrote their events' key, type and
+   time compactly (:mod:`sketch.partition_columns`); the driver merges them and builds the partition layout
+   and tree with compiled kernels (:func:`sketch.dataset.partition_from_columns`).
+
+Until the dataset is published nothing is visible: a failing job leaves the previous version live, and its
+part files are removed.
 
 No event passes through the JVM or the driver: the tasks exchange data through the staging directory and
 the store (on a cluster, shared storage), the driver collects summaries, samples, pairs and bits.  The
@@ -55,6 +58,8 @@ from exact.ingest import IngestOptions
 from exact.readers.splits import DEFAULT_SPLIT_BYTES
 from exact.store import EventStore, PartInfo, Snapshot
 from sketch.build import BuildOptions, config_from
+from sketch.dataset import AUTO_KEY
+from sketch.partition_columns import Columns, merge_window_columns
 from sketch.sizing import Sizing, measure_distinct, size_index
 from sketch.spark_frames import build_leaf_bits, leaf_inputs, stage_inputs, write_windows
 from sketch.spark_leaves import LeafRun, merge_leaves
@@ -114,36 +119,43 @@ class Timings:
 
 @dataclass(frozen=True)
 class JobResult:
-    """What a job produced before publishing: parts (not yet visible), the tree, its sizing, the counts."""
+    """What a job produced before publishing: parts (not yet visible), the tree, its sizing, the counts,
+    and with a partition key, the key and the events' compact columns for the partition build."""
 
     parts: tuple[PartInfo, ...]
     tree: BloomTree
     sizing: Sizing | None
     events: int
     timings: Mapping[str, float]
+    partition_key: str | None = None
+    partition_columns: Columns | None = None
 
 
 def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
             ingest: IngestOptions | None = None, build: BuildOptions | None = None,
             tree: BloomTree | None = None, snapshot: Snapshot | None = None,
             progress: Progress = _no_progress, staging: Path | None = None,
-            window_events: int | None = None, piece_bytes: int | None = None) -> JobResult:
+            window_events: int | None = None, piece_bytes: int | None = None,
+            partition_key: str | None = None) -> JobResult:
     """Read, order, number, write parts, build the leaves; merge the tree in the driver.  Publishes nothing.
 
     Without ``tree`` the job builds a new dataset into the empty ``store`` and sizes the tree from the data;
     with ``tree`` (and the store's current ``snapshot``) it appends: seqs continue the stream, the tree is
     extended in place with its own configuration.  ``window_events`` fixes the windows' size (default:
     :func:`sketch.spark_windows.window_count`), ``piece_bytes`` the inputs' pieces (default
-    :func:`split_bytes`).  Parts written by a failing job are removed.
+    :func:`split_bytes`).  With ``partition_key`` (``"<auto>"``: ``case`` when every event has it) the
+    result carries the events' columns for the partition build.  Parts written by a failing job are removed.
     """
     with store.writing():  # the staging beside the store is the lock holder's (see EventStore._clean_orphans)
         return _run_job(spark, inputs, store, ingest or IngestOptions(), build or BuildOptions(), tree,
-                        snapshot, progress, staging, window_events, piece_bytes or split_bytes())
+                        snapshot, progress, staging, window_events, piece_bytes or split_bytes(),
+                        partition_key)
 
 
 def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest: IngestOptions,
              build: BuildOptions, tree: BloomTree | None, snapshot: Snapshot | None, progress: Progress,
-             staging: Path | None, window_events: int | None, piece_bytes: int) -> JobResult:
+             staging: Path | None, window_events: int | None, piece_bytes: int,
+             partition_key: str | None) -> JobResult:
     timings = Timings()
     stage = ["checking the inputs"]
     files = plan_inputs(inputs, ingest)
@@ -164,6 +176,7 @@ def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest
             located = shifted(chunks, files)
             _check_not_older(located, snap)
             attrs = unified_attrs(chunks)
+            key = _partition_key(partition_key, attrs)
             timings.lap("read")
             timings.stages["read_in_python_tasks"] = round(staged.seconds, 3)
 
@@ -175,7 +188,8 @@ def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest
             plan = WindowPlan(store_root=str(store.root), row_group_size=snap.row_group_size,
                               attrs=tuple(attrs.items()), chunks=refs, bounds=bounds, first_seq=first_seq,
                               leaf_size=(tree.config if tree else build).leaf_size,
-                              config=tree.config if tree is not None else None)
+                              config=tree.config if tree is not None else None, partition_key=key,
+                              staging=str(staging))
             timings.lap("plan")
             stage[0] = "ordering the events and writing the event store"
             answers = write_windows(spark, plan).collect()
@@ -217,8 +231,15 @@ def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest
                               for w in windows))
         _check_budget(target, build, tree is None)
         timings.lap("merge")
+        columns = None
+        if key and not (partition_key == AUTO_KEY and sum(w["keyless"] for w in windows)):
+            stage[0] = "clustering by partition key"
+            types = tuple(sorted({t for w in windows for t in json.loads(w["vocabulary"])}))
+            columns = merge_window_columns([w["partition"] for w in windows], events, types)
+            timings.lap("partition")
         return JobResult(parts=tuple(written), tree=target, sizing=sizing, events=events,
-                         timings=dict(timings.stages))
+                         timings=dict(timings.stages), partition_key=key if columns else None,
+                         partition_columns=columns)
     except BaseException:
         for part in written:
             for f in part.files:
@@ -226,6 +247,20 @@ def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _partition_key(asked: str | None, attrs: Mapping[str, Any]) -> str | None:
+    """The attribute to cluster by: ``asked``, or with ``"<auto>"`` the default key if the stream has it (and,
+    checked later, every event has a value); an attribute no event has is an error, as in the local build."""
+    from exact.layout import DEFAULT_KEY
+
+    if not asked:
+        return None
+    if asked == AUTO_KEY:
+        return DEFAULT_KEY if DEFAULT_KEY in attrs else None
+    if asked not in attrs:
+        raise InputError(f"no event has the partition key attribute {asked!r}", where="--partition-key")
+    return asked
 
 
 def _read_inputs(spark: Any, files: Sequence[InputFile], ingest: IngestOptions, staging: Path,
@@ -320,12 +355,12 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
                         type_field: str = "type", time_field: str = "ts", leaf_size: int | None = None,
                         fpq: float | None = None, memory: int | None = None, replace_existing: bool = False,
                         progress: Progress = _no_progress, spark: Any = None,
-                        window_events: int | None = None, partition_key: str | None = "<auto>"
+                        window_events: int | None = None, partition_key: str | None = AUTO_KEY
                         ) -> dict[str, Any]:
     """``seqsketch build --engine spark``: a new dataset (store + index, and with a partition key the
     partition layout and tree) published at once, or nothing."""
     from exact.store import check_dataset_name, dataset_dir, staged_dataset, store_dir
-    from sketch.dataset import partition_into_store, write_index
+    from sketch.dataset import partition_from_columns, write_index
 
     check_dataset_name(name)
     started = time.perf_counter()
@@ -344,14 +379,14 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
         snap = store.snapshot()
         with store.writing():
             result = run_job(spark, inputs, store, ingest=ingest, build=options, snapshot=snap,
-                             progress=progress, window_events=window_events)
+                             progress=progress, window_events=window_events, partition_key=partition_key)
             timings = Timings(dict(result.timings))
             progress(0.9, "publishing")
             publish(store, result, write_index(stage, result.tree, 1), expect_version=snap.version)
             timings.lap("publish")
-            if partition_key:
+            if result.partition_columns is not None:
                 progress(0.93, "clustering by partition key")
-                partition_into_store(stage, store, partition_key, options)
+                partition_from_columns(stage, store, result.partition_key, result.partition_columns, options)
                 timings.lap("partition")
     progress(1.0, f"built {name}: {result.events:,} events")
     return _build_summary(home, name, replace(result, timings=timings.stages), started, jvm)

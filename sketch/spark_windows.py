@@ -18,7 +18,9 @@ chunks, and a chunk's events at or after any such triple are a suffix of it, fou
   and written as event-store parts (:meth:`exact.store.EventStore.write_part`); then its leaves: their
   distinct types as (leaf, type) pairs and their time ranges (Baltus 2021, Alg. 1's input), and their
   filters' bits when the tree's configuration is known (an append), else by a second, small pass once the
-  driver has sized the tree from every window's pairs (:func:`sketch.spark_leaves.leaf_bits`).
+  driver has sized the tree from every window's pairs (:func:`sketch.spark_leaves.leaf_bits`).  With a
+  partition key it also writes its events' key, type and time compactly for the driver's partition build
+  (:func:`sketch.partition_columns.window_columns`).
 
 Memory per task is one window (at most :data:`MAX_WINDOW_EVENTS` events, plus the slices it maps); the
 driver sees samples, pairs and leaf bits, never events.
@@ -42,6 +44,7 @@ from exact.errors import SeqsketchError
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform, micros
 from exact.readers.tabular import cast_text_column
 from exact.store import DEFAULT_PART_ROWS, EventStore, PartInfo
+from sketch.partition_columns import window_columns
 from sketch.spark_leaves import leaf_bits
 from sketch.spark_read import StagedChunk, error_to_json, types_of
 from sketch.tree import TreeConfig, encode_types, leaf_type_pairs
@@ -52,12 +55,14 @@ MAX_WINDOW_EVENTS = DEFAULT_PART_ROWS
 #: One row per non-empty window: its parts, its leaves, or the error that stopped it.
 WINDOW_SCHEMA = ("window BIGINT, first_seq BIGINT, events BIGINT, parts STRING, first_leaf BIGINT, "
                  "leaves BIGINT, vocabulary STRING, pairs BINARY, lo_ts BINARY, hi_ts BINARY, "
-                 "end_seq BIGINT, bits BINARY, error STRING, seconds DOUBLE")
+                 "end_seq BIGINT, bits BINARY, partition STRING, keyless BIGINT, error STRING, "
+                 "seconds DOUBLE")
 _WINDOW_ARROW = pa.schema([("window", pa.int64()), ("first_seq", pa.int64()), ("events", pa.int64()),
                            ("parts", pa.string()), ("first_leaf", pa.int64()), ("leaves", pa.int64()),
                            ("vocabulary", pa.string()), ("pairs", pa.binary()), ("lo_ts", pa.binary()),
                            ("hi_ts", pa.binary()), ("end_seq", pa.int64()), ("bits", pa.binary()),
-                           ("error", pa.string()), ("seconds", pa.float64())])
+                           ("partition", pa.string()), ("keyless", pa.int64()), ("error", pa.string()),
+                           ("seconds", pa.float64())])
 
 
 def window_count(events: int, parallelism: int, window_events: int | None = None) -> int:
@@ -147,6 +152,10 @@ class WindowPlan:
     leaf_size: int
     config: TreeConfig | None = None  # known (an append): the tasks build the leaves' bits themselves
     part_rows: int = DEFAULT_PART_ROWS
+    #: With a partition key, each task writes its events' key, type and time there for the partition build
+    #: (:func:`sketch.partition_columns.window_columns`).
+    partition_key: str | None = None
+    staging: str = ""
 
     @property
     def windows(self) -> int:
@@ -256,11 +265,15 @@ class _WindowTask:
         lo_ts, hi_ts = np.minimum.reduceat(times, bounds), np.maximum.reduceat(times, bounds)
         bits = leaf_bits(plan.config, vocabulary, pairs, count) if plan.config is not None else None
         listed = [{**p.to_json(), "type_counts": [list(tc) for tc in p.type_counts]} for p in parts]
+        partition, keyless = None, 0
+        if plan.partition_key:
+            partition = str(Path(plan.staging) / f"partition-{window:06d}.arrow")
+            keyless = window_columns(stream, plan.partition_key, Path(partition))
         return _window_row(window, first_seq=first, events=stream.num_rows, parts=json.dumps(listed),
                            first_leaf=leaf_start // C, leaves=count, vocabulary=json.dumps(vocabulary),
                            pairs=pairs.astype("<i8").tobytes(), lo_ts=lo_ts.astype("<i8").tobytes(),
                            hi_ts=hi_ts.astype("<i8").tobytes(), end_seq=first + stream.num_rows, bits=bits,
-                           seconds=time.perf_counter() - started)
+                           partition=partition, keyless=keyless, seconds=time.perf_counter() - started)
 
 
 def _map_chunk(chunk: ChunkRef) -> tuple[pa.RecordBatch, np.ndarray]:
@@ -277,12 +290,13 @@ def _map_chunk(chunk: ChunkRef) -> tuple[pa.RecordBatch, np.ndarray]:
 def _window_row(window: int, *, first_seq: int = 0, events: int = 0, parts: str | None = None,
                 first_leaf: int = 0, leaves: int = 0, vocabulary: str = "[]", pairs: bytes = b"",
                 lo_ts: bytes = b"", hi_ts: bytes = b"", end_seq: int = 0, bits: bytes | None = None,
-                error: str | None = None, seconds: float = 0.0) -> pa.RecordBatch:
+                partition: str | None = None, keyless: int = 0, error: str | None = None,
+                seconds: float = 0.0) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(
         {"window": [window], "first_seq": [first_seq], "events": [events], "parts": [parts],
          "first_leaf": [first_leaf], "leaves": [leaves], "vocabulary": [vocabulary], "pairs": [pairs],
-         "lo_ts": [lo_ts], "hi_ts": [hi_ts], "end_seq": [end_seq], "bits": [bits], "error": [error],
-         "seconds": [seconds]}, schema=_WINDOW_ARROW)
+         "lo_ts": [lo_ts], "hi_ts": [hi_ts], "end_seq": [end_seq], "bits": [bits], "partition": [partition],
+         "keyless": [keyless], "error": [error], "seconds": [seconds]}, schema=_WINDOW_ARROW)
 
 
 def parts_of(row: Mapping[str, Any]) -> list[PartInfo]:

@@ -1,80 +1,38 @@
-"""The partition layout and tree of a stored stream, built part by part in compact arrays.
+"""The partition layout and tree of a stream from compact per-event arrays, with compiled kernels: how the
+driver builds them after a Spark build.
 
 :func:`sketch.dataset.build_partition_into` builds both from a whole stream table in memory — what the
-local build has at hand.  After a Spark build the events are in the store, not in the driver: reading them
-back whole and building with general-purpose numpy (sorts and ``unique`` over int64 copies) would take
-about 200 bytes an event in the driver.  Here the store is read part by part, three columns at a time, into
-four arrays of 4 to 8 bytes an event (group, type code, time; then the grouped order), and the sequential
-steps run as compiled kernels (numba, cached on disk):
+local build has at hand.  A Spark build has no such table: its events are in the windows' tasks, then in
+the store.  Reading them back whole into the driver and building with general-purpose numpy (sorts and
+``unique`` over int64 copies) takes about 200 bytes an event there.  Instead:
 
-* groups are numbered in order of their first event: each part's key values are dictionary-encoded, and
-  the parts' dictionaries, concatenated in part order and encoded again, number every key by its first
-  appearance in the stream (:func:`exact.layout.build_layout`'s numbering);
+* every window task writes its events' key values and types, each dictionary-encoded within the window,
+  and their times — about 14 bytes an event, beside its staged chunks — and the driver reads them in
+  window (seq) order into three arrays: group int32, type code int32, time int64
+  (:mod:`sketch.partition_columns`).  Groups are numbered in order of their first event, as
+  :func:`exact.layout.build_layout` numbers them;
 * ``order`` (events grouped, stream order within a group) by a counting sort, the groups' distinct types by
   marking, the partition tree's slots (:func:`sketch.partition.slot_starts`: a group that does not fit the
   rest of a leaf starts the next one), its padding (the time of the slot before) and its leaves' distinct
-  types, each in one pass;
+  types run as compiled kernels (numba, cached on disk), each in one pass;
 * the tree is then sized and built by :meth:`sketch.tree.BloomTree.update_encoded`, as
   :func:`sketch.partition.build_partition_tree` does.
 
 The result is the same layout and the same tree (``index_digest``) as :func:`build_partition_into` makes
-of the same events; ``tests/test_partition_store.py`` holds them equal.
+of the same events; ``tests/test_partition_arrays.py`` holds them equal.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from numba import njit
 
-from exact.events import ATTRS, TS, TYPE
-from exact.layout import Layout, key_values
-from exact.store import EventStore, Snapshot
+from exact.layout import Layout
 from sketch.build import BuildOptions, _plan, config_from
 from sketch.tree import BloomTree
 
 _I64 = np.int64
-
-
-Columns = tuple[np.ndarray, pa.Array, np.ndarray, np.ndarray]
-
-
-def store_layout_columns(store: EventStore, snap: Snapshot, key: str, types: tuple[str, ...], *,
-                         every_event: bool = False) -> Columns | None:
-    """Per event its group (int32, -1 without a key value), the keys in group order, per event its type's
-    code in ``types`` (sorted) and its time (µs) — read part by part; None if ``every_event`` asks for a
-    key every event has and some event lacks it (how the default key is taken)."""
-    n = snap.events
-    group = np.empty(n, dtype=np.int32)
-    code = np.empty(n, dtype=np.int32)
-    ts = np.empty(n, dtype=_I64)
-    vocabulary = pa.array(types, pa.string())
-    dictionaries: list[pa.Array] = []
-    local: list[tuple[int, int, np.ndarray]] = []  # (first seq, rows, codes into the part's dictionary)
-    for part in snap.parts:
-        table = store.read_table(part.first_seq, part.last_seq, columns=[TS, TYPE, f"{ATTRS}.{key}"],
-                                 snapshot=snap, type_dictionary=True)
-        at, rows = part.first_seq, table.num_rows
-        values = key_values(table, key).combine_chunks()
-        if every_event and (values.null_count or table.column(ATTRS).null_count):
-            return None
-        encoded = pc.dictionary_encode(values)
-        local.append((at, rows, pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)))
-        dictionaries.append(encoded.dictionary)
-        typ = table.column(TYPE).combine_chunks()
-        where = pc.index_in(typ.dictionary.cast(pa.string()), value_set=vocabulary).to_numpy(
-            zero_copy_only=False)
-        code[at:at + rows] = where[typ.indices.to_numpy(zero_copy_only=False)]
-        ts[at:at + rows] = table.column(TS).combine_chunks().view(pa.int64()).to_numpy(zero_copy_only=False)
-    everything = pc.dictionary_encode(pa.concat_arrays(dictionaries) if dictionaries else pa.array([]))
-    numbers = everything.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-    offset = 0
-    for (at, rows, codes), dictionary in zip(local, dictionaries, strict=True):
-        mapping = np.append(numbers[offset:offset + len(dictionary)], np.int32(-1))  # -1 → -1
-        group[at:at + rows] = mapping[codes]
-        offset += len(dictionary)
-    return group, everything.dictionary, code, ts
 
 
 def layout_from_columns(key: str, group: np.ndarray, keys: pa.Array, code: np.ndarray,
