@@ -461,6 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fpq", type=float, default=None)
     parser.add_argument("--memory", type=int, default=None, help="index budget in bytes")
     parser.add_argument("--replace", action="store_true")
+    parser.add_argument("--partition-key", default=AUTO_KEY, help="cluster by this attribute ('' for none)")
     parser.add_argument("--home", type=Path, default=None, help="data root (default $SEQSKETCH_HOME)")
     args = parser.parse_args(argv)
     home = args.home or seqsketch_home()
@@ -476,7 +477,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary = build_dataset_spark(home, args.dataset, args.inputs, fmt=args.format,
                                           type_field=args.type_field, time_field=args.time_field,
                                           leaf_size=args.leaf_size, fpq=args.fpq, memory=args.memory,
-                                          replace_existing=args.replace, progress=report, spark=spark)
+                                          replace_existing=args.replace, progress=report, spark=spark,
+                                          partition_key=args.partition_key or None)
         else:
             summary = append_dataset_spark(home, args.dataset, args.inputs, fmt=args.format,
                                            type_field=args.type_field, time_field=args.time_field,
