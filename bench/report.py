@@ -147,7 +147,7 @@ def section_query(record: dict[str, Any] | None) -> str:
 
 
 def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
-    others = [n for n in records if n not in PROTOCOLS and n != "query"]
+    others = [n for n in records if n not in PROTOCOLS and n not in ("query", "spark")]  # theirs: §3, §6
     if not others:
         return "_No other benchmark records in `bench/results/`._"
     parts = ["The registry's other benchmarks (`python -m bench NAME`), each owned by the module's author; "
