@@ -9,8 +9,8 @@ pieces by several tasks — are built on the cluster and in-process; both trees'
 events and the answers to real questions must be equal.  The cluster is stopped whatever happens (a
 fixture with ``finally``); its logs are kept in the test's temporary directory and shown on failure.
 
-About a minute on the shared 2-core machine (two JVM workers, the master, the driver's JVM and the
-executors start); it stays in the default run.
+About 40 seconds on the shared 2-core machine (the master and two workers take ~18 s to start, the build
+with its driver and executors ~20 s); it stays in the default run.
 """
 
 from __future__ import annotations
