@@ -37,7 +37,8 @@ _I64 = np.int64
 
 def layout_from_columns(key: str, group: np.ndarray, keys: pa.Array, code: np.ndarray,
                         types: tuple[str, ...]) -> Layout:
-    """The layout from per-event groups and type codes (the columns of :func:`store_layout_columns`)."""
+    """The layout from per-event groups and type codes
+    (:func:`sketch.partition_columns.merge_window_columns`)."""
     groups = len(keys)
     sizes = np.bincount(group[group >= 0], minlength=groups).astype(_I64)
     group_off = np.zeros(groups + 1, dtype=_I64)
