@@ -11,6 +11,7 @@ A ``limit`` keeps the first events of a stream (in stream order), so tiny runs u
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,18 +38,45 @@ BROWN = "brown.zip"
 
 def replay(base: pa.Table, copies: int) -> pa.Table:
     """``base`` (no seq) replayed ``copies`` times, each copy after the previous in time, cases renamed."""
+    return concat_batches(list(replay_copies(base, copies)))
+
+
+def replay_copies(base: pa.Table, copies: int, first: int = 0) -> Iterator[pa.Table]:
+    """The copies ``first, first + 1, …`` of :func:`replay`, one table each (in the base's order): what a
+    replay too large to hold at once is written from, copy by copy."""
     ts = base.column(TS).cast(pa.int64())
     span = pc.max(ts).as_py() - pc.min(ts).as_py() + 1
     struct = base.column(ATTRS).combine_chunks()
     names = [struct.type.field(i).name for i in range(struct.type.num_fields)]
-    out = []
-    for k in range(copies):
+    for k in range(first, first + copies):
         children = [pc.binary_join_element_wise(f"r{k}", c, "-") if n == "case" else c
                     for n, c in zip(names, struct.flatten(), strict=True)]
         shifted = pc.add(ts, k * span).cast(base.schema.field(TS).type)
-        out.append(pa.table({TS: shifted, "type": base.column("type"),
-                             ATTRS: pa.StructArray.from_arrays(children, names=names)}))
-    return concat_batches(out)
+        yield pa.table({TS: shifted, "type": base.column("type"),
+                        ATTRS: pa.StructArray.from_arrays(children, names=names)})
+
+
+def write_replay_parquet(raw: pa.Table, events: int, folder: Path, files: int) -> list[Path]:
+    """At least ``events`` events of :func:`replay` (whole copies: ``ceil(events / len(raw))``) as ``files``
+    Parquet files of consecutive copies, one row group a copy, each copy in the base's (trace) order —
+    written copy by copy, so memory holds one copy whatever ``events`` is."""
+    import pyarrow.parquet as pq
+
+    copies = max(1, math.ceil(events / max(raw.num_rows, 1)))
+    per_file = math.ceil(copies / files)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for f, first in enumerate(range(0, copies, per_file)):
+        path = folder / f"replay-{f:03d}.parquet"
+        writer = None
+        for table in replay_copies(raw, min(per_file, copies - first), first):
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+            writer.write_table(table, row_group_size=table.num_rows)
+        assert writer is not None
+        writer.close()
+        paths.append(path)
+    return paths
 
 
 def replay_words(stream: pa.Table, copies: int) -> pa.Table:

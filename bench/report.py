@@ -148,7 +148,8 @@ def section_query(record: dict[str, Any] | None) -> str:
 
 
 def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
-    others = [n for n in records if n not in PROTOCOLS and n not in ("query", "peers")]
+    # the query benchmark has §6, the peers §7, the Spark comparison §3
+    others = [n for n in records if n not in PROTOCOLS and n not in ("query", "peers", "spark")]
     if not others:
         return "_No other benchmark records in `bench/results/`._"
     parts = ["The registry's other benchmarks (`python -m bench NAME`), each owned by the module's author; "

@@ -66,6 +66,12 @@ class QueryLimitError(SeqsketchError):
     code = "query_limit"
 
 
+class TooLarge(SeqsketchError):
+    """Work refused before it starts because it would need more memory than it may take."""
+
+    code = "too_large"
+
+
 class NotFound(SeqsketchError):
     code = "not_found"
     http_status = 404

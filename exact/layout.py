@@ -273,7 +273,7 @@ def write_layout(folder: Path, layout: Layout, version: int) -> dict[str, Any]:
     sections = []
     offset = 0
     for name, arr in blobs:
-        data = arr.tobytes()
+        data = _bytes_of(arr)
         sections.append({"name": name, "dtype": arr.dtype.str, "count": int(arr.size), "offset": offset,
                          "length": len(data), "crc32": zlib.crc32(data)})
         offset += len(data) + (-len(data) % _ALIGN)
@@ -289,7 +289,7 @@ def write_layout(folder: Path, layout: Layout, version: int) -> dict[str, Any]:
         f.write(header)
         f.write(b"\0" * (start - _PREFIX.size - len(header)))
         for _, arr in blobs:
-            data = arr.tobytes()
+            data = _bytes_of(arr)
             f.write(data)
             f.write(b"\0" * (-len(data) % _ALIGN))
         f.flush()
@@ -297,6 +297,11 @@ def write_layout(folder: Path, layout: Layout, version: int) -> dict[str, Any]:
     os.replace(tmp, path)
     return {"file": name, "key": layout.key, "events": layout.events, "groups": layout.groups,
             "bytes": path.stat().st_size}
+
+
+def _bytes_of(arr: np.ndarray) -> memoryview:
+    """The bytes of a contiguous array, without a copy (the order of a large stream is hundreds of MB)."""
+    return memoryview(arr).cast("B")
 
 
 _LOADED: dict[tuple[str, int, int, int], Layout] = {}

@@ -35,12 +35,13 @@ import pyarrow.compute as pc
 from exact.errors import IndexCorrupt, NotFound
 from exact.events import micros
 from exact.ingest import order_by_time
-from exact.layout import LAYOUT_KEY, build_layout, default_key, layout_of, write_layout
+from exact.layout import LAYOUT_KEY, Layout, build_layout, default_key, layout_of, write_layout
 from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir
 from sketch import persist
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
 from sketch.evaluate import TreeIndex
 from sketch.partition import PartitionIndex, build_partition_tree
+from sketch.partition_columns import Columns
 from sketch.tree import BloomTree, TreeConfig
 
 INDEX_DIR = "index"
@@ -171,22 +172,18 @@ def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions 
     return extra
 
 
-def partition_into_store(dataset_root: Path, store: EventStore, key: str | None,
-                         options: BuildOptions) -> None:
-    """Add the partition layout and tree to a store just written (by the Spark job), from its events: the
-    same bits as :func:`build_index_into` makes of the same events.  ``key`` as there; the caller holds the
-    store's writer lock."""
+def partition_from_columns(dataset_root: Path, store: EventStore, key: str, columns: Columns,
+                           options: BuildOptions) -> None:
+    """Add the partition layout and tree to a store just written (by the Spark job) from its events'
+    compact columns (:func:`sketch.partition_columns.merge_window_columns`): the same bits as
+    :func:`build_index_into` makes of the same events.  The caller holds the store's writer lock."""
+    from sketch.partition_arrays import layout_from_columns, partition_tree_from_columns
+
     snap = store.snapshot()
-    if key == AUTO_KEY:
-        if "case" not in snap.attrs:
-            return
-        table = store.read_table(snapshot=snap, columns=["seq", "ts", "type", "attrs.case"])
-        key = default_key(table)
-    else:
-        table = store.read_table(snapshot=snap, columns=["seq", "ts", "type", f"attrs.{key}"])
-    if key:
-        store.commit((), build_partition_into(dataset_root, table, key, options, version=1),
-                     expect_version=snap.version)
+    group, keys, code, ts = columns
+    layout = layout_from_columns(key, group, keys, code, tuple(sorted(snap.type_counts)))
+    ptree = partition_tree_from_columns(layout, code, ts, partition_options(options))
+    store.commit((), write_partition(dataset_root, layout, ptree, version=1), expect_version=snap.version)
 
 
 def build_partition_into(dataset_root: Path, table: pa.Table, key: str, options: BuildOptions, *,
@@ -194,16 +191,22 @@ def build_partition_into(dataset_root: Path, table: pa.Table, key: str, options:
     """The partition layout and tree of a whole stream table, written into ``dataset_root`` (not yet
     published); returns their manifest entries."""
     layout = build_layout(table, key)
-    layout_ref = write_layout(dataset_root / PARTITION_DIR, layout, version)
-    layout_ref["file"] = f"{PARTITION_DIR}/{layout_ref['file']}"
     codes = pc.index_in(table.column("type").combine_chunks().cast(pa.string()),
                         value_set=pa.array(layout.types, pa.string())).to_numpy(zero_copy_only=False)
     ptree = build_partition_tree(layout, codes.astype(np.int64), micros(table.column("ts")),
                                  partition_options(options))
+    return write_partition(dataset_root, layout, ptree, version=version)
+
+
+def write_partition(dataset_root: Path, layout: Layout, ptree: BloomTree, *, version: int) -> dict[str, Any]:
+    """Write a partition layout and its tree into ``dataset_root`` (not yet published); returns their
+    manifest entries."""
+    layout_ref = write_layout(dataset_root / PARTITION_DIR, layout, version)
+    layout_ref["file"] = f"{PARTITION_DIR}/{layout_ref['file']}"
     name = f"{INDEX_DIR}/ptree-{version:06d}.sqt"
     (dataset_root / INDEX_DIR).mkdir(parents=True, exist_ok=True)
     size = persist.save(ptree, dataset_root / name)
-    ptree_ref = {"file": name, "key": key, "events": layout.events, "groups": layout.groups,
+    ptree_ref = {"file": name, "key": layout.key, "events": layout.events, "groups": layout.groups,
                  "index_digest": ptree.digest(), "bytes": size, "config": ptree.config.to_dict()}
     return {LAYOUT_KEY: layout_ref, PARTITION_KEY: ptree_ref}
 

@@ -2,13 +2,16 @@
 
 Baltus 2021 builds the tree in two steps that parallelise differently.  Alg. 1 (a leaf is the Bloom filter of
 the types of ``C`` consecutive events) is independent per leaf, so each Spark task builds the leaves of its
-window of ``C · L`` events.  Alg. 2 (merge neighbouring top-level nodes of equal level while the union stays
+window of whole leaves.  Alg. 2 (merge neighbouring top-level nodes of equal level while the union stays
 at most half full) is a fold over the leaf sequence, so the driver runs it, leaf after leaf, in seq order.
 
-Both halves run :class:`sketch.tree.BloomTree`'s own code, so the bits equal those of the in-process builder:
+Both halves give the bits of the in-process builder:
 
-* a task builds its window with :meth:`BloomTree.update` on an *unfolded* twin of the configuration (folding
-  changes how a node is stored, not which bits a leaf has) and reads every leaf's full ``m`` bits back;
+* a task knows its leaves' distinct types as (leaf, type) pairs; :func:`leaf_bits` sets each leaf's
+  unfolded ``m`` bits at its types' positions (the positions :meth:`BloomTree.update` hashes), once the
+  driver has sized ``m`` and ``k`` from every window's pairs (or at once, in an append, from the tree's
+  configuration).  :func:`window_leaves` does the same through :meth:`BloomTree.update` itself, on an
+  *unfolded* twin of the configuration (folding changes how a node is stored, not which bits a leaf has);
 * the driver adds the leaves to the dataset's tree with the tree's own leaf-adding step (Alg. 2), exactly as
   :meth:`BloomTree.update` does after it has computed a chunk of leaf bits.
 
@@ -25,8 +28,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
+from sketch.bloom import key_positions
 from sketch.tree import BloomTree, TreeConfig
 from sketch.tree.bloomtree import _Pending
+
+#: Booleans of leaf rows set at once by :func:`leaf_bits` (bounds its memory to 64 MiB).
+_CHUNK_BITS = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,28 @@ def window_leaves(config: TreeConfig, types: pa.Array | pa.ChunkedArray, ts: pa.
     times = twin.leaf_times()
     return LeafRun(first_leaf=first_seq // C, bits=bits, lo_ts=times[:, 0].copy(), hi_ts=times[:, 1].copy(),
                    end_seq=first_seq + twin.n_events)
+
+
+def leaf_bits(config: TreeConfig, vocabulary: Sequence[str], pairs: np.ndarray, leaves: int) -> bytes:
+    """Alg. 1's filters of ``leaves`` consecutive leaves from their distinct types: ``pairs`` lists each
+    (leaf, type) once as ``leaf * V + code`` (``V`` = ``len(vocabulary)``, at least 1; leaf 0 = the first),
+    sorted.  Answers the unfolded ``m``-bit filter of every leaf, ``m / 8`` little-endian bytes each — the
+    bits :meth:`BloomTree.update` sets for the same events (the same positions of the same types)."""
+    m, k = config.m, config.k
+    width = max(len(vocabulary), 1)
+    positions = (key_positions(list(vocabulary), k, m).astype(np.int64) if len(vocabulary)
+                 else np.zeros((0, k), dtype=np.int64))
+    code = pairs % width
+    bounds = np.searchsorted(pairs // width, np.arange(leaves + 1, dtype=np.int64))
+    out = []
+    step = max(1, _CHUNK_BITS // m)
+    for lo in range(0, leaves, step):
+        hi = min(leaves, lo + step)
+        rows_of = np.repeat(np.arange(hi - lo, dtype=np.int64), np.diff(bounds[lo:hi + 1]))
+        table = np.zeros((hi - lo) * m, dtype=bool)
+        table[(rows_of[:, None] * m + positions[code[bounds[lo]:bounds[hi]]]).ravel()] = True
+        out.append(np.packbits(table, bitorder="little").tobytes())
+    return b"".join(out)
 
 
 def merge_leaves(tree: BloomTree, runs: Iterable[LeafRun]) -> BloomTree:

@@ -1,11 +1,11 @@
 """The Spark build job against the local build, on a real local SparkSession (one per test run).
 
 Equal means: the same event-store contents (every column, type and value, in seq order, and the manifest's
-counts, attribute types and time range) and the same ``index_digest`` — on the real running example, on
-bpic2012, and on a generated stream of several CSV, JSON Lines and text inputs with many timestamp ties,
-attribute types that differ between files, and windows small enough that many tasks write parts and leaves.
-A failing job leaves the previous version live and queryable and no files behind; a Spark append equals a
-local append.
+counts, attribute types and time range) and the same ``index_digest`` of both trees — on the real running
+example, on bpic2012, on a generated stream of several CSV, JSON Lines and text inputs with many timestamp
+ties, attribute types that differ between files, and windows small enough that many tasks write parts and
+leaves, and on large generated CSV, JSON Lines and Parquet files read in many pieces.  A failing job leaves
+the previous version live and queryable and no files behind; a Spark append equals a local append.
 """
 
 from __future__ import annotations
@@ -26,14 +26,9 @@ from exact.events import iso_of_micros
 from exact.ingest import IngestOptions, ingest, read_inputs
 from exact.store import EventStore, dataset_dir, store_dir
 from sketch.dataset import Dataset
-from sketch.spark_job import (
-    append_dataset_spark,
-    build_dataset_spark,
-    number_events,
-    order_events,
-    partition_sizes,
-)
-from sketch.spark_read import plan_inputs, stage_inputs
+from sketch.spark_job import append_dataset_spark, build_dataset_spark
+from sketch.spark_read import collect_staged, plan_inputs, plan_pieces, shifted, stage_inputs, unified_attrs
+from sketch.spark_windows import ChunkRef, WindowPlan, choose_boundaries, parts_of, write_windows
 
 pytestmark = pytest.mark.spark
 
@@ -62,6 +57,11 @@ def digest(home: Path, name: str) -> str:
     return Dataset.open(home, name).snapshot().tree.digest()
 
 
+def partition_digest(home: Path, name: str) -> str | None:
+    snap = EventStore.open(store_dir(dataset_dir(name, home))).snapshot()
+    return (snap.extra.get("partition_index") or {}).get("index_digest")
+
+
 def assert_same_dataset(spark, home: Path, local: str, other: str) -> None:
     """Same stored events (schema and values, in seq order), same manifest facts, same index digest."""
     from pyspark.testing import assertDataFrameEqual
@@ -72,6 +72,7 @@ def assert_same_dataset(spark, home: Path, local: str, other: str) -> None:
     assertDataFrameEqual(spark.createDataFrame(b), spark.createDataFrame(a), checkRowOrder=True)
     assert manifest_facts(home, other) == manifest_facts(home, local)
     assert digest(home, other) == digest(home, local)
+    assert partition_digest(home, other) == partition_digest(home, local)
 
 
 def write_generated_inputs(folder: Path, seed: int = 7, seconds: int = 1_600_000_000) -> list[Path]:
@@ -133,31 +134,32 @@ def write_generated_inputs(folder: Path, seed: int = 7, seconds: int = 1_600_000
 # ------------------------------------------------------------------------------------- DataFrame steps
 
 
-def test_order_and_number_over_several_partitions_equal_local_ingest(spark, tmp_path: Path) -> None:
-    """The pure steps: the global (ts, input order) sort spreads over partitions and seq continues across
-    them from the per-partition counts — equal to the local stable sort."""
-    from pyspark.testing import assertDataFrameEqual
-
-    from sketch.spark_read import collect_staged, staged_events, unified_attrs
-
-    inputs = write_generated_inputs(tmp_path)[:5]
-    options = IngestOptions()
+def test_staged_chunks_ordered_by_windows_equal_local_ingest(spark, tmp_path: Path) -> None:
+    """The DataFrame steps alone: inputs staged in small sorted chunks, cut into windows from their samples
+    and merged per window — the windows' parts hold the local ingest's stream, seq for seq, and start on
+    leaf boundaries."""
+    inputs = write_generated_inputs(tmp_path)
+    options = IngestOptions(batch_rows=40)
     files = plan_inputs(inputs, options)
+    pieces = plan_pieces(files)
     staging = tmp_path / "staging"
-    staging.mkdir()
-    chunks = collect_staged([r.asDict() for r in stage_inputs(spark, files, options, staging).collect()])
-    attrs = unified_attrs(chunks)
-    ordered = order_events(staged_events(spark, files, chunks, attrs, tasks=3)).cache()
-    sizes = partition_sizes(ordered)
-    assert sum(1 for s in sizes if s) >= 2, sizes  # the test means something only over several partitions
-    offsets = np.concatenate(([100], 100 + np.cumsum(sizes)[:-1])).tolist()
-    numbered = number_events(ordered, offsets).toArrow()
-    expected = ingest(inputs, options, first_seq=100)
-    assert numbered.column("seq").to_pylist() == expected.column("seq").to_pylist()
-    assert numbered.column("ts").to_pylist() == expected.column("ts").cast(pa.int64()).to_pylist()
-    got = spark.createDataFrame(numbered.select(["seq", "type", "attrs"]))
-    want = spark.createDataFrame(expected.select(["seq", "type", "attrs"]))
-    assertDataFrameEqual(got, want, checkRowOrder=True)
+    rows = [r.asDict() for r in stage_inputs(spark, pieces, options, staging, chunk_rows=97).collect()]
+    staged = collect_staged(rows, pieces)
+    assert len(staged.chunks) > 2 * len(files)  # the test means something only over many chunks
+    located = shifted(staged.chunks, files)
+    store = EventStore.create(tmp_path / "store")
+    plan = WindowPlan(store_root=str(store.root), row_group_size=64,
+                      attrs=tuple(unified_attrs(staged.chunks).items()),
+                      chunks=tuple(ChunkRef(c.path, c.rows, shift, c.text_types) for c, shift in located),
+                      bounds=choose_boundaries(located, 9), first_seq=0, leaf_size=8)
+    windows = sorted((r.asDict() for r in write_windows(spark, plan).collect()), key=lambda r: r["window"])
+    assert not [w["error"] for w in windows if w["error"]]
+    parts = [p for w in windows for p in parts_of(w)]
+    assert len(parts) >= 5 and all(p.first_seq % 8 == 0 for p in parts)
+    with store.writing():
+        store.commit(parts)
+    expected = ingest(inputs, options)
+    assert store.read_table().equals(expected)
 
 
 # -------------------------------------------------------------------------------- builds: local == Spark
@@ -181,11 +183,12 @@ def test_generated_multi_file_stream_equals_local_build(spark, tmp_path: Path, h
     inputs = write_generated_inputs(tmp_path)
     local_build(home, "local", inputs, leaf_size=8)
     reports: list[tuple[float, str]] = []
-    summary = build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=8, leaves_per_task=40,
+    summary = build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=8, window_events=320,
                                   progress=lambda f, m: reports.append((f, m)))
     assert_same_dataset(spark, home, "local", "spark")
     parts = EventStore.open(store_dir(dataset_dir("spark", home))).snapshot().parts
-    assert len(parts) == -(-summary["events"] // 320)  # one part per window of 40 leaves, written by its task
+    assert len(parts) >= summary["events"] // 640  # a part per window of ~40 leaves, written by its task
+    assert all(p.first_seq % 8 == 0 for p in parts)  # windows hold whole leaves
     fractions = [f for f, _ in reports]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
     assert any(f"{summary['events']:,} events" in m for _, m in reports)
@@ -286,7 +289,7 @@ def test_spark_append_equals_local_append(spark, tmp_path: Path, home: Path) -> 
     for name in ("local", "spark"):
         local_build(home, name, csvs, leaf_size=8)  # 1,000-odd events: the last leaf is partial
     Dataset.open(home, "local").append(read_inputs([str(p) for p in jsonls]))
-    summary = append_dataset_spark(home, "spark", jsonls, spark=spark, leaves_per_task=5)
+    summary = append_dataset_spark(home, "spark", jsonls, spark=spark, window_events=40)
     assert_same_dataset(spark, home, "local", "spark")
     assert summary["events"] == store_table(home, "local").num_rows
 
@@ -338,10 +341,9 @@ def test_cli_append_locally(shared_data: Path, tmp_path: Path, home: Path,
     assert "back in time" in capsys.readouterr().err and store_table(home, "d").num_rows == 44
 
 
-def test_inputs_already_in_time_order_skip_the_sort_and_equal_local(spark, tmp_path: Path, home: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Time-ordered files (ties within and across file boundaries): seq is the input position, no shuffle
-    sort runs, and the dataset equals the local build."""
+def test_inputs_already_in_time_order_equal_local(spark, tmp_path: Path, home: Path) -> None:
+    """Time-ordered files (ties within and across file boundaries): the stable order keeps input order
+    among equal times, across windows too, as the local build does."""
     rng = np.random.default_rng(3)
     ts = np.sort(1_600_000_000 + rng.integers(0, 60, 600))
     ts[200], ts[400] = ts[199], ts[399]  # ties across the file boundaries
@@ -352,11 +354,52 @@ def test_inputs_already_in_time_order_skip_the_sort_and_equal_local(spark, tmp_p
                                     for i in rows]
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         inputs.append(path)
-
-    def no_sort(events):
-        raise AssertionError("the inputs are in order: no global sort may run")
-
-    monkeypatch.setattr("sketch.spark_job.order_events", no_sort)
     local_build(home, "local", inputs, leaf_size=8)
-    build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=8, leaves_per_task=10)
+    build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=8, window_events=80)
     assert_same_dataset(spark, home, "local", "spark")
+
+
+# ---------------------------------------------------------------------------------- inputs in pieces
+
+
+def test_large_inputs_read_in_pieces_equal_local_build(spark, tmp_path: Path, home: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """One CSV (CRLF, quotes, UTF-8, a column only the whole file types), one JSON Lines and one Parquet
+    file, each read by many tasks, and a CSV whose quoted newlines straddle the cuts (read again whole):
+    the dataset equals the local build's."""
+    from tests.test_input_splits import write_csv, write_jsonl
+
+    monkeypatch.setenv("SEQSKETCH_SPLIT_BYTES", "20000")
+    rng = np.random.default_rng(9)
+    n = 6_000
+    table = pa.table({"ts": pa.array(1_600_000_000 + rng.integers(0, 900, n), pa.int64()),
+                      "type": pa.array([f"P{x}" for x in rng.integers(0, 15, n)]),
+                      "case": pa.array(rng.integers(0, 40, n), pa.int64())})
+    pq.write_table(table, tmp_path / "c.parquet", row_group_size=700)
+    inputs = [write_csv(tmp_path / "a.csv", 3_000), write_jsonl(tmp_path / "b.jsonl", 3_000),
+              tmp_path / "c.parquet", write_csv(tmp_path / "d.csv", 1_500, seed=4, multiline=3)]
+    files = plan_inputs(inputs, IngestOptions())
+    pieces = plan_pieces(files, 20_000)
+    assert [sum(p.file == i for p in pieces) for i in range(4)] >= [5, 5, 3, 5]
+    rows = [r.asDict() for r in stage_inputs(spark, pieces, IngestOptions(), tmp_path / "staging").collect()]
+    assert collect_staged(rows, pieces).reread == (3,)  # only the file cut inside quoted newlines
+    local_build(home, "local", inputs, leaf_size=16)
+    build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=16, window_events=2_000)
+    assert_same_dataset(spark, home, "local", "spark")
+
+
+def test_malformed_record_in_a_pieced_input_names_its_line(spark, tmp_path: Path, home: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad record deep inside a file read in pieces: the error is the whole-file reader's, naming the
+    file and the line."""
+    from tests.test_input_splits import write_csv
+
+    monkeypatch.setenv("SEQSKETCH_SPLIT_BYTES", "10000")
+    path = write_csv(tmp_path / "bad.csv", 2_000)
+    lines = path.read_bytes().split(b"\r\n")
+    lines[1_500] = b"not a time,T1,3,4,true,x,"
+    path.write_bytes(b"\r\n".join(lines))
+    with pytest.raises(InputError) as caught:
+        build_dataset_spark(home, "d", [path], spark=spark)
+    assert "bad.csv" in str(caught.value) and "line 1501" in str(caught.value)
+    assert not (home / "datasets" / "d").exists()

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exact.events import event_schema, unify_attr_types
-from sketch.spark_frames import MAX_WINDOW_EVENTS, window_geometry
-from sketch.spark_leaves import merge_leaves, window_leaves
+from sketch.spark_leaves import leaf_bits, merge_leaves, window_leaves
 from sketch.spark_read import StagedChunk, unified_attrs
-from sketch.tree import BloomTree, TreeConfig
+from sketch.spark_windows import Boundaries, aligned_starts, rows_below, window_count
+from sketch.tree import BloomTree, TreeConfig, encode_types, leaf_type_pairs
 
 
 def stream(seed: int, n: int, vocabulary: int) -> tuple[pa.Array, np.ndarray]:
@@ -74,14 +74,59 @@ def test_runs_with_a_gap_are_refused() -> None:
         merge_leaves(BloomTree(config), runs)
 
 
-@given(span=st.integers(1, 50_000_000), C=st.integers(1, 4096), cores=st.integers(1, 64))
-def test_window_geometry_tiles_the_stream_in_whole_leaves(span: int, C: int, cores: int) -> None:
-    window, count = window_geometry(span, C, cores)
-    assert window % C == 0
-    assert (count - 1) * window < span <= count * window
-    assert window <= max(C, MAX_WINDOW_EVENTS)
-    if span >= cores * C:  # enough leaves for every core: no core idles for want of a window
-        assert count >= cores or window == C
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 500), C=st.sampled_from([1, 3, 8]),
+       m=st.sampled_from([64, 256]), k=st.integers(1, 4), vocabulary=st.sampled_from([1, 5, 40]))
+def test_leaf_bits_from_pairs_equal_the_leaves_update_builds(seed: int, n: int, C: int, m: int, k: int,
+                                                            vocabulary: int) -> None:
+    """A window's leaves as the second Spark pass builds them (from its (leaf, type) pairs) are the bits
+    BloomTree.update sets for the same events."""
+    types, ts = stream(seed, n, vocabulary)
+    config = TreeConfig(leaf_size=C, m=m, k=k)
+    run = window_leaves(config, types, ts, 0)
+    codes, names = encode_types(types)
+    pairs = leaf_type_pairs(codes, max(len(names), 1), 0, C)
+    assert leaf_bits(config, names, pairs, run.count) == run.bits
+
+
+def stream_ranks(chunks: list[np.ndarray]) -> list[tuple[int, int, int]]:
+    """The stream order of sorted chunks by brute force: (ts, chunk, row) of every event, sorted."""
+    return sorted((int(t), c, r) for c, ts in enumerate(chunks) for r, t in enumerate(ts.tolist()))
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 10_000), sizes=st.lists(st.integers(0, 60), min_size=1, max_size=6),
+       spread=st.sampled_from([1, 3, 50]), picks=st.lists(st.integers(0, 10_000), max_size=6),
+       first_seq=st.integers(0, 40), C=st.sampled_from([1, 4, 16]))
+def test_window_ranks_tile_the_stream_in_whole_leaves(seed: int, sizes: list[int], spread: int,
+                                                      picks: list[int], first_seq: int, C: int) -> None:
+    """Rows below a boundary, summed over the chunks, are its rank in the (ts, chunk, row) order; window
+    starts moved to leaf starts stay in order, and every window but the first starts on a leaf."""
+    rng = np.random.default_rng(seed)
+    chunks = [np.sort(rng.integers(0, spread, size)) for size in sizes]
+    order = stream_ranks(chunks)
+    if not order:
+        return
+    triples = sorted({order[p % len(order)] for p in picks})
+    bounds = Boundaries(tuple(t for t, _, _ in triples), tuple(c for _, c, _ in triples),
+                        tuple(r for _, _, r in triples))
+    below = np.stack([rows_below(ts, c, bounds) for c, ts in enumerate(chunks)])
+    assert below.sum(axis=0).tolist() == [order.index(t) for t in triples]
+    ranks = np.concatenate(([0], below.sum(axis=0), [len(order)]))
+    starts = aligned_starts(ranks, first_seq, C)
+    assert starts[0] == 0 and starts[-1] == len(order) and np.all(np.diff(starts) >= 0)
+    assert all((first_seq + s) % C == 0 for s in starts[1:-1] if s < len(order))
+    assert np.all(starts >= ranks) and np.all(starts - ranks < C)
+
+
+@given(events=st.integers(1, 50_000_000), cores=st.integers(1, 64))
+def test_window_count_keeps_every_core_busy_and_windows_bounded(events: int, cores: int) -> None:
+    from sketch.spark_windows import MAX_WINDOW_EVENTS
+
+    windows = window_count(events, cores)
+    assert 1 <= windows <= events
+    assert windows >= min(events, 2 * cores)
+    assert -(-events // windows) <= max(MAX_WINDOW_EVENTS, -(-events // (2 * cores)))
 
 
 _TYPES = [pa.int64(), pa.float64(), pa.bool_(), pa.string(), pa.null()]
@@ -93,7 +138,7 @@ _NAMES = {pa.int64(): "int64", pa.float64(): "double", pa.bool_(): "bool", pa.st
                 min_size=1, max_size=6))
 def test_unified_attrs_widen_like_concatenating_the_batches(batches: list[dict[str, pa.DataType]]) -> None:
     """The driver's widening of staged batch types equals concat_batches' widening of the batches."""
-    chunks = [StagedChunk(0, i, "", 1, 0, tuple((n, _NAMES[t]) for n, t in b.items()), 0, 0)
+    chunks = [StagedChunk(0, 0, i, "", 1, tuple((n, _NAMES[t]) for n, t in b.items()), 0, 0)
               for i, b in enumerate(batches)]
     tables = []
     for b in batches:
@@ -111,17 +156,12 @@ def test_unified_attrs_widen_like_concatenating_the_batches(batches: list[dict[s
     event_schema(unified_attrs(chunks))  # every type settled to one the stream schema allows
 
 
-def _chunk(file: int, chunk: int, lo: int, hi: int, in_order: bool = True) -> StagedChunk:
-    return StagedChunk(file, chunk, "", 3, 0, (), lo, hi, in_order)
+@given(sizes=st.lists(st.integers(0, 1_000), max_size=40), count=st.integers(1, 8))
+def test_reading_tasks_share_the_pieces_by_size(sizes: list[int], count: int) -> None:
+    from sketch.spark_read import balanced_groups
 
-
-def test_already_in_order_needs_sorted_batches_that_follow_one_another() -> None:
-    from sketch.spark_read import InputFile, already_in_order
-
-    csv = [InputFile(0, "a.csv", "csv"), InputFile(1, "b.csv", "csv")]
-    assert already_in_order(csv, [_chunk(0, 0, 1, 5), _chunk(0, 1, 5, 9), _chunk(1, 0, 9, 9)])  # ties
-    assert not already_in_order(csv, [_chunk(0, 0, 1, 5), _chunk(1, 0, 4, 9)])  # overlap
-    assert not already_in_order(csv, [_chunk(0, 0, 1, 5, in_order=False)])  # unsorted inside
-    # Text inputs continue one another's positions: the second is shifted by the first's tokens (3).
-    text = [InputFile(0, "a.txt", "text"), InputFile(1, "b.txt", "text")]
-    assert already_in_order(text, [_chunk(0, 0, 0, 2_000_000), _chunk(1, 0, 0, 2_000_000)])
+    groups = balanced_groups(sizes, count)
+    assert sorted(i for g in groups for i in g) == list(range(len(sizes)))
+    assert len(groups) == min(count, len(sizes)) and all(list(g) == sorted(g) for g in groups)
+    loads = [sum(sizes[i] for i in g) for g in groups]
+    assert not loads or max(loads) <= sum(sizes) / len(groups) + max(sizes)  # greedy: within one piece

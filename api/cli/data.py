@@ -41,6 +41,9 @@ def add_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--leaf-size", type=_positive_int, default=None, help="events per leaf of the index (C)")
     p.add_argument("--fpq", type=_probability, default=None, help="target false-positive rate of a query")
     p.add_argument("--memory", type=_byte_size, default=None, help="memory budget of the index (e.g. 64M)")
+    p.add_argument("--local-memory", type=_byte_size, default=None, metavar="BYTES",
+                   help="--engine local: the most memory the build may take (default: half the available "
+                        "memory); inputs estimated to need more are refused")
     p.add_argument("--replace", action="store_true", help="rebuild an existing dataset")
     p.add_argument("--partition-key", default=AUTO_KEY, metavar="ATTR",
                    help="cluster events by this attribute for per-case questions (default: case, when every "
@@ -112,7 +115,8 @@ def _build(args: argparse.Namespace) -> int:
                                             memory=args.memory, engine=args.engine,
                                             progress=bar.reading if bar else None,
                                             job_progress=bar.job if bar else None,
-                                             partition_key=args.partition_key or None)
+                                            partition_key=args.partition_key or None,
+                                            local_memory=args.local_memory)
     emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
          f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
          f"store {human_bytes(summary['store_bytes'])}, {summary['seconds']:.1f} s")

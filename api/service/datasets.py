@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from api.service.build_memory import check_local_build
 from exact.errors import InputError, NotFound
 from exact.events import parse_timestamp, records_to_table
 from exact.ingest import IngestOptions, ingest, read_inputs
@@ -55,7 +56,8 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
                       type_field: str = "type", time_field: str = "ts", replace: bool = False,
                       leaf_size: int | None = None, fpq: float | None = None, memory: int | None = None,
                       progress: Any = None, engine: str = "local",
-                      job_progress: Any = None, partition_key: str | None = AUTO_KEY) -> dict[str, Any]:
+                      job_progress: Any = None, partition_key: str | None = AUTO_KEY,
+                      local_memory: int | None = None) -> dict[str, Any]:
     """Ingest ``inputs`` into a new dataset ``name`` under ``home`` (``seqsketch build``, and the body of a
     build job); nothing is left behind on failure.
 
@@ -65,7 +67,8 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
     Returns the ``build`` summary: the ``info`` object plus ``seconds`` and ``timings`` (ingest, index).
     ``progress`` (an :data:`exact.ingest.Progress`) hears of every batch read.  ``partition_key``: the
     attribute events are clustered by for per-group questions (``AUTO_KEY``: ``case`` when every event has
-    it; None or ``""``: none).
+    it; None or ``""``: none).  The in-process engine first refuses inputs it estimates to need more memory
+    than ``local_memory`` (:mod:`api.service.build_memory`).
     """
     check_dataset_name(name)
     partition_key = partition_key or None
@@ -78,6 +81,10 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
                                    **({"progress": job_progress} if job_progress else {}))
     options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
                            memory_bytes=memory)
+    for path in inputs:
+        if not Path(path).is_file():
+            raise InputError("no such file", where=str(path))
+    check_local_build(inputs, fmt, local_memory)
     started = time.perf_counter()
     with staged_dataset(name, home, replace=replace) as stage:
         table = ingest(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field),

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -47,6 +48,15 @@ def _fields_check(header: list[str], options: ReadOptions, where: str) -> None:
                              where=where, line=1)
 
 
+def csv_columns(header: list[str], options: ReadOptions,
+                where: str) -> tuple[list[str], int, int, list[tuple[int, str]]]:
+    """The header's names (stripped), the type and time fields' indexes and the attribute columns."""
+    header = [h.strip() for h in header]
+    _fields_check(header, options, where)
+    ti, si = header.index(options.type_field), header.index(options.time_field)
+    return header, ti, si, [(i, h) for i, h in enumerate(header) if i not in (ti, si) and h != SEQ and h]
+
+
 def read_csv(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
     """CSV with a header row; values typed per column over the whole file (see module docstring)."""
     where = str(path)
@@ -57,11 +67,8 @@ def read_csv(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
             header = next(reader, None)
             if header is None or not any(h.strip() for h in header):
                 raise InputError("empty file: no header row", where=where)
-            header = [h.strip() for h in header]
-            _fields_check(header, options, where)
-            ti, si = header.index(options.type_field), header.index(options.time_field)
-            attr_idx = [(i, h) for i, h in enumerate(header) if i not in (ti, si) and h != SEQ and h]
-            batches = list(_csv_batches(reader, header, ti, si, attr_idx, options, where))
+            header, ti, si, attr_idx = csv_columns(header, options, where)
+            batches = list(csv_batches(reader, header, ti, si, attr_idx, options, where))
         except UnicodeDecodeError as err:
             raise InputError(f"not UTF-8 text: {err.reason}", where=where) from None
         except csv.Error as err:
@@ -83,7 +90,7 @@ def read_csv(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
 _CsvBatch = tuple[list[int], list[str], dict[str, pa.Array]]
 
 
-def _csv_batches(reader: Any, header: list[str], ti: int, si: int, attr_idx: list[tuple[int, str]],
+def csv_batches(reader: Any, header: list[str], ti: int, si: int, attr_idx: list[tuple[int, str]],
                  options: ReadOptions, where: str) -> Iterator[_CsvBatch]:
     width = len(header)
     ts: list[int] = []
@@ -112,23 +119,82 @@ def _csv_batches(reader: Any, header: list[str], ti: int, si: int, attr_idx: lis
 
 def _infer_text_column(col: pa.ChunkedArray) -> pa.ChunkedArray:
     """int64, double, bool or string for a column of CSV text, whichever fits every non-null value."""
+    return cast_text_column(col, text_column_type(text_kinds(col, complete=False)))
+
+
+@dataclass(frozen=True)
+class TextKinds:
+    """What every non-null value of a CSV text column fits (all of them: vacuously true for no value).
+
+    A file read in pieces (:mod:`exact.readers.splits`) learns these per piece; the pieces' kinds combine
+    with :meth:`both`, and :func:`text_column_type` of the whole gives the type the whole file's column takes
+    — the same rule, in the same order, as reading the file at once.
+    """
+
+    all_null: bool
+    integer: bool  # every value an integer that fits int64
+    number: bool  # every value a number
+    boolean: bool  # every value true/false (any case)
+
+    def both(self, other: TextKinds) -> TextKinds:
+        return TextKinds(self.all_null and other.all_null, self.integer and other.integer,
+                         self.number and other.number, self.boolean and other.boolean)
+
+    def to_json(self) -> list[bool]:
+        return [self.all_null, self.integer, self.number, self.boolean]
+
+    @classmethod
+    def from_json(cls, flags: list[bool]) -> TextKinds:
+        return cls(*(bool(f) for f in flags))
+
+
+def text_kinds(col: pa.Array | pa.ChunkedArray, *, complete: bool = True) -> TextKinds:
+    """The :class:`TextKinds` of a column of CSV text (``complete=False``: ``boolean`` is left unchecked, as
+    false, when the values are numbers — enough to decide the column's type alone, not to combine it)."""
     if col.null_count == len(col):
-        return pa.chunked_array([pa.nulls(len(c)) for c in col.chunks], pa.null())
+        return TextKinds(True, True, True, True)
 
     def all_match(pattern: str) -> bool:
         return bool(pc.all(pc.match_substring_regex(col, pattern), skip_nulls=True).as_py())
 
-    if all_match(_INT_RE):
+    integer = all_match(_INT_RE)
+    if integer:
         try:
-            return pc.cast(pc.utf8_trim_whitespace(col), pa.int64())
+            pc.cast(pc.utf8_trim_whitespace(col), pa.int64())
         except pa.ArrowInvalid:  # beyond int64: read as numbers all the same
-            pass
-    if all_match(_FLOAT_RE):
-        return pc.cast(pc.utf8_trim_whitespace(col), pa.float64())
+            integer = False
+    number = integer or all_match(_FLOAT_RE)
+    if number and not complete:
+        return TextKinds(False, integer, number, False)
     lowered = pc.utf8_lower(pc.utf8_trim_whitespace(col))
     boolean = pc.or_(pc.is_null(lowered), pc.is_in(lowered, pa.array(["true", "false"])))
-    if bool(pc.all(boolean).as_py()):
-        return pc.equal(lowered, "true")
+    return TextKinds(False, integer, number, bool(pc.all(boolean).as_py()))
+
+
+def text_column_type(kinds: TextKinds) -> pa.DataType:
+    """The type a CSV column whose values have ``kinds`` is read as: null (no value), int64, double, bool,
+    else string."""
+    if kinds.all_null:
+        return pa.null()
+    if kinds.integer:
+        return pa.int64()
+    if kinds.number:
+        return pa.float64()
+    if kinds.boolean:
+        return pa.bool_()
+    return pa.string()
+
+
+def cast_text_column(col: pa.Array | pa.ChunkedArray, typ: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """A column of CSV text read as ``typ`` (one of :func:`text_column_type`'s answers)."""
+    if pa.types.is_null(typ):
+        if isinstance(col, pa.ChunkedArray):
+            return pa.chunked_array([pa.nulls(len(c)) for c in col.chunks], pa.null())
+        return pa.nulls(len(col))
+    if typ == pa.int64() or typ == pa.float64():
+        return pc.cast(pc.utf8_trim_whitespace(col), typ)
+    if typ == pa.bool_():
+        return pc.equal(pc.utf8_lower(pc.utf8_trim_whitespace(col)), "true")
     return col
 
 
@@ -144,8 +210,8 @@ def read_jsonl(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
         for line_no, line in _numbered_lines(raw, where):
             if not line.strip():
                 continue
-            record = _json_record(line, where, line_no)
-            batch.add(*_json_event(record, options, where, line_no))
+            record = json_record(line, where, line_no)
+            batch.add(*json_event(record, options, where, line_no))
             count += 1
             if len(batch) >= options.batch_rows:
                 yield batch.table()
@@ -171,7 +237,7 @@ def _numbered_lines(raw: IO[bytes], where: str) -> Iterator[tuple[int, str]]:
         raise unreadable(err, where, line_no + 1) from None
 
 
-def _json_record(line: str, where: str, line_no: int) -> dict[str, Any]:
+def json_record(line: str, where: str, line_no: int) -> dict[str, Any]:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as err:
@@ -183,7 +249,7 @@ def _json_record(line: str, where: str, line_no: int) -> dict[str, Any]:
     return record
 
 
-def _json_event(record: dict[str, Any], options: ReadOptions, where: str,
+def json_event(record: dict[str, Any], options: ReadOptions, where: str,
                 line_no: int) -> tuple[int, str, dict[str, Any]]:
     typ = record.get(options.type_field)
     if typ is None:
@@ -232,11 +298,11 @@ def read_parquet(path: Path, options: ReadOptions) -> Iterator[pa.Table]:
                              where=f"{where}: records from {first}") from None
         if batch is None:
             break
-        yield _parquet_table(pa.Table.from_batches([batch]), options, where, first)
+        yield parquet_table(pa.Table.from_batches([batch]), options, where, first)
         first += batch.num_rows
 
 
-def _parquet_table(table: pa.Table, options: ReadOptions, where: str, first_record: int) -> pa.Table:
+def parquet_table(table: pa.Table, options: ReadOptions, where: str, first_record: int) -> pa.Table:
     types = table.column(options.type_field).combine_chunks()
     if not (pa.types.is_string(types.type) or pa.types.is_large_string(types.type)
             or pa.types.is_dictionary(types.type)):
