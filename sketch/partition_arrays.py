@@ -11,9 +11,10 @@ the store.  Reading them back whole into the driver and building with general-pu
   window (seq) order into three arrays: group int32, type code int32, time int64
   (:mod:`sketch.partition_columns`).  Groups are numbered in order of their first event, as
   :func:`exact.layout.build_layout` numbers them;
-* ``order`` (events grouped, stream order within a group) by a counting sort, the groups' distinct types by
-  marking, the partition tree's slots (:func:`sketch.partition.slot_starts`: a group that does not fit the
-  rest of a leaf starts the next one), its padding (the time of the slot before) and its leaves' distinct
+* ``order`` (events by group, then type, stream order within) by two counting sorts, the groups' distinct
+  types and their events' counts in one walk of it, the partition tree's slots
+  (:func:`sketch.partition.slot_starts`: a group that does not fit the rest of a leaf starts the next one),
+  its padding (the time of the slot before) and its leaves' distinct
   types run as compiled kernels (numba, cached on disk), each in one pass;
 * the tree is then sized and built by :meth:`sketch.tree.BloomTree.update_encoded`, as
   :func:`sketch.partition.build_partition_tree` does.
@@ -43,12 +44,12 @@ def layout_from_columns(key: str, group: np.ndarray, keys: pa.Array, code: np.nd
     sizes = np.bincount(group[group >= 0], minlength=groups).astype(_I64)
     group_off = np.zeros(groups + 1, dtype=_I64)
     np.cumsum(sizes, out=group_off[1:])
-    order = _grouped_order(group, group_off)
     width = max(len(types), 1)
-    type_off, type_codes = _group_types(order, group_off, code, width)
+    order = _grouped_order(group, group_off, code, width)
+    type_off, type_codes, type_counts = _group_types(order, group_off, code)
     code_dtype = np.uint16 if width <= 1 << 16 else np.uint32
-    return Layout(key, len(group), group, order, group_off, type_off, type_codes.astype(code_dtype), types,
-                  keys)
+    return Layout(key, len(group), group, order, group_off, type_off, type_codes.astype(code_dtype),
+                  type_counts, types, keys)
 
 
 def partition_tree_from_columns(layout: Layout, code: np.ndarray, ts: np.ndarray,
@@ -70,37 +71,48 @@ def partition_tree_from_columns(layout: Layout, code: np.ndarray, ts: np.ndarray
 
 
 @njit(cache=True, nogil=True)
-def _grouped_order(group, group_off):  # pragma: no cover - compiled
-    """The events' seqs grouped by group, in stream order within one (a stable counting sort)."""
+def _grouped_order(group, group_off, code, width):  # pragma: no cover - compiled
+    """The events' seqs by group, then type, then stream position: two stable counting sorts (by type,
+    then by group), each one pass over the events."""
+    type_off = np.zeros(width + 1, dtype=np.int64)
+    for i in range(len(group)):
+        if group[i] >= 0:
+            type_off[code[i] + 1] += 1
+    for c in range(width):
+        type_off[c + 1] += type_off[c]
+    by_type = np.empty(type_off[width], dtype=np.int32)
+    for i in range(len(group)):
+        if group[i] >= 0:
+            by_type[type_off[code[i]]] = i
+            type_off[code[i]] += 1
     fill = group_off[:-1].copy()
     order = np.empty(group_off[-1], dtype=np.int32)
-    for i in range(len(group)):
-        g = group[i]
-        if g >= 0:
-            order[fill[g]] = i
-            fill[g] += 1
+    for j in range(len(by_type)):
+        g = group[by_type[j]]
+        order[fill[g]] = by_type[j]
+        fill[g] += 1
     return order
 
 
 @njit(cache=True, nogil=True)
-def _group_types(order, group_off, code, width):  # pragma: no cover - compiled
-    """Per group its distinct type codes, sorted (``type_off`` into ``type_codes``)."""
+def _group_types(order, group_off, code):  # pragma: no cover - compiled
+    """Per group its distinct type codes (``type_off`` into ``type_codes``, sorted: the order is by type
+    within a group) and the events of each (``type_counts``)."""
     groups = len(group_off) - 1
-    seen = np.full(width, -1, dtype=np.int64)
     type_off = np.zeros(groups + 1, dtype=np.int64)
-    out = np.empty(len(order), dtype=np.int32)
+    codes = np.empty(len(order), dtype=np.int32)
+    counts = np.empty(len(order), dtype=np.uint32)
     n = 0
     for g in range(groups):
-        start = n
         for j in range(group_off[g], group_off[g + 1]):
             c = code[order[j]]
-            if seen[c] != g:
-                seen[c] = g
-                out[n] = c
+            if j == group_off[g] or c != codes[n - 1]:
+                codes[n] = c
+                counts[n] = 0
                 n += 1
-        out[start:n] = np.sort(out[start:n])
+            counts[n - 1] += 1
         type_off[g + 1] = n
-    return type_off, out[:n].copy()
+    return type_off, codes[:n].copy(), counts[:n].copy()
 
 
 @njit(cache=True, nogil=True)

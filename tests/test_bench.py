@@ -47,8 +47,9 @@ def test_report_has_every_section_in_order(tiny_run: tuple[Path, Path, list[str]
     assert "`python -m bench all --quick (tiny test scale)`" in text
     positions = [text.index(f"## {title}\n") for title in SECTIONS]
     assert positions == sorted(positions)
-    # Only the registry's Spark and query benchmarks are absent: the smoke test runs the seed protocols alone.
-    assert text.count("Not run:") == 2 and "(`python -m bench spark`): _Not run: no" in text
+    # Only the registry's Spark, query and peers benchmarks are absent: the smoke test runs the protocols.
+    assert text.count("Not run:") == 3 and "(`python -m bench spark`): _Not run: no" in text
+    assert "_Not run: no `bench/results/peers.json`._" in text
     assert "(`python -m bench query`): _Not run: no" in text
     for note in ("Failed:", "No figures"):
         assert note not in text

@@ -62,7 +62,7 @@ def test_window_columns_build_the_partition_of_the_whole_table(tmp_path_factory:
     assert keyless == int(np.sum(expected.group_of < 0))
     group, keys, code, ts = merge_window_columns(paths, n, expected.types)
     layout = layout_from_columns("case", group, keys, code, expected.types)
-    for name in ("group_of", "order", "group_off", "type_off", "type_codes"):
+    for name in ("group_of", "order", "group_off", "type_off", "type_codes", "type_counts"):
         mine, theirs = getattr(layout, name), getattr(expected, name)
         assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs), name
     assert layout.keys.equals(expected.keys)
