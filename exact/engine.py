@@ -90,10 +90,17 @@ _WINDOW_STEPS = 200_000
 
 @dataclass(frozen=True)
 class Budget:
-    """A query's limits: the monotonic time it must be answered by (None: no limit)."""
+    """A query's limits: the monotonic time it must be answered by (None: no limit).
+
+    ``window_steps`` is the first bound on one window's work (a window past it is run again with four
+    times the bound, after a look at the clock); ``stop_early`` gives up as soon as that next run, at the
+    pace of the last, would end past the deadline — for searches whose answer is only a hint (explain),
+    not for a query's own answer, which runs until its deadline."""
 
     deadline: float | None = None
     timeout_ms: int | None = None
+    window_steps: int = _WINDOW_STEPS
+    stop_early: bool = False
 
     @classmethod
     def of_ms(cls, timeout_ms: int | None) -> Budget:
@@ -101,8 +108,10 @@ class Budget:
             return cls()
         return cls(time.monotonic() + timeout_ms / 1000.0, timeout_ms)
 
-    def check(self) -> None:
-        if self.deadline is not None and time.monotonic() > self.deadline:
+    def check(self, ahead: float = 0.0) -> None:
+        """Raise :class:`QueryLimitError` when the deadline has passed (or will have, ``ahead`` seconds
+        from now)."""
+        if self.deadline is not None and time.monotonic() + ahead > self.deadline:
             raise QueryLimitError(f"the query took longer than the limit of {self.timeout_ms} ms; narrow it "
                                   "(WITHIN, BETWEEN, PARTITION BY) or use mode 'approximate'")
 
@@ -384,7 +393,7 @@ class _Evaluation:
         m_off = np.zeros(17, dtype=_I64)
         b_var = np.zeros(16, dtype=_I64)
         b_pos = np.zeros(16, dtype=_I64)
-        abort = _WINDOW_STEPS
+        abort = budget.window_steps
         first = 0
         found: list[MatchTable] = []
         done_kept = 0
@@ -392,6 +401,7 @@ class _Evaluation:
         t = tables
         while first < len(prog_starts):
             budget.check()
+            called = time.monotonic()
             common = (t.final, t.tr_off, t.tr_var, t.tr_target, t.rc_off, t.rc_ax, t.rc_op, t.rc_w, t.rc_ay,
                       t.pc_off, t.pc_ap, t.pc_op, t.pc_ax, kind, value, integer, rp, mode, keep, first,
                       _SLICE_STEPS, abort, out, iv, m_start, m_off, b_var, b_pos)
@@ -407,6 +417,8 @@ class _Evaluation:
                 return None
             if out[K.ABORTED]:
                 abort *= 4  # one window's work outgrew the bound: read the clock, then give it more
+                if budget.stop_early:
+                    budget.check(ahead=4 * (time.monotonic() - called))
                 continue
             first = int(out[K.NEXT])
             if post:

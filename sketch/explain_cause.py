@@ -41,8 +41,11 @@ stream:
 A relaxation that would let a variable bind types verification did not read (dropping ``w.type = 'X'`` on
 an ``ANY`` variable) cannot be judged on these events and is left out (and said so).
 
-**Cost.**  The relaxations share one engine :class:`~exact.engine.Budget` of :data:`EXPLAIN_MS` (or the
-query's own, when it ends sooner) and run only when verification handed the engine at most
+**Cost.**  The relaxations share one engine :class:`~exact.engine.Budget`: :data:`EXPLAIN_FACTOR` times
+what verification took, between :data:`EXPLAIN_FLOOR_MS` and :data:`EXPLAIN_MS` (or the query's own, when
+it ends sooner), so an empty answer costs a bounded multiple of a found one; a relaxed query whose windows
+explode (skip-till-any-match with no window) is given up as soon as it would overrun.  They run only when
+verification handed the engine at most
 :data:`MAX_EVENTS` events; otherwise the text says the cause was not looked for, or not found in time.
 The answer itself is never changed: only its ``explain``.
 """
@@ -68,8 +71,13 @@ from sketch.evaluate.explain import Position
 from sketch.evaluate.explain import window_text as window_phrase
 from sketch.evaluate.windows import is_contiguous
 
-#: The relaxations' shared time budget (ms).
+#: The relaxations' shared time budget (ms) is at most this, …
 EXPLAIN_MS = 300
+#: … and at least this long, however fast verification was, …
+EXPLAIN_FLOOR_MS = 50
+#: … but otherwise no longer than this many times what verification took.
+EXPLAIN_FACTOR = 10
+_FIRST_WINDOW_STEPS = 10_000
 #: The relaxations run only when verification handed the engine at most this many events.
 MAX_EVENTS = 2_000_000
 
@@ -110,10 +118,12 @@ class _TimedOut(Exception):
 
 
 def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, group_key: str | None = None,
-              type_counts: Mapping[str, int] | None = None, budget: Budget | None = None) -> str:
+              type_counts: Mapping[str, int] | None = None, budget: Budget | None = None,
+              spent_ms: float | None = None) -> str:
     """Why ``query`` has no match in the candidates verification ``read``: the part of it that rules them out
     (a clause to follow "… hold no match: "; see the module docstring).
 
+    ``spent_ms``: what verification took, which sets the search's budget (see :func:`_budget`);
     ``spans``: the candidate intervals (an ``(n, 2)`` array of inclusive seqs) on the stream path;
     ``group_key``: the partition key on the partition path, whose candidates are whole groups (``spans``
     None)."""
@@ -124,7 +134,7 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
                 "for which one looks through)")
     plan = normalize(query)
     relaxations = _relaxations(query, plan, group_key)
-    search = _Search(query, read, spans, type_counts, _budget(budget))
+    search = _Search(query, read, spans, type_counts, _budget(budget, spent_ms))
     tried: list[_Relaxation] = []
     unread: list[_Relaxation] = []
     try:
@@ -149,12 +159,15 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
 _GENERIC = "conditions, negation, the window or the strategy rule them out"
 
 
-def _budget(budget: Budget | None) -> Budget:
-    own = Budget.of_ms(EXPLAIN_MS)
-    if budget is not None and budget.deadline is not None and own.deadline is not None \
-            and budget.deadline < own.deadline:
-        return Budget(budget.deadline, EXPLAIN_MS)
-    return own
+def _budget(budget: Budget | None, spent_ms: float | None) -> Budget:
+    """The search's own budget: :data:`EXPLAIN_FACTOR` times what verification took, at least
+    :data:`EXPLAIN_FLOOR_MS` and at most :data:`EXPLAIN_MS` (or the query's own, when it ends sooner);
+    relaxed queries whose windows outgrow it are given up early (they only serve a hint)."""
+    ms = EXPLAIN_MS if spent_ms is None else min(EXPLAIN_MS, max(EXPLAIN_FLOOR_MS, EXPLAIN_FACTOR * spent_ms))
+    deadline = time.monotonic() + ms / 1000.0
+    if budget is not None and budget.deadline is not None and budget.deadline < deadline:
+        deadline = budget.deadline
+    return Budget(deadline, int(ms), window_steps=_FIRST_WINDOW_STEPS, stop_early=True)
 
 
 # ------------------------------------------------------------------------------------------ relaxations

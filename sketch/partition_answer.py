@@ -148,7 +148,8 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
         body["explain"] = explain or (
             f"{len(groups):,} {layout.key}(s) hold every type of the pattern, but none of them holds a "
             "match: " + why_empty(query, Read(((frame, None),), types), spans=None, group_key=layout.key,
-                                  type_counts=source.type_counts(), budget=budget))
+                                  type_counts=source.type_counts(), budget=budget,
+                                  spent_ms=stats["verify_ms"]))
     stats["total_ms"] = _ms(started)
     return {"mode": mode, **body, "stats": stats}
 

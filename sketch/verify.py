@@ -420,7 +420,8 @@ def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "veri
         body["explain"] = approx.explain if approx.explain is not None else (
             f"{stats['candidate_intervals']} candidate interval(s) of {approx.coverage():,} events hold no "
             "exact match: " + why_empty(query, result.read, spans=approx.interval_bounds(),
-                                        type_counts=source.type_counts(), budget=budget))
+                                        type_counts=source.type_counts(), budget=budget,
+                                        spent_ms=stats["verify_ms"]))
     stats["total_ms"] = _ms(started)
     return {"mode": mode, **body, "stats": stats}
 

@@ -209,3 +209,28 @@ def test_what_the_relaxations_count_is_true_of_the_whole_stream(query: Query, ro
             counted += matches.take(explain_cause._inside(matches, spans)).matches()
         assert found is not None and found.count == len(counted)
         assert set(counted) <= set(whole), relaxation.part
+
+
+def test_the_search_is_budgeted_by_what_verification_took() -> None:
+    """A multiple of verification's time, within a floor and a ceiling, and never past the query's own
+    deadline; windows that outgrow it are given up early (the search only serves a hint)."""
+    ec = explain_cause
+    floor, factor, most = ec.EXPLAIN_FLOOR_MS, ec.EXPLAIN_FACTOR, ec.EXPLAIN_MS
+    assert explain_cause._budget(None, 0.1).timeout_ms == floor
+    assert explain_cause._budget(None, 2 * floor / factor).timeout_ms == 2 * floor
+    assert explain_cause._budget(None, 10 * most).timeout_ms == most
+    assert explain_cause._budget(None, None).timeout_ms == most
+    own = Budget(time.monotonic() + 0.001, 1)
+    assert explain_cause._budget(own, 10 * most).deadline == own.deadline
+    assert explain_cause._budget(None, 1.0).stop_early
+
+
+def test_a_search_that_stops_early_gives_up_before_its_deadline_passes() -> None:
+    """Skip-till-any-match with no window over a growing run of candidates: with ``stop_early`` the engine
+    gives up when its next, four times larger bound would end past the deadline."""
+    table = stream(*[("A" if i % 3 == 0 else "B", i, {"x": 1}) for i in range(600)])
+    query = parse("PATTERN SEQ(A a, B b, A c, B d, A e, B f) WHERE f.x > a.x STRATEGY skip_till_any_match")
+    budget = Budget(time.monotonic() + 2.0, 2_000, window_steps=100, stop_early=True)
+    with pytest.raises(SeqsketchError, match="took longer than the limit"):
+        evaluate_table(query, table, budget=budget, returns=Return.EXISTS)
+    assert time.monotonic() < budget.deadline
