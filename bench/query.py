@@ -15,11 +15,10 @@ latency cold (as the first query after a process loaded the index version: the
 load prepares the version's units — timed apart as ``prepare_ms`` — and no probe answer is known yet)
 and warm (the same query again on the index the service keeps per version, its probe answers remembered
 from every query before), verified and exact
-latency with their ratios, events scanned / total, and whether verified equals exact.  Beside exact (the
-reference: the engine over every event), a *pruned scan*: the engine over the whole stream read the way
-verification reads its candidates — only events of types some variable can bind, from the seek files when
-the query names no attribute — with no index; verified over pruned scan is the index's gain over the best
-scan this store offers, and its answer must equal exact's too.  Accuracy: the
+latency with their ratios, events scanned / total, and whether verified equals exact.  Exact is the
+service's exact mode (the reference: the engine over the whole stream, no index, reading only the events of
+types some variable can bind); beside it a *pruned scan*: the same read answered through
+:func:`exact.engine.evaluate` (match objects one by one) — its answer must equal exact's too.  Accuracy: the
 approximate answers against a perfect (false-positive-free) leaf index over the same units — a candidate
 interval the perfect index does not produce, or ``exists: true`` where it says false, is a false positive.
 """

@@ -74,7 +74,7 @@ from sketch.evaluate.windows import is_contiguous
 #: The relaxations' shared time budget (ms) is at most this, …
 EXPLAIN_MS = 300
 #: … and at least this long, however fast verification was, …
-EXPLAIN_FLOOR_MS = 50
+EXPLAIN_FLOOR_MS = 20
 #: … but otherwise no longer than this many times what verification took.
 EXPLAIN_FACTOR = 10
 _FIRST_WINDOW_STEPS = 10_000
