@@ -26,10 +26,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# commands that read and answer, and never hand pandas objects to pyarrow
+_WITHOUT_PANDAS = frozenset({"query", "info", "datasets", "export", "append"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler
+    if args.command in _WITHOUT_PANDAS:
+        _answer_pyarrows_pandas_probe()
     try:
         return handler(args)
     except SeqsketchError as err:
@@ -42,6 +48,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader of our output went away (`… | head`): nothing more to say, and nowhere to say it
         _silence_stdout()
         return 141  # as a process killed by SIGPIPE
+
+
+class _NoPandas:
+    """An import finder that refuses pandas, installed only while pyarrow probes for it."""
+
+    @staticmethod
+    def find_spec(name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not needed to answer a query")
+
+
+def _answer_pyarrows_pandas_probe() -> None:
+    """Spare a short command pyarrow's import of pandas (about 150 ms, more than a small query takes).
+
+    The first array pyarrow builds from Python objects first asks, once per process, whether pandas can be
+    imported, so that it can recognise pandas objects — and imports it to find out. None of these commands
+    has pandas objects, so the probe is run here with pandas refused and remembers "no pandas". An explicit
+    conversion (``to_pandas``) still imports pandas when asked: pyarrow retries then."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    sys.meta_path.insert(0, _NoPandas)  # type: ignore[arg-type]
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(_NoPandas)  # type: ignore[arg-type]
 
 
 def _silence_stdout() -> None:
