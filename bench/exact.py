@@ -140,11 +140,24 @@ def run(quick: bool = False) -> dict:
         if pf and (w, s, tp, False) in by_key:
             ratios.append({"workload": w, "strategy": s, "switch": "prefilter", "two_phase": tp,
                            "on_over_off": round(r.events_per_s / by_key[(w, s, tp, False)].events_per_s, 3)})
-    goal = [r for r in rows if r.workload == "seq3" and r.strategy == Strategy.SKIP_TILL_NEXT_MATCH.value]
     return {"events": rows[0].events if rows else 0, "rows": [row_json(r) for r in rows], "ratios": ratios,
-            "goal_selective_seq_stnm_events_per_s": {
-                "target": 1_000_000, "measured": [round(r.events_per_s) for r in goal],
-                "met": all(r.events_per_s >= 1_000_000 for r in goal)}}
+            "goals": goals_of(rows)}
+
+
+#: The engine's throughput goals, in events per CPU second over the whole stream under skip-till-next-match:
+#: (workload, what it stands for, target).
+GOALS = (("seq3", "selective SEQ", 20_000_000),
+         ("case+", "partitioned SEQ with a Kleene variable", 5_000_000))
+
+
+def goals_of(rows: list[Row]) -> list[dict]:
+    out = []
+    for workload, label, target in GOALS:
+        measured = [round(r.events_per_s) for r in rows
+                    if r.workload == workload and r.strategy == Strategy.SKIP_TILL_NEXT_MATCH.value]
+        out.append({"workload": workload, "label": label, "target": target, "measured": measured,
+                    "met": bool(measured) and all(m >= target for m in measured)})
+    return out
 
 
 def table_text(rows: list[Row]) -> str:
