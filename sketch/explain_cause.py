@@ -12,7 +12,8 @@ same events.  The parts, in this order — from the narrowest, one condition, to
    partition's);
 3. each ``NOT`` element, in pattern order, with the conditions of its variables;
 4. ``WITHIN`` (unless the pattern ends with a ``NOT``, which needs it);
-5. the strategy, relaxed to ``skip_till_any_match`` (from a contiguity strategy as well).
+5. the strategy: a contiguity strategy relaxed to ``skip_till_next_match`` first (linear, where any-match
+   can explode), then any strategy to ``skip_till_any_match``.
 
 The first relaxation under which the candidates hold a match names the cause, with the number of matches
 the relaxed query has there: "they hold 12 matches of O_SENT then O_DECLINED within 30 days, but none in the
@@ -183,6 +184,8 @@ def _relaxations(query: Query, plan: Plan, group_key: str | None) -> list[_Relax
     parts += [("not", element_text(e), e) for e in query.pattern if isinstance(e, Absent)]
     if query.within is not None and not isinstance(query.pattern[-1], Absent):
         parts.append(("window", window_text(query.within), None))
+    if query.strategy in _CONTIGUOUS:  # first the plain skip: linear, where any-match can explode
+        parts.append(("contiguity", f"STRATEGY {query.strategy.value}", None))
     if query.strategy != Strategy.SKIP_TILL_ANY_MATCH:
         parts.append(("strategy", f"STRATEGY {query.strategy.value}", None))
     return [_Relaxation(kind, text, _drop(query, kind, subject), subject) for kind, text, subject in parts]
@@ -190,7 +193,8 @@ def _relaxations(query: Query, plan: Plan, group_key: str | None) -> list[_Relax
 
 def _drop(query: Query, kind: str, subject: Condition | Absent | None) -> Query:
     """``query`` without one part: a condition, the partition, a NOT element (with its variables'
-    conditions), the window; or with the strategy relaxed to skip_till_any_match."""
+    conditions), the window; or with a contiguity strategy relaxed to skip_till_next_match, or any strategy
+    to skip_till_any_match."""
     if kind == "condition":
         return dataclasses.replace(query, where=tuple(c for c in query.where if c != subject))
     if kind == "partition":
@@ -202,6 +206,8 @@ def _drop(query: Query, kind: str, subject: Condition | Absent | None) -> Query:
                                    where=tuple(c for c in query.where if not c.variables() & names))
     if kind == "window":
         return dataclasses.replace(query, within=None)
+    if kind == "contiguity":
+        return dataclasses.replace(query, strategy=Strategy.SKIP_TILL_NEXT_MATCH)
     return dataclasses.replace(query, strategy=Strategy.SKIP_TILL_ANY_MATCH)
 
 
@@ -377,13 +383,15 @@ def _joined(names: Sequence[str], last: str) -> str:
 def _without(tried: Sequence[_Relaxation], conj: str) -> str:
     """``without `a.x > 5` or NOT(B b), or under skip_till_any_match`` (``conj`` "or": any one of them;
     "and": all of them)."""
-    dropped = [r.part for r in tried if r.kind != "strategy"]
+    dropped = [r.part for r in tried if r.kind not in ("contiguity", "strategy")]
     out = []
     if dropped:
         one = "any one of " if conj == "or" and len(dropped) > 1 else ""
         out.append(f"without {one}{_joined(dropped, conj)}")
-    if any(r.kind == "strategy" for r in tried):
-        out.append("under skip_till_any_match")
+    if any(r.kind == "strategy" for r in tried):  # the broader: no match under it, none under the other
+        out.append(f"under {Strategy.SKIP_TILL_ANY_MATCH.value}")
+    elif any(r.kind == "contiguity" for r in tried):
+        out.append(f"under {Strategy.SKIP_TILL_NEXT_MATCH.value}")
     return f", {conj} ".join(out)
 
 
