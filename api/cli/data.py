@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from api import service
-from api.cli.output import common, emit, human_bytes, table
+from api.cli.output import common, emit, human_bytes, positive_int, table
 from api.cli.progress import TerminalProgress, terminal_progress
 from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
 from exact.store import check_dataset_name, dataset_names, seqsketch_home
@@ -38,7 +38,7 @@ def add_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--type-field", default=DEFAULT_TYPE_FIELD, help="csv/jsonl/parquet: the event type field")
     p.add_argument("--time-field", default=DEFAULT_TIME_FIELD, help="csv/jsonl/parquet: the timestamp field")
     p.add_argument("--engine", choices=("spark", "local"), default="spark", help="index build engine")
-    p.add_argument("--leaf-size", type=_positive_int, default=None, help="events per leaf of the index (C)")
+    p.add_argument("--leaf-size", type=positive_int, default=None, help="events per leaf of the index (C)")
     p.add_argument("--fpq", type=_probability, default=None, help="target false-positive rate of a query")
     p.add_argument("--memory", type=_byte_size, default=None, help="memory budget of the index (e.g. 64M)")
     p.add_argument("--local-memory", type=_byte_size, default=None, metavar="BYTES",
@@ -63,16 +63,6 @@ def add_datasets(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("datasets", help="list the datasets")
     common(p)
     p.set_defaults(handler=_datasets)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
 
 
 def _positive_float(text: str) -> float:
@@ -188,7 +178,7 @@ def add_query(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=("approximate", "verified", "exact"), default="verified",
                    help="approximate: index only; verified (default): index, then exact on candidates; "
                         "exact: the exact engine over the whole stream")
-    p.add_argument("--limit", type=_positive_int, default=None,
+    p.add_argument("--limit", type=positive_int, default=None,
                    help=f"return at most N matches (default and most: {QUERY_MAX_MATCHES:,}, as the server)")
     p.add_argument("--timeout", type=_positive_float, default=QUERY_TIMEOUT_S, metavar="SECONDS",
                    help=f"give up after this many seconds (default {QUERY_TIMEOUT_S:g})")

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from api.cli.output import common
+from api.cli.output import common, positive_int
 
 log = logging.getLogger("seqsketch.serve")
 
@@ -45,33 +45,23 @@ def _default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
 def add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the HTTP service and its web console (gunicorn) and the job runner")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
-    p.add_argument("--workers", type=_positive, default=_default_workers(),
+    p.add_argument("--workers", type=positive_int, default=_default_workers(),
                    help="request worker processes (default: the number of cores, here "
                         f"{_default_workers()})")
-    p.add_argument("--threads", type=_positive, default=4, help="threads per worker (default 4)")
-    p.add_argument("--timeout", type=_positive, default=120, metavar="SECONDS",
+    p.add_argument("--threads", type=positive_int, default=4, help="threads per worker (default 4)")
+    p.add_argument("--timeout", type=positive_int, default=120, metavar="SECONDS",
                    help="a worker silent this long is restarted (default 120; a query's own limit is "
                         "SEQSKETCH_QUERY_TIMEOUT_MS)")
-    p.add_argument("--graceful-timeout", type=_positive, default=30, metavar="SECONDS",
+    p.add_argument("--graceful-timeout", type=positive_int, default=30, metavar="SECONDS",
                    help="on stop or restart, how long requests and running builds may take to finish "
                         "(default 30)")
     p.add_argument("--keep-alive", type=int, default=5, metavar="SECONDS",
                    help="how long an idle connection is kept open (default 5)")
-    p.add_argument("--build-workers", type=_positive, default=None,
+    p.add_argument("--build-workers", type=positive_int, default=None,
                    help="builds the job runner runs at once (default SEQSKETCH_BUILD_WORKERS, or 1)")
     p.add_argument("--server", choices=SERVERS, default="gunicorn",
                    help="gunicorn (default), or werkzeug: Werkzeug's development server in one process")
@@ -84,7 +74,7 @@ def add_jobs(sub: argparse._SubParsersAction) -> None:
     actions = p.add_subparsers(dest="jobs_action", required=True)
     run = actions.add_parser("run", help="claim and run queued build jobs until stopped (seqsketch serve "
                                          "starts one)")
-    run.add_argument("--workers", type=_positive, default=None,
+    run.add_argument("--workers", type=positive_int, default=None,
                      help="builds run at once (default SEQSKETCH_BUILD_WORKERS, or 1)")
     run.add_argument("--once", action="store_true", help="run the jobs queued now, then exit")
     run.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",

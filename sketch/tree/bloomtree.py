@@ -197,11 +197,7 @@ class BloomTree(TreeNodes):
                     if local == 0 and previous is not None:
                         bits = bits_union([bits, previous[0]], m)
                         lo_t, hi_t = min(lo_t, previous[1]), max(hi_t, previous[2])
-                    if (leaf + 1) * C <= end:
-                        self._add_leaf(leaf, bits, lo_t, hi_t)
-                    else:
-                        self._store(0, leaf * C, end - 1, lo_t, hi_t, (), bits)
-                        self._partial_bits = bits
+                    self._place_leaf(leaf, bits, lo_t, hi_t, end)
         finally:
             self._flush()
         self.n_events = end
@@ -232,11 +228,7 @@ class BloomTree(TreeNodes):
         try:
             for j in range(count):
                 leaf, bits, lo_t, hi_t = first_leaf + j, int(leaf_bits[j]), int(lo_ts[j]), int(hi_ts[j])
-                if (leaf + 1) * C <= end:
-                    self._add_leaf(leaf, bits, lo_t, hi_t)
-                else:
-                    self._store(0, leaf * C, end - 1, lo_t, hi_t, (), bits)
-                    self._partial_bits = bits
+                self._place_leaf(leaf, bits, lo_t, hi_t, end)
         finally:
             self._flush()
         self.n_events = end
@@ -283,6 +275,15 @@ class BloomTree(TreeNodes):
         sizes = np.left_shift(1, table[:, 5]) // 8
         self._offsets.extend(self._pool.n + np.concatenate(([0], np.cumsum(sizes[:-1]))).astype(_I64))
         self._pool.extend(np.frombuffer(b"".join(pending.bits), dtype=np.uint8))
+
+    def _place_leaf(self, leaf: int, bits: Bits, lo_ts: int, hi_ts: int, end: int) -> None:
+        """Leaf ``leaf`` of a stream ``end`` events long: through Alg. 2 if complete, else the partial one."""
+        C = self.config.leaf_size
+        if (leaf + 1) * C <= end:
+            self._add_leaf(leaf, bits, lo_ts, hi_ts)
+        else:
+            self._store(0, leaf * C, end - 1, lo_ts, hi_ts, (), bits)
+            self._partial_bits = bits
 
     def _add_leaf(self, leaf: int, bits: Bits, lo_ts: int, hi_ts: int) -> None:
         """Alg. 2 (addLeaf): add a complete leaf to the forest; merge the tail while the constraints hold."""
