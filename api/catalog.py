@@ -436,7 +436,7 @@ class Catalog:
             job = s.scalar(
                 select(BuildJob)
                 .where(BuildJob.dataset == dataset,
-                       BuildJob.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))
+                       BuildJob.state.in_(ACTIVE_JOB_STATES))
                 .order_by(BuildJob.created)
                 .limit(1)
             )

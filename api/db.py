@@ -28,6 +28,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from exact.errors import SeqsketchError
+from exact.store import seqsketch_home as store_home
 
 
 def _migrations_dir() -> Path:
@@ -40,7 +41,6 @@ def _migrations_dir() -> Path:
 
 
 MIGRATIONS_DIR = _migrations_dir()
-DEFAULT_HOME = "./.seqsketch"
 
 
 class CatalogOutOfDate(SeqsketchError):
@@ -51,8 +51,9 @@ class CatalogOutOfDate(SeqsketchError):
 
 
 def seqsketch_home(home: str | os.PathLike[str] | None = None) -> Path:
-    """The data root: ``home`` if given, else ``$SEQSKETCH_HOME``, else ``./.seqsketch`` (CONTRACT §4)."""
-    return Path(home if home is not None else os.environ.get("SEQSKETCH_HOME", DEFAULT_HOME))
+    """The data root: ``home`` if given, else the store's (``$SEQSKETCH_HOME``, else ``./.seqsketch``;
+    CONTRACT §4)."""
+    return Path(home) if home is not None else store_home()
 
 
 def database_url(home: str | os.PathLike[str] | None = None) -> str:

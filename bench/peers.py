@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from api.service import run_query
+from bench.timing import timed
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 
@@ -102,12 +102,6 @@ def same_answer(q: Question, ours: dict[str, Any], theirs: list[tuple]) -> bool:
     return got == [tuple(row) for row in theirs]
 
 
-def _timed(fn: Any) -> tuple[Any, float]:
-    started = time.perf_counter()
-    out = fn()
-    return out, (time.perf_counter() - started) * 1000.0
-
-
 def measure(label: str, stream: pa.Table, rounds: int) -> list[dict[str, Any]]:
     import duckdb
 
@@ -130,8 +124,9 @@ def measure(label: str, stream: pa.Table, rounds: int) -> list[dict[str, Any]]:
             times: dict[str, list[float]] = {"exact": [], "verified": [], "duckdb": []}
             for _ in range(rounds):  # interleaved, so the machine's moods fall on all three alike
                 for mode in ("exact", "verified"):
-                    times[mode].append(_timed(lambda m=mode, t=text: run_query(home, label, t, mode=m))[1])
-                times["duckdb"].append(_timed(lambda s=sql: con.execute(s).fetchall())[1])
+                    seconds = timed(lambda m=mode, t=text: run_query(home, label, t, mode=m))[1]
+                    times[mode].append(1000 * seconds)
+                times["duckdb"].append(1000 * timed(lambda s=sql: con.execute(s).fetchall())[1])
             med = {k: statistics.median(v) for k, v in times.items()}
             answer_size = (exact["count"] if q.returns != "exists" else int(exact["exists"]))
             rows.append({

@@ -213,7 +213,7 @@ def _query(args: argparse.Namespace) -> int:
 def _partition_values(home: Any, name: str, query: str,
                       result: dict[str, Any]) -> tuple[list[str], list[str]] | None:
     """``(keys, value per match)`` when the query has ``PARTITION BY``: each match's partition, read from its
-    bound events (they all share it)."""
+    first bound event (all its bound events share it)."""
     from exact.language import load
 
     matches = result.get("matches") or []
@@ -222,8 +222,10 @@ def _partition_values(home: Any, name: str, query: str,
     keys = list(load(query).partition_by)
     if not keys:
         return None
+    firsts = [{"bindings": {"first": [min(s for seqs in m["bindings"].values() for s in seqs)]}}
+              if m.get("bindings") else {} for m in matches]
     values = []
-    for events in service.bound_events(home, name, matches):
+    for events in service.bound_events(home, name, firsts):
         attrs = events[0]["attrs"] if events else {}
         values.append(", ".join("-" if attrs.get(k) is None else str(attrs.get(k)) for k in keys))
     return keys, values

@@ -67,12 +67,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = [
-    "allowed_inputs", "append_inputs", "append_records", "bound_events", "build_dataset",
-    "build_from_inputs", "call_with_timeout", "compact_dataset", "dataset_exists", "dataset_info",
-    "delete_dataset", "event_density", "export_dataset", "full_scan", "EXPORT_FORMATS", "indexed_query",
-    "input_roots_from_env", "InputNotAllowed", "jsonable", "limited_query", "list_datasets",
-    "prepare_queries", "publish_build", "QUERY_MODES", "queue_build", "QUEUED_MESSAGE",
-    "recover_abandoned_jobs", "recover_published_builds", "resolve_inputs", "run_query", "shared_data_dirs",
-    "store_events", "wait_for_job",
-]
+__all__ = sorted(_HOMES)

@@ -7,6 +7,7 @@ time, match and scan limits and adds the bound events a caller asked for.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -32,6 +33,7 @@ QUERY_MODES = ("approximate", "verified", "exact")
 _GRACE_MS = 500
 
 
+@functools.cache
 def prepare_queries() -> None:
     """Load what every query needs once per process — the parser's LALR tables, and (in the background)
     the engine's compiled kernels — so that a server's first query is not charged for them (nor refused by
@@ -57,8 +59,7 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, 
     if mode != "exact":
         return indexed_query(home, name, parsed, mode=mode, limit=limit, granularity=granularity,
                              budget=budget)
-    root = store_dir(dataset_dir(check_dataset_name(name), home))
-    if not (root / "manifest.json").is_file():
+    if not dataset_exists(home, name):
         raise NotFound(f"dataset {name!r} does not exist", where=name)
     dataset = Dataset.open(home, name)
     snap = dataset.store.snapshot()
