@@ -30,13 +30,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exact.ast import Between, Strategy
 from exact.layout import Layout, key_values
 from exact.normalize import Plan
 from sketch.build import BuildOptions, _plan, config_from
 from sketch.evaluate import TreeIndex
 from sketch.evaluate.explain import positions_of
-from sketch.tree import BloomTree, TreeConfig
+from sketch.tree import BloomTree
 
 _I64 = np.int64
 
@@ -63,8 +62,8 @@ def slot_of_clustered(layout: Layout, starts: np.ndarray) -> np.ndarray:
     return starts[group] + np.arange(len(layout.order), dtype=_I64) - layout.group_off[group]
 
 
-def build_partition_tree(layout: Layout, type_codes: np.ndarray, micros: np.ndarray, options: BuildOptions,
-                         config: TreeConfig | None = None) -> BloomTree:
+def build_partition_tree(layout: Layout, type_codes: np.ndarray, micros: np.ndarray,
+                         options: BuildOptions) -> BloomTree:
     """The partition tree of a stream: ``type_codes`` (per seq, into ``layout.types``) and ``micros`` (per
     seq) laid out in slots (see the module docstring)."""
     C = options.leaf_size
@@ -82,9 +81,7 @@ def build_partition_tree(layout: Layout, type_codes: np.ndarray, micros: np.ndar
     ts = ts[last]
     width = max(len(layout.types), 1)
     pairs = np.unique((slot // C) * width + codes[slot]) if total else np.zeros(0, dtype=_I64)
-    if config is None:
-        config = config_from(_plan(codes, len(layout.types), options, pairs), options)
-    tree = BloomTree(config)
+    tree = BloomTree(config_from(_plan(codes, len(layout.types), options, pairs), options))
     tree.update_encoded(codes, list(layout.types), ts, pairs)
     return tree
 
@@ -114,7 +111,7 @@ class PartitionIndex:
 
     @functools.cached_property
     def _index(self) -> TreeIndex:
-        return TreeIndex(self.tree, 0)
+        return TreeIndex.shared(self.tree, 0)  # the one the dataset load prepared
 
     @functools.cached_property
     def _group_units(self) -> tuple[np.ndarray, np.ndarray]:
@@ -124,13 +121,7 @@ class PartitionIndex:
         last_slot = starts + np.maximum(self.layout.sizes(), 1) - 1
         return (np.searchsorted(lo, starts, "right") - 1, np.searchsorted(lo, last_slot, "right") - 1)
 
-    def serves(self, plan: Plan) -> bool:
-        """Is ``plan`` partitioned on this index's key (every match inside one group)?"""
-        if self.key not in plan.partition_attrs:
-            return False
-        return plan.query.strategy != Strategy.STRICT_CONTIGUITY
-
-    def candidates(self, plan: Plan, between: Between | None) -> Candidates:
+    def candidates(self, plan: Plan) -> Candidates:
         """The layout's groups that may hold a match of ``plan``: each positive position may occur in one of
         the group's leaves (the tree), and the group holds an event of each (its exact type set)."""
         positions = [p for element in positions_of(plan) for p in element]

@@ -22,6 +22,7 @@ import numpy as np
 from exact.ast import Query, Return, Strategy
 from exact.engine import Budget, answer, evaluate_table, iso_ts_many, match_ts
 from exact.layout import Layout
+from exact.matchtable import merge_spans
 from exact.normalize import Plan
 from exact.prefilter import EventFrame
 from sketch.explain_cause import Read, why_empty
@@ -92,22 +93,13 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
     ``verified`` mode from the partition index."""
     started = time.perf_counter()
     layout = pindex.layout
-    found = pindex.candidates(plan, query.between)
+    found = pindex.candidates(plan)
     tail = tail_of(source, layout)
     groups = found.groups
     if tail is not None:
         typed = position_types(plan)
         extra = tail.groups_with(typed, layout) if typed else np.unique(tail.group[tail.group >= 0])
         groups = np.union1d(groups, extra)
-    # the candidates' events: their layout rows and their tail rows (only of the types that matter)
-    old = groups[groups < layout.groups]
-    rows = layout.rows(old) if types is None else layout.rows_of_types(old, types)
-    if tail is not None:
-        in_tail = np.isin(tail.group, groups)
-        if types is not None:
-            in_tail &= np.isin(tail.codes, [i for i, t in enumerate(tail.types) if t in types])
-        rows = np.concatenate([rows, tail.seq[in_tail]])
-    rows = np.sort(rows)
     stats: dict[str, Any] = {"index": "partition", "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
                              "nodes_probed": found.nodes_probed, "candidate_intervals": 0,
                              "candidate_groups": int(len(groups)), "events_scanned": 0,
@@ -131,6 +123,15 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
         stats["total_ms"] = _ms(started)
         return {"mode": mode, **body, "stats": stats}
     verifying = time.perf_counter()
+    # the candidates' events: their layout rows and their tail rows (only of the types that matter)
+    old = groups[groups < layout.groups]
+    rows = layout.rows(old) if types is None else layout.rows_of_types(old, types)
+    if tail is not None:
+        in_tail = np.isin(tail.group, groups)
+        if types is not None:
+            in_tail &= np.isin(tail.codes, [i for i, t in enumerate(tail.types) if t in types])
+        rows = np.concatenate([rows, tail.seq[in_tail]])
+    rows = np.sort(rows)
     columns = columns_without_key(query, columns, layout.key)
     if types is not None and len(rows) * _GATHER_COST > source.events_total:
         # the candidates hold much of the stream: scanning every event's type in place costs less than
@@ -179,14 +180,7 @@ def _group_spans(layout: Layout, tail: Tail | None, groups: np.ndarray) -> list[
                     new_hi.append(end)
             lo = np.concatenate([lo, np.asarray(new_lo, dtype=_I64)])
             hi = np.concatenate([hi, np.asarray(new_hi, dtype=_I64)])
-    order = np.argsort(lo, kind="stable")
-    lo, hi = lo[order], hi[order]
-    reach = np.maximum.accumulate(hi)
-    new = np.ones(len(lo), dtype=bool)
-    new[1:] = lo[1:] > reach[:-1]
-    first_i = np.flatnonzero(new)
-    last_i = np.append(first_i[1:], len(lo)) - 1
-    return list(zip(lo[first_i].tolist(), reach[last_i].tolist(), strict=True))
+    return [(a, b) for a, b in merge_spans(lo, hi).tolist()]
 
 
 def _ms(since: float) -> float:

@@ -136,16 +136,3 @@ def merge_leaves(tree: BloomTree, runs: Iterable[LeafRun]) -> BloomTree:
         tree._flush()
     tree.n_events = end
     return tree
-
-
-def runs_to_arrow(runs: Sequence[LeafRun]) -> dict[str, list]:
-    """Columns of leaf runs for a task's answer (one row per run)."""
-    return {"first_leaf": [r.first_leaf for r in runs], "bits": [r.bits for r in runs],
-            "lo_ts": [r.lo_ts.astype("<i8").tobytes() for r in runs],
-            "hi_ts": [r.hi_ts.astype("<i8").tobytes() for r in runs], "end_seq": [r.end_seq for r in runs]}
-
-
-def run_from_row(first_leaf: int, bits: bytes, lo_ts: bytes, hi_ts: bytes, end_seq: int) -> LeafRun:
-    """A leaf run back from a task's answer row."""
-    return LeafRun(first_leaf=first_leaf, bits=bits, lo_ts=np.frombuffer(lo_ts, dtype="<i8"),
-                   hi_ts=np.frombuffer(hi_ts, dtype="<i8"), end_seq=end_seq)

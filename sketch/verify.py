@@ -236,8 +236,8 @@ MERGE_GAP = 8192
 
 
 def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = False,
-           merge_gap: int = MERGE_GAP, budget: Budget | None = None, limit: int | None = None,
-           returns: Return | None = None) -> Verification:
+           merge_gap: int = MERGE_GAP, budget: Budget | None = None, limit: int | None = None
+           ) -> Verification:
     """Exact matches of ``approx.query`` on its candidate regions (see the module docstring).
 
     ``stop_at_first`` stops after the first region with a match (the matches are then a prefix).
@@ -257,7 +257,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     def run(region: Region, table: pa.Table | EventFrame) -> MatchTable:
         pieces.append((table, (region.start_lo, region.start_hi)))
         found = evaluate_table(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi),
-                               budget=budget, limit=limit, returns=returns)
+                               budget=budget, limit=limit)
         ts_of.update(match_ts(table, found))
         return found
 
