@@ -22,6 +22,7 @@ import numpy as np
 
 from exact.automaton import Automaton
 from exact.normalize import Plan
+from exact.runs import run_positions
 
 _I64 = np.int64
 
@@ -96,11 +97,6 @@ class Chains:
         if self.run_hi[k] is None:
             return self.first[k]
         return self.enc[k][self.run_hi[k] - 1] % self.base
-
-    def element_last(self, i: int) -> np.ndarray:
-        if self.run_hi[i] is None:
-            return self.first[i]
-        return self.enc[i][self.run_hi[i] - 1] % self.base
 
 
 def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends: np.ndarray,
@@ -187,8 +183,8 @@ def chain_rows(shape: ChainShape, chains: Chains, em: np.ndarray, take: np.ndarr
             var[before] = _first_member(shape.members[i], em, at)
             pos[before] = at
         else:
-            rows = np.repeat(before, length) + _ranks(length)
-            src = np.repeat(chains.run_lo[i][take], length) + _ranks(length)
+            rows = run_positions(before, length)
+            src = run_positions(chains.run_lo[i][take], length)
             var[rows] = shape.kleene[i]
             pos[rows] = chains.enc[i][src] % chains.base
         before = before + length
@@ -203,8 +199,3 @@ def _first_member(members: tuple[int, ...], em: np.ndarray, at: np.ndarray) -> n
     return out
 
 
-def _ranks(lengths: np.ndarray) -> np.ndarray:
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=_I64)
-    return np.arange(total, dtype=_I64) - np.repeat(np.cumsum(lengths) - lengths, lengths)

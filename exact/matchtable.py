@@ -22,6 +22,7 @@ import pyarrow as pa
 from exact.ast import Query, Return
 from exact.events import micros
 from exact.prefilter import EventFrame
+from exact.runs import run_positions
 
 _I64 = np.int64
 
@@ -71,32 +72,12 @@ class MatchTable:
     def exists(self) -> bool:
         return self.found_one or bool(self.count) or len(self.start) > 0
 
-    @classmethod
-    def of_matches(cls, names: tuple[str, ...], matches: Sequence[Match], *, complete: bool = True,
-                   count: int | None = None) -> MatchTable:
-        """A table holding ``matches`` (sorted), with their count and spans when ``complete``."""
-        index = {n: i for i, n in enumerate(names)}
-        off = np.zeros(len(matches) + 1, dtype=_I64)
-        var: list[int] = []
-        seq: list[int] = []
-        for k, m in enumerate(matches):
-            rows = sorted((s, index[name]) for name, seqs in m.bindings for s in seqs)
-            seq.extend(s for s, _ in rows)
-            var.extend(v for _, v in rows)
-            off[k + 1] = len(seq)
-        start = np.fromiter((m.start_seq for m in matches), dtype=_I64, count=len(matches))
-        end = np.fromiter((m.end_seq for m in matches), dtype=_I64, count=len(matches))
-        table = cls(names, start, end, off, np.asarray(var, dtype=_I64), np.asarray(seq, dtype=_I64),
-                    count=len(matches) if count is None else count, complete=complete)
-        table.spans = merge_spans(start, end) if complete else None
-        return table
-
     def matches(self, limit: int | None = None) -> list[Match]:
         """The kept matches as :class:`Match` values, in answer order (the first ``limit``), made from the
         columns in one pass (as :meth:`match_dicts`)."""
         order = self.answer_order(limit)
         lengths = np.diff(self.off)[order]
-        rows = np.repeat(self.off[:-1][order], lengths) + _ranks(lengths)
+        rows = run_positions(self.off[:-1][order], lengths)
         owner = np.repeat(np.arange(len(order), dtype=_I64), lengths)
         var = self.var[rows]
         by = np.lexsort((var, owner))
@@ -151,7 +132,7 @@ class MatchTable:
         """The matches ``order`` as CONTRACT §3 objects (``text``: seq → ISO time of their ends), made
         from the columns in one pass: rows grouped by match and variable, lists cut from one list."""
         lengths = np.diff(self.off)[order]
-        rows = np.repeat(self.off[:-1][order], lengths) + _ranks(lengths)
+        rows = run_positions(self.off[:-1][order], lengths)
         starts, ends = self.start[order].tolist(), self.end[order].tolist()
         k = int(lengths[0]) if len(lengths) else 0
         if k and bool((lengths == k).all()):
@@ -182,7 +163,7 @@ class MatchTable:
         """The kept matches where ``keep`` (bool per match) is true; count and spans not carried."""
         idx = np.flatnonzero(keep)
         lengths = np.diff(self.off)[idx]
-        rows = np.repeat(self.off[:-1][idx], lengths) + _ranks(lengths)
+        rows = run_positions(self.off[:-1][idx], lengths)
         off = np.zeros(len(idx) + 1, dtype=_I64)
         off[1:] = np.cumsum(lengths)
         return MatchTable(self.names, self.start[idx], self.end[idx], off, self.var[rows], self.seq[rows],
@@ -202,15 +183,6 @@ def without_collector() -> Iterator[None]:
     finally:
         if was_on:
             gc.enable()
-
-
-def _ranks(lengths: np.ndarray) -> np.ndarray:
-    """0, 1, …, l-1 for each length l, concatenated."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=_I64)
-    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.arange(total, dtype=_I64) - starts
 
 
 def merge_spans(start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -58,7 +58,6 @@ MAX_STATES = 1 << 14
 class Tables:
     """The reachable automaton as arrays; state 0 is the start state."""
 
-    state_mask: np.ndarray
     final: np.ndarray
     relevant: np.ndarray
     tr_off: np.ndarray
@@ -123,10 +122,6 @@ class RunTables:
     width_int: int
     width_float: int
 
-    @property
-    def empty(self) -> bool:
-        return len(self.ck) == 0
-
 
 def automaton_tables(plan: Plan, dropped: frozenset[str]) -> Tables:
     """The reachable states of ``plan``'s automaton and their transitions as arrays; relations ``a.X = b.X``
@@ -184,7 +179,7 @@ def _tables(query, dropped: frozenset[str], _signature: tuple[str, ...]) -> Tabl
         return np.asarray(values, dtype=_I64)
 
     return Tables(
-        state_mask=arr(order), final=np.asarray([aut.is_final(q) for q in order], dtype=np.bool_),
+        final=np.asarray([aut.is_final(q) for q in order], dtype=np.bool_),
         relevant=arr([aut.relevant_mask(q) for q in order]),
         tr_off=arr(tr_off), tr_var=arr(tr_var), tr_target=arr(tr_target),
         rc_off=arr(rc_off), rc_ax=arr(rc_ax), rc_op=arr(rc_op), rc_w=arr(rc_w), rc_ay=arr(rc_ay),

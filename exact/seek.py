@@ -177,19 +177,15 @@ def select(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: froz
     if wanted is None or any(short):
         out = []
         for f, r, gather in zip(files, ranges, short, strict=True):
-            rows = run_positions(r[:, 0], r[:, 1] - r[:, 0] + 1)
-            codes = f.codes[rows]
-            if wanted is not None and gather:
-                keep = _code_test(f.types, wanted).mask(codes)
-                rows, codes = rows[keep], codes[keep]
-            elif wanted is not None:
-                [(rows, codes)] = select([f], [r], wanted)
+            if wanted is not None and not gather:
+                [(rows, codes)] = select([f], [r], wanted)  # by slices, below
+            else:
+                rows = run_positions(r[:, 0], r[:, 1] - r[:, 0] + 1)
+                codes = f.codes[rows]
+                if wanted is not None:
+                    keep = _code_test(f.types, wanted).mask(codes)
+                    rows, codes = rows[keep], codes[keep]
             out.append((rows, codes))
-        return out
-        out = []
-        for f, r in zip(files, ranges, strict=True):
-            rows = run_positions(r[:, 0], r[:, 1] - r[:, 0] + 1)
-            out.append((rows, f.codes[rows]))
         return out
     found: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(0, np.int64), f.codes[:0]) for f in files]
     alike: dict[tuple[str, ...], list[int]] = {}
