@@ -20,6 +20,8 @@ integer sums leave int64 (:func:`exact.kernels.python_kernels`).
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -30,6 +32,26 @@ if _PYTHON:
         return lambda f: f
 else:
     from numba import njit
+
+
+def date_after_parts(kernels: Path) -> None:
+    """``kernels``, the compiled kernels' module (:mod:`exact.kernels`), dated no earlier than this one.
+
+    numba keys a cached kernel on its own source file's time and size only, yet the kernels are compiled
+    with the functions of this module inlined: an update that changed only this module would keep
+    running the old machine code.  So the kernels' file is dated no earlier than its parts' — a newer
+    part makes numba compile the kernels again, once."""
+    try:
+        parts = Path(__file__).stat().st_mtime_ns
+        if parts > kernels.stat().st_mtime_ns:
+            os.utime(kernels, ns=(parts, parts))
+    except OSError:
+        pass  # a read-only installation: its files only change together, when it is installed again
+
+
+if not _PYTHON:
+    date_after_parts(Path(__file__).with_name("kernels.py"))
+
 
 #: Modes: what a kernel keeps.
 EXISTS, COUNT, SPANS, MATCHES = 0, 1, 2, 3
