@@ -176,7 +176,9 @@ def _query_payload(query: Any) -> str | JSON:
     """Text or the JSON form as given; an AST object is turned into its JSON form."""
     if isinstance(query, (str, dict)):
         return query
-    from exact.language import to_json  # an AST from exact.ast: only then is the parser package needed
+    from exact.query.language import (
+        to_json,  # an AST from exact.query.ast: only then is the parser package needed
+    )
 
     return to_json(query)
 
@@ -306,7 +308,7 @@ class Client:
     def query(self, name: str, query: Any, mode: str = "verified", limit: int | None = None, *,
               granularity: int | None = None, include_events: bool = False,
               timeout_ms: int | None = None) -> QueryResult:
-        """Answer ``query`` (text, its JSON form, or an ``exact.ast.Query``) on dataset ``name``.
+        """Answer ``query`` (text, its JSON form, or an ``exact.query.ast.Query``) on dataset ``name``.
 
         ``limit`` caps the matches returned (the server caps them too); ``timeout_ms`` asks for a tighter
         wall-time limit than the server's (a query over it fails with :class:`QueryError`, code

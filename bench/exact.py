@@ -31,9 +31,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from bench.corpora import BPIC, DEFAULT_DATA
-from exact.ast import Query, Strategy
 from exact.engine import evaluate
-from exact.language import parse
+from exact.query.ast import Query, Strategy
+from exact.query.language import parse
 
 DATA = DEFAULT_DATA / BPIC
 

@@ -20,11 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from bench.timing import RecallError, ratio, summary_ms, timed
-from exact.ast import Query, Single, Var, WithinTime
-from exact.language import to_text
+from exact.query.ast import Query, Single, Var, WithinTime
+from exact.query.language import to_text
 from exact.store import EventStore
+from sketch.answer.verify import StoreSource, answer_indexed
 from sketch.build import BuildOptions, build_from_table
-from sketch.verify import StoreSource, answer_indexed
 
 DAY_US = 86_400 * 1_000_000
 MODES = ("approximate", "verified", "exact")

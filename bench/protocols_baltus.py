@@ -35,8 +35,8 @@ from bench.protocol_runs import (
     seq_query,
 )
 from bench.timing import timed
-from exact.ast import Absent, AnyOf, EventSet, Query, Single, Strategy, Var, WithinEvents
 from exact.engine import evaluate
+from exact.query.ast import Absent, AnyOf, EventSet, Query, Single, Strategy, Var, WithinEvents
 from sketch.build import BuildOptions, build_from_table
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate, units_at
 

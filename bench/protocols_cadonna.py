@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 from bench.corpora import Corpora
 from bench.protocol_runs import BPI_WINDOW, DAY_US, Scale, seq_query
 from bench.timing import RecallError, ratio
-from exact.ast import EventSet, Query, Single, Strategy, Var, WithinTime
-from exact.language import to_text
+from exact.query.ast import EventSet, Query, Single, Strategy, Var, WithinTime
+from exact.query.language import to_text
 
 #: BPI 2012 types of the engine patterns (a loan application's usual path).
 _SEQ3 = ("A_SUBMITTED", "A_ACCEPTED", "O_SENT")

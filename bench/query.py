@@ -35,13 +35,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from exact.ast import Query
 from exact.engine import answer, evaluate, match_ts
-from exact.language import parse
+from exact.query.ast import Query
+from exact.query.language import parse
+from sketch.answer.verify import StoreSource, answer_indexed, needed_columns, read_types
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate
-from sketch.verify import StoreSource, answer_indexed, needed_columns, read_types
 
 REPLAY_EVENTS = 5_000_000
 FORMS = ("SEQ({a}, {b}, {c})", "SEQ({a}, OR({b}, {c}))", "SEQ({a}, AND({b}, {c}))", "SEQ({a}, NOT({b}), {c})")

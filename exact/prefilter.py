@@ -7,7 +7,7 @@ event of a match satisfies the properties of the variable it is bound to, so eve
 variable's properties never enter the Python loops of the strategies (the *filtered match windows* of
 Cadonna ch. 5.1).
 
-Semantics of a property over a column (the same as :func:`exact.normalize.compare` on scalars): a null or
+Semantics of a property over a column (the same as :func:`exact.query.normalize.compare` on scalars): a null or
 missing attribute makes it false; a literal of a different kind than the column (number, string, boolean)
 is never equal (``=`` false, ``!=`` true for present values, orderings false).
 """
@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exact.ast import Between, Condition, Field, Literal
 from exact.errors import InputError
 from exact.events import micros
-from exact.normalize import FLIPPED, Plan, VarPlan, value_kind
+from exact.query.ast import Between, Condition, Field, Literal
+from exact.query.normalize import FLIPPED, Plan, VarPlan, value_kind
 
 #: Up to this many distinct types in a frame, type sets are tested on the types as Python strings.
 _FEW_TYPES = 4096

@@ -9,7 +9,7 @@ streams (a dozen events), and meant to be obviously right.
   element i+1, (3.3) the window holds, ``PARTITION BY`` gives all bound events one equal, non-null value.
   SASE+ run operands (docs/query-language.md, "Kleene runs and aggregates"): a condition with ``v[i-1]`` or
   ``v[..i-1]`` holds at each event of v's run from the second on, ``v[1]``, ``v[last]``, ``count(v)`` and
-  whole-run aggregates are values of the complete binding (:mod:`exact.operands`).
+  whole-run aggregates are values of the complete binding (:mod:`exact.query.operands`).
   The search assigns the stream's events in order to a variable or to none and checks each complete
   substitution against the definition; it prunes only with per-event facts (type, literal properties,
   element order, window) that any match must satisfy.
@@ -20,7 +20,7 @@ streams (a dozen events), and meant to be obviously right.
   event ``e`` strictly between its last event and γ's next event, for any variable v, to a match of a
   prefix of the pattern; plus the trailing-Kleene rule of the automaton (digest A3): γ itself extends by
   no event after its last one within the window of its first.  Prefix patterns use the *normalised*
-  conditions (the equality closure of :mod:`exact.normalize`), on which the strategy depends (digest A8),
+  conditions (the equality closure of :mod:`exact.query.normalize`), on which the strategy depends (digest A8),
   each once it is decidable on the prefix: a condition reading the finished run of v (``v[last]``,
   ``count(v)``, ``avg(v.x)``) only once an event of a later element is bound — so it never applies to the
   extension of a trailing Kleene run, which grows maximally and is then judged whole.
@@ -41,7 +41,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from exact.ast import (
+from exact.engine.matchtable import Match
+from exact.query.ast import (
     Absent,
     Aggregate,
     AnyOf,
@@ -58,9 +59,8 @@ from exact.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.matchtable import Match
-from exact.normalize import compare, normalize
-from exact.operands import aggregate, decidable, first_position, iterated
+from exact.query.normalize import compare, normalize
+from exact.query.operands import aggregate, decidable, first_position, iterated
 
 Binding = dict[str, tuple[int, ...]]  # var name → positions (indices into the event list), increasing
 
@@ -177,7 +177,7 @@ def _holds(cond: Condition, binding: Binding, events: Sequence[Ev]) -> bool:
     """I(θγ) with the ∀-interpretation; conditions naming an unbound variable do not apply.
 
     The condition holds at every combination of positions of the variables it iterates (``v.x``, ``prev``,
-    ``v[..i-1]``; :func:`exact.operands.iterated`), each from its first checked position on (the second
+    ``v[..i-1]``; :func:`exact.query.operands.iterated`), each from its first checked position on (the second
     event of a run when the condition reads an earlier event of it, ``prev(v.x) φ v.x`` over consecutive
     pairs); ``v[1]``, ``v[last]`` and whole-run aggregates are single values of the binding."""
     if any(v not in binding for v in cond.variables()):

@@ -35,13 +35,13 @@ import pyarrow.compute as pc
 from exact.errors import IndexCorrupt, NotFound
 from exact.events import micros
 from exact.ingest import order_by_time
-from exact.layout import LAYOUT_KEY, Layout, build_layout, default_key, layout_of, write_layout
 from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir
+from exact.store.grouping import LAYOUT_KEY, Layout, build_layout, default_key, layout_of, write_layout
 from sketch import persist
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
 from sketch.evaluate import TreeIndex
-from sketch.partition import PartitionIndex, build_partition_tree
-from sketch.partition_columns import Columns
+from sketch.partition.columns import Columns
+from sketch.partition.index import PartitionIndex, build_partition_tree
 from sketch.tree import BloomTree, TreeConfig
 
 INDEX_DIR = "index"
@@ -158,8 +158,8 @@ def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions 
                      config: TreeConfig | None = None, partition_key: str | None = AUTO_KEY
                      ) -> dict[str, Any]:
     """Build the tree of a whole stream table into ``dataset_root`` as version 1 — and, with a partition key
-    (``AUTO_KEY``: :data:`exact.layout.DEFAULT_KEY` when every event has it; None: none), the partition
-    layout and the partition-clustered tree (:mod:`sketch.partition`).
+    (``AUTO_KEY``: :data:`exact.store.grouping.DEFAULT_KEY` when every event has it; None: none), the partition
+    layout and the partition-clustered tree (:mod:`sketch.partition.index`).
 
     Returns the ``extra`` to commit with the events (``EventStore.create(..., extra=...)``).  Used by
     ``seqsketch build`` inside its staged directory, so that the dataset appears with its index or not at all.
@@ -175,9 +175,9 @@ def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions 
 def partition_from_columns(dataset_root: Path, store: EventStore, key: str, columns: Columns,
                            options: BuildOptions) -> None:
     """Add the partition layout and tree to a store just written (by the Spark job) from its events'
-    compact columns (:func:`sketch.partition_columns.merge_window_columns`): the same bits as
+    compact columns (:func:`sketch.partition.columns.merge_window_columns`): the same bits as
     :func:`build_index_into` makes of the same events.  The caller holds the store's writer lock."""
-    from sketch.partition_arrays import layout_from_columns, partition_tree_from_columns
+    from sketch.partition.arrays import layout_from_columns, partition_tree_from_columns
 
     snap = store.snapshot()
     group, keys, code, ts = columns
@@ -446,7 +446,7 @@ class _PartitionCache:
         self._found: OrderedDict[tuple[int, int], PartitionIndex] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, tree: BloomTree, layout) -> PartitionIndex:  # noqa: ANN001 - an exact.layout.Layout
+    def get(self, tree: BloomTree, layout) -> PartitionIndex:  # noqa: ANN001 - an exact.store.grouping.Layout
         key = (id(tree), id(layout))
         with self._lock:
             found = self._found.get(key)

@@ -47,7 +47,7 @@ def spark():
 
     Shuffle partitions are not coalesced, so that small test streams still spread over several partitions.
     """
-    from sketch.spark_job import spark_session
+    from sketch.spark.job import spark_session
 
     session = spark_session("local[2]")
     session.conf.set("spark.sql.shuffle.partitions", "4")

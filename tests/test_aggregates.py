@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exact.ast import (
+from exact.engine import evaluate, evaluate_table
+from exact.query.ast import (
     Absent,
     Aggregate,
     AnyOf,
@@ -36,12 +37,11 @@ from exact.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.engine import evaluate, evaluate_table
-from exact.language import parse
-from exact.operands import aggregate
+from exact.query.language import parse
+from exact.query.operands import aggregate
 from exact.reference import reference_matches, stream_table
+from sketch.answer.verify import TableSource, verify
 from sketch.evaluate import TreeIndex, approximate
-from sketch.verify import TableSource, verify
 from tests.test_approx_properties import build_tree, inside_candidate, streams
 
 STRICT, PART, NEXT = Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY, Strategy.SKIP_TILL_NEXT_MATCH
@@ -399,7 +399,7 @@ def test_aggregate_values() -> None:
 
 
 def test_run_conditions_are_kept_apart_by_normalisation() -> None:
-    from exact.normalize import normalize
+    from exact.query.normalize import normalize
 
     q = parse("PATTERN SEQ(A+ a, NOT(C c), B b) WHERE a[1].x = 1 AND count(a) > 1 AND c.x > max(a.x) "
               "AND a.x = b.x")

@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exact.ast import (
+from exact.engine import Match, evaluate
+from exact.query.ast import (
     Absent,
     AnyOf,
     Between,
@@ -34,11 +35,10 @@ from exact.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.engine import Match, evaluate
 from exact.reference import stream_table
+from sketch.answer.verify import TableSource, verify
 from sketch.evaluate import Approximation, PerfectIndex, TreeIndex, approximate
 from sketch.tree import BloomTree, TreeConfig
-from sketch.verify import TableSource, verify
 
 TYPES = ("A", "B", "C", "D")  # D is never named by a query: it is noise the tree must see past
 QUERY_TYPES = ("A", "B", "C")

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exact.ast import Between, EventSet, Query, Single, Strategy, Var, WithinEvents, WithinTime
 from exact.engine import evaluate
+from exact.query.ast import Between, EventSet, Query, Single, Strategy, Var, WithinEvents, WithinTime
+from sketch.answer.verify import TableSource, _region_ranges, verify
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate, units_at
 from sketch.tree import BloomTree, TreeConfig
-from sketch.verify import TableSource, _region_ranges, verify
 
 
 def skewed_stream(n: int, vocabulary: int, seed: int) -> tuple[list[str], list[int]]:

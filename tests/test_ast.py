@@ -1,4 +1,4 @@
-from exact.ast import Absent, EventSet, Query, Single, Var
+from exact.query.ast import Absent, EventSet, Query, Single, Var
 
 
 def test_query_lists_positive_and_negated_variables_in_pattern_order():

@@ -141,7 +141,7 @@ def test_approximate_has_no_false_negatives(server: tuple[Client, Path]) -> None
 
 
 def test_query_by_json_form_limit_and_bound_events(server: tuple[Client, Path]) -> None:
-    from exact.language import parse, to_json
+    from exact.query.language import parse, to_json
 
     client, home = server
     by_text = client.query("running", PAIR_QUERY, mode="exact")

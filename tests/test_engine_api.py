@@ -11,7 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exact.ast import (
+from exact.engine import Match, answer, evaluate, iso_ts, iso_ts_many, merge_intervals
+from exact.errors import InputError, QuerySemanticError
+from exact.events import MAX_MICROS, MIN_MICROS
+from exact.query.ast import (
     Absent,
     AnyOf,
     Condition,
@@ -25,11 +28,8 @@ from exact.ast import (
     Var,
     WithinTime,
 )
-from exact.engine import Match, answer, evaluate, iso_ts, iso_ts_many, merge_intervals
-from exact.errors import InputError, QuerySemanticError
-from exact.events import MAX_MICROS, MIN_MICROS
-from exact.language import parse
-from exact.normalize import compare, normalize
+from exact.query.language import parse
+from exact.query.normalize import compare, normalize
 from exact.reference import reference_matches, stream_table
 
 # ------------------------------------------------------------------------------------------ normalisation

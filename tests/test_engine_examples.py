@@ -10,7 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exact.ast import (
+from exact.engine import evaluate
+from exact.engine.automaton import automaton_for
+from exact.engine.driver import _partition_codes
+from exact.engine.program import window_ends
+from exact.engine.prune import candidate_windows
+from exact.prefilter import EventFrame, variable_bits
+from exact.query.ast import (
     Absent,
     EventSet,
     Field,
@@ -22,13 +28,8 @@ from exact.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.ast import Condition as C
-from exact.automaton import automaton_for
-from exact.engine import _partition_codes, evaluate
-from exact.normalize import normalize
-from exact.prefilter import EventFrame, variable_bits
-from exact.program import window_ends
-from exact.prune import candidate_windows
+from exact.query.ast import Condition as C
+from exact.query.normalize import normalize
 from exact.reference import reference_matches, stream_table
 
 DAY = 86_400_000_000
@@ -403,7 +404,7 @@ def test_negation_respects_the_partition() -> None:
 
 
 def test_or_reports_the_alternative_that_bound() -> None:
-    from exact.ast import AnyOf
+    from exact.query.ast import AnyOf
     q = Query((Single(Var("a", "A")), AnyOf((Var("x", "X"), Var("y", None)))),
               (C(F("y", "v"), ">", L(1)),), within=WithinEvents(3), strategy=ANY)
     rows = [{"seq": 0, "ts": 0, "type": "A"}, {"seq": 1, "ts": 1, "type": "X", "v": 5},
@@ -413,7 +414,7 @@ def test_or_reports_the_alternative_that_bound() -> None:
 
 
 def test_within_events_and_between() -> None:
-    from exact.ast import Between
+    from exact.query.ast import Between
     rows = [{"seq": i * 2, "ts": i * 10, "type": t} for i, t in enumerate("ABAB")]
     q = Query((Single(Var("a", "A")), Single(Var("b", "B"))), within=WithinEvents(3), strategy=ANY)
     # seq gaps: A0 B2 A4 B6; last − first < 3
@@ -439,6 +440,6 @@ def test_within_events_and_between() -> None:
 ])
 def test_examples_in_the_query_language(text: str, built: Query) -> None:
     """The examples above, written in the query language, are the same ASTs."""
-    from exact.language import parse
+    from exact.query.language import parse
 
     assert parse(text) == built

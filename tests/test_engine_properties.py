@@ -9,7 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exact.ast import (
+from exact.engine import evaluate, evaluate_table, match_ts, merge_intervals, ts_lookup
+from exact.events import micros
+from exact.prefilter import EventFrame
+from exact.query.ast import (
     Absent,
     AnyOf,
     Between,
@@ -25,9 +28,6 @@ from exact.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.engine import evaluate, evaluate_table, match_ts, merge_intervals, ts_lookup
-from exact.events import micros
-from exact.prefilter import EventFrame
 from exact.reference import reference_matches, stream_table
 from tests.test_aggregates import _run_queries
 

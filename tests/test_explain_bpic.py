@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import sketch.explain_cause as explain_cause
+import sketch.answer.cause as explain_cause
 from api.service import build_from_inputs, run_query
 from exact.events import micros
 from exact.store import EventStore, dataset_dir, store_dir

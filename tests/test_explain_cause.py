@@ -1,5 +1,5 @@
 """``explain`` of an empty verified answer names the part of the query that rules the candidates out
-(:mod:`sketch.explain_cause`), on small hand-made streams through the stream tree's verified path.
+(:mod:`sketch.answer.cause`), on small hand-made streams through the stream tree's verified path.
 
 Each stream is built so that the cause is known by construction; the answer itself must stay the exact one.
 """
@@ -13,17 +13,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sketch.explain_cause as explain_cause
-from exact.ast import Query, Return
+import sketch.answer.cause as explain_cause
 from exact.engine import Budget, evaluate, evaluate_table
 from exact.errors import SeqsketchError
-from exact.language import parse
-from exact.normalize import normalize
+from exact.query.ast import Query, Return
+from exact.query.language import parse
+from exact.query.normalize import normalize
 from exact.reference import stream_table
+from sketch.answer.cause import about, why_empty
+from sketch.answer.verify import TableSource, answer_indexed, verify
 from sketch.build import BuildOptions, build_from_table
 from sketch.evaluate import TreeIndex, approximate
-from sketch.explain_cause import about, why_empty
-from sketch.verify import TableSource, answer_indexed, verify
 from tests.test_approx_properties import build_tree, queries, streams
 
 S = 1_000_000  # one second in µs

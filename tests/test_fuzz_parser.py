@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from exact.ast import Query
 from exact.errors import QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
-from exact.language import MAX_QUERY_BYTES, from_json, load, parse, to_json, to_text
+from exact.query.ast import Query
+from exact.query.language import MAX_QUERY_BYTES, from_json, load, parse, to_json, to_text
 
 #: Valid queries spanning the grammar (CONTRACT §2); mutations start from these.
 VALID = [

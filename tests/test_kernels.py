@@ -1,5 +1,5 @@
 """The compiled kernels' disk cache never outlives their parts: numba dates a cached kernel by its own
-module's file only, so that file is kept no older than :mod:`exact.kernel_parts`, whose functions the kernels
+module's file only, so that file is kept no older than :mod:`exact.engine.kernel_parts`, whose functions the kernels
 inline."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import exact.kernel_parts as parts
-from exact.kernel_parts import date_after_parts
+import exact.engine.kernel_parts as parts
+from exact.engine.kernel_parts import date_after_parts
 
 
 def test_kernels_older_than_their_parts_are_dated_anew(tmp_path: Path) -> None:

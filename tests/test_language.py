@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from exact.ast import (
+from exact.query.ast import (
     AST_VERSION,
     Absent,
     Aggregate,
@@ -29,8 +29,8 @@ from exact.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.language import from_json, load, parse, to_json, to_text
-from exact.language.lexical import assign_default_names, default_name_base
+from exact.query.language import from_json, load, parse, to_json, to_text
+from exact.query.language.lexical import assign_default_names, default_name_base
 
 HOUR = 3_600_000_000
 DAY = 24 * HOUR

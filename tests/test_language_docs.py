@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from exact.errors import SeqsketchError
-from exact.language import from_json, load, parse, to_text
+from exact.query.language import from_json, load, parse, to_text
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "query-language.md"
 _BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from exact.ast import Between, Query, Single, Var, WithinEvents, WithinTime
 from exact.errors import QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
-from exact.language import MAX_QUERY_BYTES, MAX_VARIABLES, from_json, load, parse, to_json, to_text
+from exact.query.ast import Between, Query, Single, Var, WithinEvents, WithinTime
+from exact.query.language import MAX_QUERY_BYTES, MAX_VARIABLES, from_json, load, parse, to_json, to_text
 
 
 def _position(text: str, marker: str, occurrence: int = 1) -> tuple[int, int]:

@@ -8,7 +8,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exact.ast import (
+from exact.errors import SeqsketchError
+from exact.query.ast import (
     AGGREGATES,
     OPERATORS,
     RUN_ENDS,
@@ -30,11 +31,10 @@ from exact.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.errors import SeqsketchError
-from exact.language import from_json, load, parse, to_json, to_text
-from exact.language.checks import minimum_events
-from exact.language.lexical import RESERVED_NAMES
-from exact.language.temporal import (
+from exact.query.language import from_json, load, parse, to_json, to_text
+from exact.query.language.checks import minimum_events
+from exact.query.language.lexical import RESERVED_NAMES
+from exact.query.language.temporal import (
     MAX_TIME_MICROS,
     MAX_WITHIN_EVENTS,
     MAX_WITHIN_MICROS,

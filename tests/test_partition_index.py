@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.service import run_query
-from exact.ast import Query, Return, Strategy
+from exact.query.ast import Query, Return, Strategy
 from exact.reference import stream_table
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
@@ -134,7 +134,7 @@ def test_candidates_are_the_groups_holding_every_type(home: Path, shared_data: P
     positive type (the least a type-only index can read) — at most twice as many — and the answer names
     them when there are none."""
     from exact.ingest import ingest
-    from exact.layout import key_values
+    from exact.store.grouping import key_values
 
     stream = ingest([shared_data / "bpic2012.xes.gz"])
     Dataset.build(home, "d", stream)
@@ -163,7 +163,7 @@ def test_candidates_are_the_groups_holding_every_type(home: Path, shared_data: P
 @pytest.mark.spark
 def test_spark_builds_the_same_partition_tree(spark, tmp_path: Path, home: Path, shared_data: Path) -> None:
     from api.service import build_from_inputs
-    from sketch.spark_job import build_dataset_spark
+    from sketch.spark.job import build_dataset_spark
 
     log = shared_data / "running-example.xes"
     build_from_inputs(home, "local", [str(log)], engine="local")

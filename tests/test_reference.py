@@ -3,7 +3,7 @@ engine (exact.reference is what the engine and the index are held to, so it gets
 
 from __future__ import annotations
 
-from exact.ast import AnyOf, Condition, EventSet, Field, Query, Single, Strategy, Var, WithinTime
+from exact.query.ast import AnyOf, Condition, EventSet, Field, Query, Single, Strategy, Var, WithinTime
 from exact.reference import (
     _prefix,
     _prefix_vars_ok,
@@ -68,7 +68,7 @@ def test_robust_keeps_what_only_a_non_match_event_blocks() -> None:
 
 
 def test_negation_filter_gap_is_strict() -> None:
-    from exact.ast import Absent
+    from exact.query.ast import Absent
 
     q = Query((Single(Var("a", "A")), Absent((Var("n", "N"),)), Single(Var("b", "B"))),
               strategy=Strategy.SKIP_TILL_ANY_MATCH)

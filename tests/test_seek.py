@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import exact.seek as seek_module
-from exact.seek import BLOCK, SeekUnavailable, encode, open_seek, select, ts_of, write
+import exact.store.seek as seek_module
+from exact.store.seek import BLOCK, SeekUnavailable, encode, open_seek, select, ts_of, write
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

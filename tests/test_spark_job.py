@@ -26,9 +26,9 @@ from exact.events import iso_of_micros
 from exact.ingest import IngestOptions, ingest, read_inputs
 from exact.store import EventStore, dataset_dir, store_dir
 from sketch.dataset import Dataset
-from sketch.spark_job import append_dataset_spark, build_dataset_spark
-from sketch.spark_read import collect_staged, plan_inputs, plan_pieces, shifted, stage_inputs, unified_attrs
-from sketch.spark_windows import ChunkRef, WindowPlan, choose_boundaries, parts_of, write_windows
+from sketch.spark.job import append_dataset_spark, build_dataset_spark
+from sketch.spark.read import collect_staged, plan_inputs, plan_pieces, shifted, stage_inputs, unified_attrs
+from sketch.spark.windows import ChunkRef, WindowPlan, choose_boundaries, parts_of, write_windows
 
 pytestmark = pytest.mark.spark
 
@@ -236,7 +236,7 @@ def test_injected_failure_after_parts_were_written_leaves_nothing(spark, tmp_pat
     def broken(*args, **kwargs):
         raise SeqsketchError("injected failure while merging")
 
-    monkeypatch.setattr("sketch.spark_job.merge_leaves", broken)
+    monkeypatch.setattr("sketch.spark.job.merge_leaves", broken)
     later = tmp_path / "later.csv"
     later.write_text("ts,type\n1700000000,A\n1700000001,B\n", encoding="utf-8")
     with pytest.raises(SeqsketchError, match="injected"):

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exact.events import event_schema, unify_attr_types
-from sketch.spark_leaves import leaf_bits, merge_leaves, window_leaves
-from sketch.spark_read import StagedChunk, unified_attrs
-from sketch.spark_windows import Boundaries, aligned_starts, rows_below, window_count
+from sketch.spark.leaves import leaf_bits, merge_leaves, window_leaves
+from sketch.spark.read import StagedChunk, unified_attrs
+from sketch.spark.windows import Boundaries, aligned_starts, rows_below, window_count
 from sketch.tree import BloomTree, TreeConfig, encode_types, leaf_type_pairs
 
 
@@ -121,7 +121,7 @@ def test_window_ranks_tile_the_stream_in_whole_leaves(seed: int, sizes: list[int
 
 @given(events=st.integers(1, 50_000_000), cores=st.integers(1, 64))
 def test_window_count_keeps_every_core_busy_and_windows_bounded(events: int, cores: int) -> None:
-    from sketch.spark_windows import MAX_WINDOW_EVENTS
+    from sketch.spark.windows import MAX_WINDOW_EVENTS
 
     windows = window_count(events, cores)
     assert 1 <= windows <= events
@@ -158,7 +158,7 @@ def test_unified_attrs_widen_like_concatenating_the_batches(batches: list[dict[s
 
 @given(sizes=st.lists(st.integers(0, 1_000), max_size=40), count=st.integers(1, 8))
 def test_reading_tasks_share_the_pieces_by_size(sizes: list[int], count: int) -> None:
-    from sketch.spark_read import balanced_groups
+    from sketch.spark.read import balanced_groups
 
     groups = balanced_groups(sizes, count)
     assert sorted(i for g in groups for i in g) == list(range(len(sizes)))

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from exact.errors import Conflict, InputError, NotFound, StoreCorrupt
 from exact.events import SEQ, micros, records_to_table, to_records
 from exact.ingest import ingest, ingest_tables
-from exact.seek import seek_name
 from exact.store import (
     MANIFEST,
     PARTS,
@@ -25,6 +24,7 @@ from exact.store import (
     dataset_names,
     staged_dataset,
 )
+from exact.store.seek import seek_name
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

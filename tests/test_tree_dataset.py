@@ -153,7 +153,7 @@ def test_a_published_version_is_mapped_once_and_a_changed_file_is_reloaded(home:
 def test_a_loaded_version_is_prepared_for_queries_once(home: Path) -> None:
     """Loading an index version makes its query index (units, node spans) there and then, so its first
     query only probes; forgetting the probe answers leaves the answers unchanged."""
-    from exact.language import parse
+    from exact.query.language import parse
     from sketch.evaluate import TreeIndex, approximate
 
     Dataset.build(home, "p", with_seq(stream(900, seed=3)), OPTIONS)

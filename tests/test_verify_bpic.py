@@ -17,14 +17,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from exact.ast import Query, Return
 from exact.engine import evaluate
 from exact.ingest import ingest
-from exact.language import parse
+from exact.query.ast import Query, Return
+from exact.query.language import parse
+from sketch.answer.verify import StoreSource, answer_indexed, verify
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate
-from sketch.verify import StoreSource, answer_indexed, verify
 from tests.test_approx_properties import inside_candidate
 
 WINDOWS_FAST = ("10 min", "1 h", "1 day")

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from api.service import run_query
-from exact.ast import Return
 from exact.engine import evaluate_table
 from exact.errors import NotFound, QuerySemanticError
 from exact.ingest import ingest
-from exact.language import parse
+from exact.query.ast import Return
+from exact.query.language import parse
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 

@@ -214,7 +214,7 @@ def _partition_values(home: Any, name: str, query: str,
                       result: dict[str, Any]) -> tuple[list[str], list[str]] | None:
     """``(keys, value per match)`` when the query has ``PARTITION BY``: each match's partition, read from its
     first bound event (all its bound events share it)."""
-    from exact.language import load
+    from exact.query.language import load
 
     matches = result.get("matches") or []
     if not matches:

@@ -61,7 +61,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
     """Ingest ``inputs`` into a new dataset ``name`` under ``home`` (``seqsketch build``, and the body of a
     build job); nothing is left behind on failure.
 
-    ``engine="spark"`` runs the Spark job (:mod:`sketch.spark_job`), which reports ``job_progress(fraction,
+    ``engine="spark"`` runs the Spark job (:mod:`sketch.spark.job`), which reports ``job_progress(fraction,
     message)`` instead of per-batch reading ``progress``.
 
     Returns the ``build`` summary: the ``info`` object plus ``seconds`` and ``timings`` (ingest, index).
@@ -73,7 +73,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
     check_dataset_name(name)
     partition_key = partition_key or None
     if engine == "spark":
-        from sketch.spark_job import build_dataset_spark
+        from sketch.spark.job import build_dataset_spark
 
         return build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
                                    leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
@@ -249,7 +249,7 @@ def append_inputs(home: Path, name: str, inputs: Sequence[str], *, fmt: str = "a
         raise NotFound(f"dataset {name!r} does not exist; build it first", where=name)
     before = store_events(home, name)
     if engine == "spark":
-        from sketch.spark_job import append_dataset_spark
+        from sketch.spark.job import append_dataset_spark
 
         info = append_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
                                     **({"progress": job_progress} if job_progress else {}))

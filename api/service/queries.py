@@ -19,14 +19,14 @@ import numpy as np
 
 from api.service.datasets import dataset_exists, store_events
 from api.service.limits import call_with_timeout
-from exact.ast import Query
 from exact.engine import Budget, answer, evaluate_table, match_ts, warm_up
 from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError
 from exact.events import iso_of_micros, to_records
-from exact.language import load, parse, to_json
+from exact.query.ast import Query
+from exact.query.language import load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
+from sketch.answer.verify import StoreSource, answer_indexed, exact_body, needed_columns
 from sketch.dataset import Dataset, require_index
-from sketch.verify import StoreSource, answer_indexed, exact_body, needed_columns
 
 QUERY_MODES = ("approximate", "verified", "exact")
 #: How long past its limit a query that cannot look at its clock (a long read) runs before it is stopped.

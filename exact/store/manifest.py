@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from exact.errors import NotFound, SeqsketchError
 from exact.events import ATTRS, SEQ, TS, TYPE, event_schema, type_from_name
-from exact.seek import seek_name
+from exact.store.seek import seek_name
 
 FORMAT = "seqsketch-event-store"
 FORMAT_VERSION = 1
@@ -54,7 +54,7 @@ class PartInfo:
     row_groups: tuple[tuple[int, int], ...]
     attrs: tuple[tuple[str, str], ...] = ()
     bytes: int = 0
-    #: Size of the part's seek file (:mod:`exact.seek`); 0 = none (a part written before seek files).
+    #: Size of the part's seek file (:mod:`exact.store.seek`); 0 = none (a part written before seek files).
     seek_bytes: int = 0
     #: Per-type counts of this part; carried from write_part to commit, not persisted per part.
     type_counts: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)

@@ -3,7 +3,7 @@
 A read of ``[start_seq, end_seq]`` opens only the parts and row groups that overlap it
 (:meth:`StoreReader.plan`, from the manifest's row-group seq ranges); a read of many short ranges
 (:meth:`StoreReader.read_ranges`, verification's reads) takes the rows it needs from each part's seek file
-(:mod:`exact.seek`) when no attribute is asked for, and otherwise decodes each part's needed row groups in
+(:mod:`exact.store.seek`) when no attribute is asked for, and otherwise decodes each part's needed row groups in
 one call.  Every batch is cast to the snapshot's unified schema (:func:`conform_columns`); a part that is
 missing, of the wrong size, or fails its page checksums is :class:`~exact.errors.StoreCorrupt`, never
 read.  Readers take no lock: they see one snapshot, whose parts never change.
@@ -21,13 +21,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from exact.arrays import joined, run_positions
 from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
-from exact.runs import joined, run_positions
-from exact.seek import SeekFile, SeekUnavailable, open_seek, seek_name, ts_of
-from exact.seek import select as select_rows
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, Snapshot, StoreBase
+from exact.store.seek import SeekFile, SeekUnavailable, open_seek, seek_name, ts_of
+from exact.store.seek import select as select_rows
 
 _log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class StoreReader(StoreBase):
         """The events inside the seq ``ranges`` (inclusive, sorted, disjoint) — only those of ``types``
         unless None — as one seq-sorted table in the snapshot's schema, and the rows decoded to find them.
 
-        Without ``attrs``, a part with a seek file (:mod:`exact.seek`) is read in place: only the rows in
+        Without ``attrs``, a part with a seek file (:mod:`exact.store.seek`) is read in place: only the rows in
         the ranges are touched, and only those of ``types`` converted; "decoded" counts the rows in the
         ranges.  Otherwise each part meeting a range is opened once and every row group it needs decoded in
         one call.  ``seq`` is never decoded (a part's rows are consecutive seqs, so a row's seq is its

@@ -3,7 +3,7 @@
 Writers hold an exclusive lock on ``.lock`` (:meth:`StoreWriter.writing`, re-entrant within one object).
 A part (:meth:`StoreWriter.write_part`) is a Parquet file of a contiguous seq range in seq order — row
 groups of the snapshot's ``row_group_size``, seq and ts delta-encoded, page checksums on — with its seek
-file (:mod:`exact.seek`) beside it, each written under a temporary name, fsynced and renamed.
+file (:mod:`exact.store.seek`) beside it, each written under a temporary name, fsynced and renamed.
 :meth:`StoreWriter.commit` publishes parts and the ``extra`` that goes with them (the index version) in
 one manifest replace (:func:`~exact.store.manifest.write_manifest`); :meth:`StoreWriter.append` orders a
 batch by time, numbers it after the stream and writes and commits it, all or nothing.  Files in
@@ -41,9 +41,6 @@ from exact.events import (
     unify_attr_types,
 )
 from exact.ingest import order_by_time, with_seq
-from exact.seek import SUFFIX as SEEK_SUFFIX
-from exact.seek import seek_name
-from exact.seek import write as write_seek
 from exact.store.manifest import (
     DEFAULT_PART_ROWS,
     MANIFEST,
@@ -55,6 +52,9 @@ from exact.store.manifest import (
     fsync_file,
     write_manifest,
 )
+from exact.store.seek import SUFFIX as SEEK_SUFFIX
+from exact.store.seek import seek_name
+from exact.store.seek import write as write_seek
 
 _LOCK = ".lock"
 
@@ -91,7 +91,7 @@ class StoreWriter(StoreBase):
         """Write one part (not yet visible: :meth:`commit` publishes it).
 
         ``table`` is a stream table whose ``seq`` runs ``first_seq, first_seq+1, …`` and whose ts never
-        decreases.  Its Parquet file and its seek file (:mod:`exact.seek`) are each written under a
+        decreases.  Its Parquet file and its seek file (:mod:`exact.store.seek`) are each written under a
         temporary name, fsynced, then renamed.
         """
         _check_part_table(table, first_seq)

@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from exact.ast import Query
+from exact.query.ast import Query
 from sketch.evaluate.units import EMPTY, Units
 
 _I64 = np.int64

@@ -21,8 +21,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from exact.ast import Between, Query, WithinEvents
-from exact.normalize import normalize
+from exact.query.ast import Between, Query, WithinEvents
+from exact.query.normalize import normalize
 from sketch.evaluate.approximation import Approximation
 from sketch.evaluate.explain import absent_text, explain_chain, positions_of, window_text
 from sketch.evaluate.units import TypeIndex, union

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from exact.ast import Between, Query, WithinEvents, WithinTime
 from exact.engine import iso_ts
-from exact.normalize import Plan
+from exact.query.ast import Between, Query, WithinEvents, WithinTime
+from exact.query.normalize import Plan
 from sketch.evaluate.units import Units, union
 
 

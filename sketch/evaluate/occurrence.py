@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from exact.ast import Between
+from exact.query.ast import Between
 from sketch.evaluate.units import EMPTY, Runs, clip_runs, expand_runs, in_runs, runs_before, union, units_at
 
 _I64 = np.int64

@@ -20,8 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
-from exact.ast import Between
-from exact.runs import run_positions
+from exact.arrays import run_positions
+from exact.query.ast import Between
 
 _I64 = np.int64
 EMPTY = np.zeros(0, dtype=_I64)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from exact.ast import Query, Strategy, WithinEvents, WithinTime
-from exact.normalize import Plan
+from exact.query.ast import Query, Strategy, WithinEvents, WithinTime
+from exact.query.normalize import Plan
 from sketch.evaluate.units import EMPTY, Runs, Units
 
 _I64 = np.int64

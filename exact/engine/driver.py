@@ -1,0 +1,590 @@
+"""The exact engine: the matches of a query in a stream, under its strategy (CONTRACT §2, §3).
+
+:func:`evaluate_table` is the one entry point (:func:`evaluate` returns its matches as a sorted list).  It
+normalises the query (:mod:`exact.query.normalize`), takes the stream's columns (:class:`~exact.prefilter.
+EventFrame`, ``BETWEEN`` applied) and evaluates every variable's properties vectorised: only events some
+variable can bind take part (Cadonna's filtered windows, Thm. 5.1).  Then:
+
+1. **Nothing to read.** A positive variable none of whose types occur in the stream (by the type counts the
+   caller has, or the frame's own) means no match, before any window is looked at.
+2. **Partitions as segments.** With partitioning attributes X (``PARTITION BY`` and the equality closure,
+   Def. 5.3) every event gets a partition code once; windows never leave their first event's partition.
+3. **Windows worth running.** The first events are pruned vectorised: the two-phase candidate conditions
+   (Thm. 5.2) or the rarest-first necessary conditions (:mod:`exact.engine.prune`).
+4. **Evaluation.** A skip-till-next-match chain (:mod:`exact.engine.chain`) runs as bisections for all windows at
+   once; everything else runs in the compiled kernels of :mod:`exact.engine.kernels` over the automaton laid out
+   as arrays (:mod:`exact.engine.program`), windows in stream order, in slices between which the budget's clock
+   is read.  SASE+ run operands and aggregates (``v[1]``, ``v[last]``, ``count``, ``sum``/``avg``/``min``/
+   ``max``) are evaluated in the kernels, incrementally per run (the chain leaves such queries to them);
+   when an integer sum leaves int64, or a literal does, the query is evaluated again by the same kernels
+   as plain Python with Python's integers (:func:`exact.engine.kernels.python_kernels`) — exact, and slow.
+5. **What is kept** follows ``RETURN``: ``exists`` stops at the first match, ``count`` only counts,
+   ``intervals`` merges spans as they come, ``matches`` keeps the bindings of the first ``limit`` matches
+   in answer order and stops once they are certain (the count is then unknown).  An OR position bound to
+   the same events under several alternatives is reported once, under the first alternative; SASE+
+   negation (:mod:`exact.engine.negation`) drops the matches with a forbidden event in a negated gap.  Both need
+   the bindings, so a query with either keeps them until they are applied.
+
+Semantics decided here, where the sources leave a choice (tested in tests/test_engine_*.py): stream order is
+seq (consecutive SEQ positions need a strictly larger seq; ``ts`` must not decrease along seq); a condition
+with a null or missing operand is false, values of different kinds are never equal; a condition on one
+variable holds for each of its events (∀), between two variables for every pair, ``prev`` for consecutive
+pairs; ``skip_till_next_match`` is the SES automaton (Alg. 2, corrected), with no ignore-proceed
+nondeterminism (on ``a1 b1 c1 c2`` the pattern ``SEQ(A, B+, C)`` gives one match); contiguity is over the
+events passed (after ``BETWEEN``); ``partition_contiguity`` without ``PARTITION BY`` is strict contiguity;
+events whose partition attribute is null belong to no partition.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from exact.engine.automaton import automaton_for
+from exact.engine.chain import branches, chain_rows, chain_shape, run_chains
+from exact.engine.matchtable import (
+    Match,
+    MatchTable,
+    answer,
+    iso_ts,
+    iso_ts_many,
+    match_ts,
+    merge_intervals,
+    merge_spans,
+    ts_lookup,
+)
+from exact.engine.negation import negation_filter
+from exact.engine.program import (
+    RunTables,
+    automaton_tables,
+    contiguity,
+    in_segment_ends,
+    positions_by_variable,
+    run_attributes,
+    segment_order,
+    successors,
+    value_columns,
+)
+from exact.engine.prune import candidate_windows, necessary_starts
+from exact.errors import QueryLimitError
+from exact.prefilter import EventFrame, variable_bits
+from exact.query.ast import Query, Return, Strategy, WithinEvents, WithinTime
+from exact.query.normalize import Plan, normalize
+
+__all__ = ["Budget", "Match", "MatchTable", "absent_types", "answer", "evaluate", "evaluate_table", "iso_ts",
+           "iso_ts_many", "match_ts", "merge_intervals", "merge_spans", "ts_lookup"]
+
+#: Positive variables are bits of a 63-bit mask.
+MAX_VARIABLES = 62
+_I64 = np.int64
+#: Kernel work between two looks at the clock, and the first bound on one window's work.
+_SLICE_STEPS = 50_000
+_WINDOW_STEPS = 200_000
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A query's limits: the monotonic time it must be answered by (None: no limit).
+
+    ``window_steps`` is the first bound on one window's work (a window past it is run again with four
+    times the bound, after a look at the clock); ``stop_early`` gives up as soon as that next run, at the
+    pace of the last, would end past the deadline — for searches whose answer is only a hint (explain),
+    not for a query's own answer, which runs until its deadline."""
+
+    deadline: float | None = None
+    timeout_ms: int | None = None
+    window_steps: int = _WINDOW_STEPS
+    stop_early: bool = False
+
+    @classmethod
+    def of_ms(cls, timeout_ms: int | None) -> Budget:
+        if not timeout_ms:
+            return cls()
+        return cls(time.monotonic() + timeout_ms / 1000.0, timeout_ms)
+
+    def check(self, ahead: float = 0.0) -> None:
+        """Raise :class:`QueryLimitError` when the deadline has passed (or will have, ``ahead`` seconds
+        from now)."""
+        if self.deadline is not None and time.monotonic() + ahead > self.deadline:
+            raise QueryLimitError(f"the query took longer than the limit of {self.timeout_ms} ms; narrow it "
+                                  "(WITHIN, BETWEEN, PARTITION BY) or use mode 'approximate'")
+
+
+def evaluate(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame, *,
+             two_phase: bool = True, prefilter: bool = True, type_counts: Mapping[str, int] | None = None,
+             starts: tuple[int, int] | None = None, budget: Budget | None = None) -> list[Match]:
+    """All matches of ``query`` in ``events`` under its strategy, sorted (answer order), as values.
+
+    ``two_phase`` prunes first events by the candidate windows of Algorithm 3, otherwise by the rarest-first
+    necessary conditions; ``prefilter=False`` prunes none; ``type_counts`` (type → count in the stream)
+    orders the pruning rarest first; ``starts=(lo, hi)`` reports only matches whose first event's seq lies
+    in [lo, hi] — the events passed may reach further, so the strategy sees everything it needs.  The
+    results do not depend on ``two_phase``, ``prefilter`` or ``type_counts``."""
+    found = evaluate_table(query, events, two_phase=two_phase, prefilter=prefilter, type_counts=type_counts,
+                           starts=starts, returns=Return.MATCHES, budget=budget)
+    return found.matches()
+
+
+def evaluate_table(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame, *,
+                   returns: Return | None = None, limit: int | None = None, budget: Budget | None = None,
+                   two_phase: bool = True, prefilter: bool = True,
+                   type_counts: Mapping[str, int] | None = None,
+                   starts: tuple[int, int] | None = None, chains: bool = True) -> MatchTable:
+    """The matches of ``query`` in ``events`` as a :class:`MatchTable`, keeping what ``returns`` (default:
+    the query's ``RETURN``) needs — see the module docstring; ``limit`` caps the matches kept.
+    ``chains=False`` runs every pattern in the kernels (the tests hold both ways to the reference)."""
+    plan = normalize(query)
+    if plan.nvars > MAX_VARIABLES:
+        raise QueryLimitError(f"a pattern may have at most {MAX_VARIABLES} positive variables")
+    names = tuple(v.name for v in plan.positives)
+    frame = (events.restrict(query.between) if isinstance(events, EventFrame)
+             else EventFrame.build(events, query.between))
+    if len(frame) == 0 or plan.unsatisfiable or absent_types(plan, type_counts):
+        return MatchTable(names)
+    evaluation = _Evaluation(plan, frame, type_counts=type_counts, starts=starts, two_phase=two_phase,
+                             prefilter=prefilter)
+    return evaluation.run(query.returns if returns is None else returns, limit, budget or Budget(), chains)
+
+
+def absent_types(plan: Plan, type_counts: Mapping[str, int] | None) -> bool:
+    """Does some position need types that ``type_counts`` says the stream never holds (every alternative
+    of it typed, and none of those types counted)?"""
+    if type_counts is None:
+        return False
+    positions: dict[int, list[frozenset[str] | None]] = {}
+    for v in plan.positives:
+        positions.setdefault(v.group, []).append(v.types)
+    return any(all(types is not None and not any(type_counts.get(t, 0) for t in types) for types in alts)
+               for alts in positions.values())
+
+
+class _Evaluation:
+    """The state of one evaluation: the filtered events' columns, the automaton, the partitions."""
+
+    def __init__(self, plan: Plan, frame: EventFrame, *, type_counts: Mapping[str, int] | None,
+                 starts: tuple[int, int] | None, two_phase: bool, prefilter: bool) -> None:
+        self.plan = plan
+        self.query = plan.query
+        self.frame = frame
+        self.type_counts = type_counts
+        self.starts = starts
+        self.two_phase = two_phase
+        self.prefilter = prefilter
+        self.aut = automaton_for(self.query)
+        evmask, var_counts = variable_bits(frame, plan.positives, counts=type_counts is None)
+        self.var_counts = var_counts or []
+        self.contiguous = contiguity(self.query.strategy)
+        # the contiguity strategies read every event (an unbindable one breaks a run); others the filtered
+        self.idx = np.arange(len(frame)) if self.contiguous else np.flatnonzero(evmask)
+        self.em = evmask[self.idx].astype(_I64)
+        self.seq = frame.seq[self.idx]
+        self.ts = frame.ts[self.idx]
+        self.names = tuple(v.name for v in plan.positives)
+
+    # -- partitions ---------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def keys(self) -> np.ndarray | None:
+        """Partition code per filtered event (-1: in no partition), None without partitioning attributes."""
+        if not self.plan.partition_attrs:
+            return None
+        return self.partition_codes(self.plan.partition_attrs)[self.idx]
+
+    def partition_codes(self, attrs: tuple[str, ...]) -> np.ndarray:
+        """An int64 code per frame event for the tuple of ``attrs`` values (-1 when one is null)."""
+        return _partition_codes(self.frame, attrs)
+
+    @functools.cached_property
+    def ends(self) -> np.ndarray:
+        """Per filtered event that may start a window (its first element's), the last position of that
+        window (stream order); 0 elsewhere — no window starts there, and most events are not first ones."""
+        out = np.zeros(len(self.idx), dtype=_I64)
+        firsts = np.flatnonzero((self.em & self.aut.first_element_mask) != 0)
+        w = self.query.within
+        if isinstance(w, WithinTime):
+            out[firsts] = self.ts.searchsorted(self.ts[firsts] + w.micros, "right") - 1
+        elif isinstance(w, WithinEvents):
+            out[firsts] = self.seq.searchsorted(self.seq[firsts] + (w.count - 1), "right") - 1
+        else:
+            out[firsts] = len(self.idx) - 1
+        return out
+
+    def _start_ok(self) -> np.ndarray:
+        if self.starts is None:
+            return np.ones(len(self.idx), dtype=bool)
+        lo, hi = self.starts
+        return (self.seq >= lo) & (self.seq <= hi)
+
+    # -- driver -------------------------------------------------------------------------------------
+
+    def run(self, returns: Return, limit: int | None, budget: Budget, chains: bool = True) -> MatchTable:
+        dropped = frozenset(self.plan.partition_attrs)
+        shape = None
+        if chains and self.query.strategy == Strategy.SKIP_TILL_NEXT_MATCH:
+            shape = chain_shape(self.plan, self.aut, dropped)
+            if shape is not None and branches(shape, self.em):
+                shape = None
+        if shape is not None:
+            # the chain decides every window exactly, in the time pruning them would take: no pruning
+            firsts = np.flatnonzero(((self.em & self.aut.first_element_mask) != 0) & self._start_ok())
+            return self._chains(shape, firsts, returns, limit) if len(firsts) else MatchTable(self.names)
+        firsts = self._firsts()
+        if not len(firsts):
+            return MatchTable(self.names)
+        return self._kernel(firsts, dropped, returns, limit, budget)
+
+    def _firsts(self) -> np.ndarray:
+        """The first events of the windows worth running, in stream order."""
+        start_ok = self._start_ok()
+        if self.contiguous or not self.prefilter:
+            return np.flatnonzero(((self.em & self.aut.first_element_mask) != 0) & start_ok)
+        if self.two_phase:
+            return candidate_windows(self.aut, self.em, self.keys, self.ends, start_ok)
+        firsts = np.flatnonzero(((self.em & self.aut.first_element_mask) != 0) & start_ok)
+        keys = self.keys if self.keys is not None else np.zeros(len(self.idx), dtype=_I64)
+        return necessary_starts(self.aut, self.em, keys, self.ends, firsts, self._rarity)
+
+    def _rarity(self, members: tuple[int, ...]) -> float:
+        counts = self.type_counts
+        if counts is not None:
+            total = 0.0
+            for i in members:
+                types = self.plan.positives[i].types
+                if types is None:
+                    return float(sum(counts.values()))
+                total += sum(counts.get(t, 0) for t in types)
+            return total
+        return float(sum(self.var_counts[i] for i in members))
+
+    @property
+    def _post(self) -> bool:
+        """Must matches be kept to be merged (OR) or filtered (NOT) before they are counted?"""
+        return bool(self.plan.negatives) or any(len(m) > 1 for m in self.plan.group_members)
+
+    # -- chains -------------------------------------------------------------------------------------
+
+    def _chains(self, shape, firsts: np.ndarray, returns: Return, limit: int | None) -> MatchTable:  # noqa: ANN001
+        chains = run_chains(shape, self.em, self.keys, self.ends, firsts)
+        m = len(chains.starts)
+        if returns == Return.EXISTS and not self.plan.negatives:
+            return _exists_only(self.names) if m else MatchTable(self.names)
+        start = self.seq[chains.starts]
+        end = self.seq[chains.last]
+        if self.plan.negatives:
+            off, var, pos = chain_rows(shape, chains, self.em, np.arange(m))
+            table = MatchTable(self.names, start, end, off, var, self.seq[pos], count=None)
+            table = table.take(self._negation(table))
+            table.count = len(table)
+            table.spans = merge_spans(table.start, table.end)
+            return self._cut(table, returns, limit)
+        table = MatchTable(self.names, start, end, count=m)
+        table.spans = merge_spans(start, end) if returns in (Return.MATCHES, Return.INTERVALS) else None
+        if returns == Return.MATCHES:
+            keep = np.arange(m if limit is None else min(m, limit))  # one match per start: sorted already
+            off, var, pos = chain_rows(shape, chains, self.em, keep)
+            table.start, table.end = start[keep], end[keep]
+            table.off, table.var, table.seq = off, var, self.seq[pos]
+        else:
+            table.start, table.end = start[:0], end[:0]
+        return table
+
+    def _cut(self, table: MatchTable, returns: Return, limit: int | None) -> MatchTable:
+        """``table`` (complete) reduced to what ``returns`` keeps."""
+        if returns != Return.MATCHES:
+            out = MatchTable(self.names, count=table.count, spans=table.spans, complete=table.complete)
+            out.start, out.end = table.start[:0], table.end[:0]
+            return out
+        if limit is not None and len(table) > limit:
+            order = np.lexsort((table.end, table.start))
+            cut = np.zeros(len(table), dtype=bool)
+            cut[order[:limit]] = True
+            # ties at the cut are kept whole: they are ordered by bindings later
+            s, e = table.start[order], table.end[order]
+            k = limit
+            while k < len(order) and s[k] == s[limit - 1] and e[k] == e[limit - 1]:
+                cut[order[k]] = True
+                k += 1
+            kept = table.take(cut)
+            kept.count, kept.spans, kept.complete = table.count, table.spans, table.complete
+            return kept
+        return table
+
+    def _negation(self, table: MatchTable) -> np.ndarray:
+        return negation_filter(self.plan, self.frame, table,
+                               lambda: self.partition_codes(self.query.partition_by))
+
+    # -- kernels ------------------------------------------------------------------------------------
+
+    def _kernel(self, firsts: np.ndarray, dropped: frozenset[str], returns: Return, limit: int | None,
+                budget: Budget) -> MatchTable:
+        import exact.engine.kernels as K
+
+        # the partition's conditions are made true by segments, which the contiguity strategies do not use
+        segmented = self.keys is not None and not self.contiguous
+        tables = automaton_tables(self.plan, dropped if segmented else frozenset())
+        keys = self.keys
+        n = len(self.idx)
+        succ = None
+        if self.contiguous:
+            order = np.arange(n)
+            codes = (self.partition_codes(self.query.partition_by)
+                     if self.query.strategy == Strategy.PARTITION_CONTIGUITY and self.query.partition_by
+                     else None)
+            nxt_full = successors(codes, n)
+            succ = np.where(nxt_full < n, nxt_full, -1).astype(_I64)
+            # an event no variable can bind ends a run: it is no successor
+            succ[(succ >= 0) & (self.em[np.maximum(succ, 0)] == 0)] = -1
+            wend = self.ends.astype(_I64)
+            prog_starts = firsts.astype(_I64)
+        elif keys is not None:
+            # an event without a partition value is bound by no match (every bound event is related to
+            # another by the partition's equality, which a null fails): it takes no part
+            keyed = np.flatnonzero(keys >= 0)
+            order = keyed[segment_order(keys[keyed])]
+            inverse = np.full(n, -1, dtype=_I64)
+            inverse[order] = np.arange(len(order))
+            wend = in_segment_ends(order, keys[order], self.ends)
+            prog_starts = inverse[firsts]
+            prog_starts = prog_starts[prog_starts >= 0]
+        else:
+            order = np.arange(n)
+            wend = self.ends.astype(_I64)
+            prog_starts = firsts.astype(_I64)
+        em = self.em[order]
+        seq = self.seq[order]
+        runs = tables.runs
+        strings = tuple(v for v in runs.literals if isinstance(v, str))
+        kind, value, integer, ranks = value_columns(self.frame, tables.attrs, self.idx[order],
+                                                    run_attributes(tables), strings)
+        vpos_off, vpos = (positions_by_variable(em, self.plan.nvars) if not self.contiguous
+                          else (np.zeros(1, dtype=_I64), np.zeros(0, dtype=_I64)))
+        rank_of = dict(zip(strings, ranks.tolist(), strict=True))
+        args = (prog_starts, wend, em, seq, succ, kind, value, integer, vpos_off, vpos, tables, returns,
+                limit, budget)
+        rp = _run_program(runs, rank_of, python=False)
+        found = None if rp is None else self._windows(K, rp, *args)
+        if found is None:
+            # an integer beyond int64 (a literal, or a run's sum): the same kernels in plain Python, with
+            # Python's integers in the run rows — exact, and slow
+            found = self._windows(K.python_kernels(), _run_program(runs, rank_of, python=True), *args)
+        return found
+
+    def _windows(self, K, rp: tuple, prog_starts: np.ndarray, wend: np.ndarray, em: np.ndarray,  # noqa: N803
+                 seq: np.ndarray, succ: np.ndarray | None, kind: np.ndarray, value: np.ndarray,
+                 integer: np.ndarray, vpos_off: np.ndarray, vpos: np.ndarray, tables, returns: Return,  # noqa: ANN001
+                 limit: int | None, budget: Budget) -> MatchTable | None:
+        """Run the kernels of module ``K`` over the windows of ``prog_starts``; None when a run's integer sum
+        overflowed int64 (``out[INEXACT]``: the caller runs them again in Python)."""
+        post = self._post
+        mode = {Return.EXISTS: K.EXISTS, Return.COUNT: K.COUNT, Return.INTERVALS: K.SPANS}.get(
+            returns, K.MATCHES)
+        keep = (1 << 62) if limit is None or post else limit
+        if post:
+            mode = K.MATCHES
+        out = np.zeros(K.OUT_FIELDS, dtype=_I64)
+        iv = np.zeros((16, 2), dtype=_I64)
+        m_start = np.zeros(16, dtype=_I64)
+        m_off = np.zeros(17, dtype=_I64)
+        b_var = np.zeros(16, dtype=_I64)
+        b_pos = np.zeros(16, dtype=_I64)
+        abort = budget.window_steps
+        first = 0
+        found: list[MatchTable] = []
+        done_kept = 0
+        kept_after_post = 0
+        t = tables
+        while first < len(prog_starts):
+            budget.check()
+            called = time.monotonic()
+            common = (t.final, t.tr_off, t.tr_var, t.tr_target, t.rc_off, t.rc_ax, t.rc_op, t.rc_w, t.rc_ay,
+                      t.pc_off, t.pc_ap, t.pc_op, t.pc_ax, kind, value, integer, rp, mode, keep, first,
+                      _SLICE_STEPS, abort, out, iv, m_start, m_off, b_var, b_pos)
+            if self.contiguous:
+                iv, m_start, m_off, b_var, b_pos = K.contiguous(prog_starts, wend, em, seq, succ, *common)
+            else:
+                kernel = {Strategy.SKIP_TILL_NEXT_MATCH: K.next_match,
+                          Strategy.ROBUST_SKIP_TILL_NEXT_MATCH: K.robust_next_match,
+                          Strategy.SKIP_TILL_ANY_MATCH: K.any_match}[self.query.strategy]
+                iv, m_start, m_off, b_var, b_pos = kernel(prog_starts, wend, em, seq, vpos_off, vpos,
+                                                          t.final, t.relevant, *common[1:])
+            if out[K.INEXACT]:
+                return None
+            if out[K.ABORTED]:
+                abort *= 4  # one window's work outgrew the bound: read the clock, then give it more
+                if budget.stop_early:
+                    budget.check(ahead=4 * (time.monotonic() - called))
+                continue
+            first = int(out[K.NEXT])
+            if post:
+                chunk = self._kept(out, m_start, m_off, b_var, b_pos, seq, done_kept)
+                done_kept = int(out[K.KEPT])
+                chunk = self._merge_alternatives(chunk)
+                chunk = chunk.take(self._negation(chunk)) if self.plan.negatives else chunk
+                if len(chunk):
+                    found.append(chunk)
+                    kept_after_post += len(chunk)
+                if returns == Return.EXISTS and kept_after_post:
+                    break
+            elif mode == K.EXISTS and out[K.FOUND]:
+                break
+        if post:
+            table = _concat(self.names, found)
+            if returns == Return.EXISTS and len(table):
+                return _exists_only(self.names)
+            table.count = len(table)
+            table.spans = merge_spans(table.start, table.end)
+            return self._cut(table, returns, limit)
+        if mode == K.EXISTS:
+            return _exists_only(self.names) if out[K.FOUND] else MatchTable(self.names)
+        table = self._kept(out, m_start, m_off, b_var, b_pos, seq, 0) if mode == K.MATCHES else \
+            MatchTable(self.names)
+        table.count = int(out[K.FOUND])
+        table.spans = iv[:int(out[K.INTERVALS])].copy() if mode in (K.SPANS, K.MATCHES) else None
+        return self._cut(table, returns, limit) if mode == K.MATCHES else table
+
+    def _kept(self, out: np.ndarray, m_start: np.ndarray, m_off: np.ndarray, b_var: np.ndarray,
+              b_pos: np.ndarray, seq: np.ndarray, since: int) -> MatchTable:
+        """The matches the kernel kept from number ``since`` on, as a table (seqs, rows in stream order)."""
+        from exact.engine.kernels import KEPT
+
+        m = int(out[KEPT])
+        off = m_off[since:m + 1] - m_off[since]
+        rows = slice(int(m_off[since]), int(m_off[m]))
+        pos = b_pos[rows]
+        start = seq[m_start[since:m]]
+        end = seq[pos[off[1:] - 1]] if m > since else start
+        return MatchTable(self.names, start, end, off.astype(_I64), b_var[rows].copy(), seq[pos],
+                          count=m - since)
+
+    def _merge_alternatives(self, table: MatchTable) -> MatchTable:
+        """An OR position bound to the same events under several alternatives is one match, reported under
+        the first alternative (pattern order) — CONTRACT §2: bound by exactly one alternative."""
+        ors = [m for m in set(self.plan.group_members) if len(m) > 1]
+        if not ors or not len(table):
+            return table
+        group_of = {}
+        for members in ors:
+            for i in members:
+                group_of[i] = members[0]
+        rows_var, rows_seq, off = table.var.tolist(), table.seq.tolist(), table.off.tolist()
+        best: dict[tuple, tuple[tuple, int]] = {}
+        for j in range(len(table)):
+            key_rows = []
+            rank = []
+            for r in range(off[j], off[j + 1]):
+                v = rows_var[r]
+                g = group_of.get(v, v)
+                key_rows.append((g, rows_seq[r]))
+                if v in group_of:
+                    rank.append((g, v))
+            key = tuple(sorted(key_rows))
+            r = tuple(v for _, v in sorted(set(rank)))
+            if key not in best or r < best[key][0]:
+                best[key] = (r, j)
+        keep = np.zeros(len(table), dtype=bool)
+        keep[[j for _, j in best.values()]] = True
+        out = table.take(keep)
+        out.count = len(out)
+        return out
+
+
+def _run_program(runs: RunTables, ranks: Mapping[str, float], python: bool) -> tuple | None:
+    """The run program of :mod:`exact.engine.kernels` (``rp``): the run tables, the literals as kind, float and
+    integer (strings by ``ranks``), and empty rows of a node's integers and floats — Python integers
+    (``python``) or int64; None when an integer literal does not fit int64 and ``python`` is false."""
+    lk, lf, li = [], [], []
+    for v in runs.literals:
+        if v is None:
+            k, f, i = 0, 0.0, 0
+        elif isinstance(v, bool):
+            k, f, i = 3, float(v), 0
+        elif isinstance(v, int):
+            if not python and not -2**63 <= v < 2**63:
+                return None
+            k, f, i = 4, float(v), v
+        elif isinstance(v, float):
+            k, f, i = 1, v, 0
+        else:
+            k, f, i = 2, ranks[v], 0
+        lk.append(k)
+        lf.append(f)
+        li.append(i)
+    ints = object if python else _I64
+    return (runs.tr_begin, runs.ck_off, runs.fin_off, runs.ck, runs.run_base, runs.sl_off, runs.slots,
+            np.asarray(lk, dtype=_I64), np.asarray(lf, dtype=np.float64), np.asarray(li, dtype=ints),
+            np.zeros((0, runs.width_int), dtype=ints), np.zeros((0, runs.width_float), dtype=np.float64))
+
+
+def _exists_only(names: tuple[str, ...]) -> MatchTable:
+    """The answer to ``RETURN exists`` once a match is found: yes, the count unknown (the search stopped)."""
+    return MatchTable(names, count=None, spans=None, complete=False, found_one=True)
+
+
+def _concat(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
+    if not tables:
+        return MatchTable(names)
+    offs, base = [], 0
+    for t in tables:
+        offs.append(t.off[:-1] + base)
+        base += int(t.off[-1])
+    off = np.concatenate(offs + [np.asarray([base], dtype=_I64)])
+    return MatchTable(names, np.concatenate([t.start for t in tables]),
+                      np.concatenate([t.end for t in tables]), off,
+                      np.concatenate([t.var for t in tables]), np.concatenate([t.seq for t in tables]),
+                      count=sum(len(t) for t in tables))
+
+
+def _partition_codes(frame: EventFrame, attrs: tuple[str, ...]) -> np.ndarray:
+    """An int64 code per event for the tuple of ``attrs`` values (-1 when one of them is null).  Floats are
+    keyed on their value with -0.0 taken as 0.0, as they compare."""
+    n = len(frame)
+    if len(attrs) == 1 and attrs[0] in frame.keys:
+        return frame.keys[attrs[0]]
+    code = np.zeros(n, dtype=_I64)
+    null = np.zeros(n, dtype=bool)
+    for attr in attrs:
+        if attr in frame.keys:
+            known = frame.keys[attr]
+            null |= known < 0
+            code = code * (int(known.max(initial=0)) + 1) + np.maximum(known, 0)
+            continue
+        arr = frame.array(attr)
+        if pa.types.is_null(arr.type):
+            null[:] = True
+            continue
+        if pa.types.is_floating(arr.type):
+            arr = pc.add(arr, pa.scalar(0.0, arr.type))
+        enc = pc.dictionary_encode(arr)
+        idx = enc.indices
+        if idx.null_count:
+            null |= pc.is_null(idx).to_numpy(zero_copy_only=False)
+            idx = pc.fill_null(idx, 0)
+        codes = idx.to_numpy(zero_copy_only=False).astype(_I64)
+        radix = max(len(enc.dictionary), 1)
+        code = code * radix + codes
+    code[null] = -1
+    return code
+
+
+def warm_up() -> float:
+    """Compile (or load from numba's on-disk cache) every kernel, on a tiny stream through the real path
+    under each strategy; returns the seconds it took.  A server does this as it starts and ``./dev setup``
+    once, so no user's query waits for a compilation."""
+    started = time.perf_counter()
+    from exact.query.ast import Single, Var, WithinEvents
+
+    table = pa.table({"seq": pa.array([0, 1, 2, 3], pa.int64()),
+                      "ts": pa.array([0, 1, 2, 3], pa.timestamp("us", tz="UTC")),
+                      "type": pa.array(["A", "B", "A", "B"])})
+    pattern = (Single(Var("a", "A", True)), Single(Var("b", "B")))
+    for strategy in Strategy:
+        for returns in (Return.MATCHES, Return.COUNT, Return.EXISTS):
+            query = Query(pattern, within=WithinEvents(4), strategy=strategy, returns=returns)
+            evaluate_table(query, table, chains=False)
+    return time.perf_counter() - started

@@ -1,0 +1,339 @@
+"""Matches as columns, and the parts of a CONTRACT §3 answer made from them.
+
+A :class:`MatchTable` holds what an evaluation found: for the matches it kept, the seq of each one's first
+and last event and its bindings as rows ``(variable, seq)`` (offsets per match, rows in stream order);
+beside them the number of all matches and their merged spans when the evaluation counted them (an
+evaluation that stopped once the first ``limit`` matches in answer order were certain has neither).  Python
+objects per match are made only for the matches an answer shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from exact.arrays import run_positions
+from exact.events import micros
+from exact.prefilter import EventFrame
+from exact.query.ast import Query, Return
+
+_I64 = np.int64
+
+
+class Match(NamedTuple):
+    """One match: first and last seq, and per positive variable (pattern order) its seqs in stream order.
+
+    An OR position appears under the name of the alternative that bound it; negated variables never appear.
+    Matches order by their fields in turn (answer order).
+    """
+
+    start_seq: int
+    end_seq: int
+    bindings: tuple[tuple[str, tuple[int, ...]], ...]
+
+    def bindings_dict(self) -> dict[str, list[int]]:
+        return {name: list(seqs) for name, seqs in self.bindings}
+
+
+def _empty() -> np.ndarray:
+    return np.zeros(0, dtype=_I64)
+
+
+@dataclass
+class MatchTable:
+    """Matches found by one evaluation (see the module docstring)."""
+
+    names: tuple[str, ...]
+    start: np.ndarray = field(default_factory=_empty)
+    end: np.ndarray = field(default_factory=_empty)
+    off: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=_I64))
+    var: np.ndarray = field(default_factory=_empty)
+    seq: np.ndarray = field(default_factory=_empty)
+    #: all matches (None: the search stopped before it knew)
+    count: int | None = 0
+    #: merged spans of all matches (None: not computed)
+    spans: np.ndarray | None = field(default_factory=lambda: np.zeros((0, 2), dtype=_I64))
+    #: did the evaluation look at every possible first event?
+    complete: bool = True
+    #: a match was found (set when the search stopped at the first one, keeping nothing)
+    found_one: bool = False
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @property
+    def exists(self) -> bool:
+        return self.found_one or bool(self.count) or len(self.start) > 0
+
+    def matches(self, limit: int | None = None) -> list[Match]:
+        """The kept matches as :class:`Match` values, in answer order (the first ``limit``), made from the
+        columns in one pass (as :meth:`match_dicts`)."""
+        order = self.answer_order(limit)
+        lengths = np.diff(self.off)[order]
+        rows = run_positions(self.off[:-1][order], lengths)
+        owner = np.repeat(np.arange(len(order), dtype=_I64), lengths)
+        var = self.var[rows]
+        by = np.lexsort((var, owner))
+        owner, var, seqs = owner[by], var[by], self.seq[rows][by].tolist()
+        new = np.ones(len(owner), dtype=bool)
+        new[1:] = (owner[1:] != owner[:-1]) | (var[1:] != var[:-1])
+        first = np.flatnonzero(new)
+        cuts = first.tolist() + [len(owner)]
+        per: list[list[tuple[str, tuple[int, ...]]]] = [[] for _ in range(len(order))]
+        names = self.names
+        for g, (m, v) in enumerate(zip(owner[first].tolist(), var[first].tolist(), strict=True)):
+            per[m].append((names[v], tuple(seqs[cuts[g]:cuts[g + 1]])))
+        return list(map(Match, self.start[order].tolist(), self.end[order].tolist(), map(tuple, per)))
+
+    def _made(self, k: int) -> Match:
+        per: dict[int, list[int]] = {}
+        lo, hi = int(self.off[k]), int(self.off[k + 1])
+        for v, q in zip(self.var[lo:hi].tolist(), self.seq[lo:hi].tolist(), strict=True):
+            per.setdefault(v, []).append(q)
+        return Match(int(self.start[k]), int(self.end[k]),
+                     tuple((self.names[v], tuple(per[v])) for v in sorted(per)))
+
+    def answer_order(self, limit: int | None = None) -> np.ndarray:
+        """The kept matches' indices in answer order — by first and last seq, then bindings — the first
+        ``limit``.  Bindings are compared (as :class:`Match` values) only among matches that tie on both
+        seqs."""
+        n = len(self.start)
+        order = np.lexsort((self.end, self.start))
+        want = n if limit is None else min(limit, n)
+        if n < 2:
+            return order[:want]
+        s_sorted, e_sorted = self.start[order], self.end[order]
+        tie = np.zeros(n, dtype=bool)
+        tie[1:] = (s_sorted[1:] == s_sorted[:-1]) & (e_sorted[1:] == e_sorted[:-1])
+        cut = want
+        while cut < n and tie[cut]:  # a tie group is made whole before cutting
+            cut += 1
+        if not tie[1:cut].any():
+            return order[:want]
+        head = order[:cut].tolist()
+        run_start = np.flatnonzero(~tie[:cut])
+        bounds = np.append(run_start, cut).tolist()
+        out: list[int] = []
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            group = head[a:b]
+            if len(group) > 1:
+                group = sorted(group, key=self._made)
+            out.extend(group)
+        return np.asarray(out[:want], dtype=_I64)
+
+    def match_dicts(self, order: np.ndarray, text: Mapping[int, str]) -> list[dict[str, Any]]:
+        """The matches ``order`` as CONTRACT §3 objects (``text``: seq → ISO time of their ends), made
+        from the columns in one pass: rows grouped by match and variable, lists cut from one list."""
+        lengths = np.diff(self.off)[order]
+        rows = run_positions(self.off[:-1][order], lengths)
+        starts, ends = self.start[order].tolist(), self.end[order].tolist()
+        k = int(lengths[0]) if len(lengths) else 0
+        if k and bool((lengths == k).all()):
+            grid = self.var[rows].reshape(-1, k)
+            if bool((grid == grid[0]).all()) and len(set(grid[0].tolist())) == k:
+                # every match binds the same variables once each (a SEQ of single variables): by columns
+                names = [self.names[v] for v in grid[0].tolist()]
+                values = self.seq[rows].reshape(-1, k, 1).tolist()  # each binding a one-seq list already
+                return [{"start_seq": a, "end_seq": b, "start_ts": text[a], "end_ts": text[b],
+                         "bindings": dict(zip(names, row, strict=True))}
+                        for a, b, row in zip(starts, ends, values, strict=True)]
+        owner = np.repeat(np.arange(len(order), dtype=_I64), lengths)
+        var = self.var[rows]
+        by = np.lexsort((var, owner))  # stable: each variable's seqs stay in stream order
+        owner, var, seqs = owner[by], var[by], self.seq[rows][by].tolist()
+        new = np.ones(len(owner), dtype=bool)
+        new[1:] = (owner[1:] != owner[:-1]) | (var[1:] != var[:-1])
+        first = np.flatnonzero(new)
+        cuts = first.tolist() + [len(owner)]
+        out = [{"start_seq": a, "end_seq": b, "start_ts": text[a], "end_ts": text[b], "bindings": {}}
+               for a, b in zip(starts, ends, strict=True)]
+        names = self.names
+        for g, (m, v) in enumerate(zip(owner[first].tolist(), var[first].tolist(), strict=True)):
+            out[m]["bindings"][names[v]] = seqs[cuts[g]:cuts[g + 1]]
+        return out
+
+    def take(self, keep: np.ndarray) -> MatchTable:
+        """The kept matches where ``keep`` (bool per match) is true; count and spans not carried."""
+        idx = np.flatnonzero(keep)
+        lengths = np.diff(self.off)[idx]
+        rows = run_positions(self.off[:-1][idx], lengths)
+        off = np.zeros(len(idx) + 1, dtype=_I64)
+        off[1:] = np.cumsum(lengths)
+        return MatchTable(self.names, self.start[idx], self.end[idx], off, self.var[rows], self.seq[rows],
+                          count=None, spans=None, complete=self.complete)
+
+
+@contextlib.contextmanager
+def without_collector() -> Iterator[None]:
+    """Pause the cyclic garbage collector while many small acyclic objects (an answer's match dicts) are
+    made: it would otherwise walk the growing answer again and again (a fifth of a large answer's time)
+    and find nothing to free.  Left as it was found when the caller had it off."""
+    was_on = gc.isenabled()
+    if was_on:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def merge_spans(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The union of the spans ``[start, end]`` as disjoint, sorted intervals (an ``(k, 2)`` array)."""
+    if not len(start):
+        return np.zeros((0, 2), dtype=_I64)
+    order = np.lexsort((end, start))
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(s)) - 1
+    return np.stack([s[first], reach[last]], axis=1).astype(_I64)
+
+
+def merge_intervals(matches: Iterable[Match]) -> list[tuple[int, int]]:
+    """The union of the matches' [start_seq, end_seq] as disjoint intervals (overlapping ones merged)."""
+    ms = list(matches)
+    spans = merge_spans(np.asarray([m.start_seq for m in ms], dtype=_I64),
+                        np.asarray([m.end_seq for m in ms], dtype=_I64))
+    return [(int(a), int(b)) for a, b in spans.tolist()]
+
+
+# ------------------------------------------------------------------------------------------------ answers
+
+
+def iso_ts(micros: int) -> str:
+    """UTC microseconds → ISO 8601 with microseconds and offset, as in CONTRACT §3."""
+    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(micros))).isoformat(
+        timespec="microseconds")
+
+
+def iso_ts_many(micros: np.ndarray | Sequence[int]) -> list[str]:
+    """:func:`iso_ts` of many values at once (same text)."""
+    stamps = np.asarray(micros, dtype=np.int64).astype("datetime64[us]")
+    return [text + "+00:00" for text in np.datetime_as_string(stamps, unit="us").tolist()]
+
+
+def answer(query: Query, found: MatchTable | Sequence[Match],
+           ts_of: Mapping[int, int] | Callable[[int], int], *, limit: int | None = None) -> dict[str, Any]:
+    """The query-dependent parts of a CONTRACT §3 answer: ``strategy``, ``exists``, ``count`` (None when
+    the search stopped at ``limit``), ``truncated``, and by ``RETURN`` the ``matches`` (the first ``limit``
+    in answer order) and ``intervals``.  ``ts_of`` maps a seq to its UTC microseconds."""
+    if not isinstance(found, MatchTable):
+        found = _ListTable(sorted(found))
+    lookup: Callable[[int], int] = ts_of.__getitem__ if isinstance(ts_of, Mapping) else ts_of
+    # RETURN exists asks only the yes/no: the search stops at the first match, so the count is not known
+    count = (None if found.exists else 0) if query.returns == Return.EXISTS else found.count
+    out: dict[str, Any] = {"strategy": query.strategy.value, "exists": found.exists, "count": count}
+    shown: list[Match] = []
+    shown_ends = np.zeros((0, 2), dtype=_I64)
+    spans: np.ndarray = np.zeros((0, 2), dtype=_I64)
+    truncated = False
+    if query.returns == Return.MATCHES:
+        order = found.answer_order(limit) if isinstance(found, MatchTable) else None
+        shown = found.matches(limit) if order is None else []
+        if order is None:
+            shown_ends = np.asarray([(m.start_seq, m.end_seq) for m in shown], dtype=_I64).reshape(-1, 2)
+        else:
+            shown_ends = np.stack([found.start[order], found.end[order]], axis=1)
+        total = found.count if found.count is not None else len(found)
+        truncated = not found.complete or len(shown_ends) < total
+    if query.returns in (Return.MATCHES, Return.INTERVALS):
+        if found.spans is not None:
+            spans = found.spans
+        else:  # the search stopped early: the spans of what it found
+            spans = merge_spans(shown_ends[:, 0], shown_ends[:, 1])
+    seqs = np.unique(np.concatenate([shown_ends.ravel(), np.asarray(spans, dtype=_I64).ravel()])).tolist()
+    text = dict(zip(seqs, iso_ts_many([lookup(s) for s in seqs]), strict=True))
+    if query.returns == Return.MATCHES:
+        if order is not None:
+            with without_collector():
+                out["matches"] = found.match_dicts(order, text)
+        else:
+            out["matches"] = [
+                {"start_seq": m.start_seq, "end_seq": m.end_seq, "start_ts": text[m.start_seq],
+                 "end_ts": text[m.end_seq], "bindings": m.bindings_dict()} for m in shown]
+    if query.returns in (Return.MATCHES, Return.INTERVALS):
+        out["intervals"] = [{"start_seq": s, "end_seq": e, "start_ts": text[s], "end_ts": text[e]}
+                            for s, e in np.asarray(spans, dtype=_I64).reshape(-1, 2).tolist()]
+    out["truncated"] = truncated
+    return out
+
+
+class _ListTable:
+    """A sorted list of matches, read as :func:`answer` reads a :class:`MatchTable`."""
+
+    def __init__(self, matches: list[Match]) -> None:
+        self._matches = matches
+        self.count: int | None = len(matches)
+        self.exists = bool(matches)
+        self.complete = True
+        self.spans = merge_spans(np.asarray([m.start_seq for m in matches], dtype=_I64),
+                                 np.asarray([m.end_seq for m in matches], dtype=_I64))
+
+    def __len__(self) -> int:
+        return len(self._matches)
+
+    def matches(self, limit: int | None = None) -> list[Match]:
+        return self._matches if limit is None else self._matches[:limit]
+
+
+# ------------------------------------------------------------------------------------------- times
+
+
+def match_ts(events: pa.Table | EventFrame, matches: Sequence[Match] | MatchTable) -> dict[int, int]:
+    """seq → ts (UTC microseconds) of the first and last events of ``matches`` (for :func:`answer`),
+    found in the seq-sorted ``events`` chunk by chunk: a full scan's columns are never converted whole."""
+    if isinstance(matches, MatchTable):
+        spans = [matches.spans.ravel()] if matches.spans is not None else []
+        wanted_arr = np.unique(np.concatenate([matches.start, matches.end, *spans]))
+        wanted_list = wanted_arr.tolist()
+    else:
+        if not matches:
+            return {}
+        wanted_list = sorted({s for m in matches for s in (m.start_seq, m.end_seq)})
+    if not wanted_list or len(events) == 0:
+        return {}
+    wanted = np.asarray(wanted_list, dtype=np.int64)
+    if isinstance(events, EventFrame):
+        return dict(zip(wanted_list, events.ts[events.seq.searchsorted(wanted)].tolist(), strict=True))
+    chunks = [c.to_numpy(zero_copy_only=False) for c in events.column("seq").chunks if len(c)]
+    if len(chunks) == 1:
+        positions = chunks[0].searchsorted(wanted)
+    else:
+        firsts = np.fromiter((c[0] for c in chunks), dtype=np.int64, count=len(chunks))
+        offsets = np.cumsum([0] + [len(c) for c in chunks])
+        which = firsts.searchsorted(wanted, "right") - 1
+        positions = np.empty(len(wanted), dtype=np.int64)
+        for k in np.unique(which).tolist():
+            at = which == k
+            positions[at] = offsets[k] + chunks[k].searchsorted(wanted[at])
+    return dict(zip(wanted_list, _micros_at(events.column("ts"), positions).tolist(), strict=True))
+
+
+def _micros_at(column: pa.ChunkedArray, positions: np.ndarray) -> np.ndarray:
+    """The UTC microseconds of ``column`` at the sorted ``positions``, from the chunks holding them."""
+    chunks = [c for c in column.chunks if len(c)]
+    if len(chunks) == 1:
+        return micros(chunks[0])[positions]
+    offsets = np.cumsum([0] + [len(c) for c in chunks])
+    which = offsets.searchsorted(positions, "right") - 1
+    out = np.empty(len(positions), dtype=np.int64)
+    for k in np.unique(which).tolist():
+        at = which == k
+        out[at] = micros(chunks[k])[positions[at] - offsets[k]]
+    return out
+
+
+def ts_lookup(events: pa.Table | Iterable[pa.RecordBatch]) -> dict[int, int]:
+    """seq → ts (UTC microseconds) of a stream, for :func:`answer`."""
+    frame = EventFrame.build(events)
+    return dict(zip(frame.seq.tolist(), frame.ts.tolist(), strict=True))

@@ -1,0 +1,328 @@
+"""Seek files: a part's ``ts`` and ``type`` as fixed-width arrays, so that a few rows are read in place.
+
+A Parquet row group is the smallest unit a reader can decode, and decoding one costs about 0.1 ms whatever
+the rows it holds.  Verification wants a few hundred rows spread over tens of candidate intervals; from
+Parquet that means decoding every row group they meet (hundreds of thousands of rows).  A seek file holds the
+two columns the automaton strategies read, fixed-width and uncompressed, so the rows of a range are a slice of
+a memory map: finding the rows of the wanted types in a range and their ts costs what those rows cost.
+
+Layout (little-endian), every section aligned to 64 bytes::
+
+    b"SQSKSEEK"  uint32 version  uint32 header length  header (JSON)  sections…
+
+The header names ``rows``, ``block`` (rows per ts block), ``unit`` (µs per ts step), the type codes' dtype,
+the part's sorted distinct ``types``, each section's offset and length, and the CRC-32 of everything after
+the header.  Sections: ``type`` (a code per row into ``types``: uint8, uint16 or uint32 as the part needs),
+``base`` (the ts of each block's first row, int64 µs), ``ts`` (per row ``(ts - base) / unit``, uint32, or
+``0xFFFFFFFF`` where that does not fit) and the rows that do not fit with their ts, as ``wide_rows`` and
+``wide_ts`` (int64).  ``unit`` is the greatest common divisor of the offsets (1,000 for a log kept to the
+millisecond).  Blocks are short (32 rows), so their offsets fit uint32 steps (71 minutes even in
+microseconds) except where a block straddles a long pause: 5.25 bytes per event plus 16 per wide row, and a
+row's ts is found in place.
+
+A seek file is derived from its part and written with it.  A reader that finds it missing, damaged (its
+checksum is verified on the first open in a process) or of another version reads the Parquet part instead,
+so a bad seek file costs time, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import mmap
+import os
+import struct
+import threading
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from exact.arrays import joined, run_positions
+
+MAGIC = b"SQSKSEEK"
+VERSION = 2  # 1: offsets from 256-row blocks, uint32 or int64 for a whole part
+SUFFIX = ".seek"
+#: Rows per ts block: short, so that a block's offsets from its first ts fit uint32 steps but where it
+#: straddles a pause of over 71 minutes (in µs; 49 days in ms), and long enough for its base to cost little.
+BLOCK = 32
+_ALIGN = 64
+_PREFIX = struct.Struct("<8sII")
+#: A ts offset of this many units or more is kept apart, as an int64 ts ("wide").
+_WIDE = 0xFFFFFFFF
+#: Up to this many codes are tested by comparing with each (see :meth:`_CodeTest.mask`).
+_COMPARED_CODES = 8
+#: A read of more ranges than this, of fewer rows each than the next on average, gathers its rows.
+_GATHER_RANGES = 64
+_GATHER_ROWS_PER_RANGE = 16
+
+
+class SeekUnavailable(Exception):
+    """The seek file cannot serve this part (missing, damaged, another version); read the Parquet part."""
+
+
+def seek_name(part_file: str) -> str:
+    """The seek file beside a part file."""
+    stem = part_file[: -len(".parquet")] if part_file.endswith(".parquet") else part_file
+    return stem + SUFFIX
+
+
+def _pad(n: int) -> int:
+    return -n % _ALIGN
+
+
+def _codes_dtype(n_types: int) -> np.dtype:
+    return np.dtype(np.uint8 if n_types <= 1 << 8 else np.uint16 if n_types <= 1 << 16 else np.uint32)
+
+
+def encode(ts: np.ndarray, types: pa.Array) -> bytes:
+    """A part's seek file: ``ts`` (int64 µs, not decreasing) and ``types`` (strings, no nulls) per row."""
+    ts = np.ascontiguousarray(ts, dtype=np.int64)
+    rows = len(ts)
+    if rows != len(types):
+        raise ValueError(f"ts has {rows} rows, types {len(types)}")
+    encoded = pa.chunked_array([types]).combine_chunks().dictionary_encode() if rows else None
+    names = [] if encoded is None else encoded.dictionary.to_pylist()
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    sorted_names = [names[i] for i in order]
+    codes_dtype = _codes_dtype(len(names))
+    codes = (rank[encoded.indices.to_numpy(zero_copy_only=False)] if rows else np.zeros(0, np.int64)
+             ).astype(codes_dtype)
+    base = ts[::BLOCK].copy()
+    offsets = ts - np.repeat(base, BLOCK)[:rows]
+    unit = int(np.gcd.reduce(offsets)) if rows else 1
+    unit = unit if unit > 0 else 1
+    steps = offsets // unit
+    wide_rows = np.flatnonzero(steps >= _WIDE)
+    narrow = steps.astype(np.uint32)  # the wide ones are overwritten just below
+    narrow[wide_rows] = _WIDE
+    sections = {"type": codes.tobytes(), "base": base.tobytes(), "ts": narrow.tobytes(),
+                "wide_rows": wide_rows.astype(np.int64).tobytes(), "wide_ts": ts[wide_rows].tobytes()}
+    layout, payload, at = {}, bytearray(), 0
+    for name, data in sections.items():
+        layout[name] = [at, len(data)]
+        payload += data + b"\0" * _pad(len(data))
+        at += len(data) + _pad(len(data))
+    header = json.dumps({"rows": rows, "block": BLOCK, "unit": unit, "type_dtype": codes_dtype.str,
+                         "wide": len(wide_rows), "types": sorted_names, "sections": layout,
+                         "crc32": zlib.crc32(payload)}, separators=(",", ":")).encode()
+    header += b" " * _pad(_PREFIX.size + len(header))
+    return _PREFIX.pack(MAGIC, VERSION, len(header)) + header + bytes(payload)
+
+
+def write(path: Path, ts: np.ndarray, types: pa.Array) -> int:
+    """Write and fsync the seek file at ``path`` (the caller renames it into place); its size."""
+    data = encode(ts, types)
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return len(data)
+
+
+@dataclass(frozen=True)
+class SeekFile:
+    """An open seek file: its arrays are views of a read-only memory map."""
+
+    rows: int
+    types: tuple[str, ...]
+    codes: np.ndarray
+    base: np.ndarray
+    steps: np.ndarray
+    unit: int
+    block: int
+    wide_rows: np.ndarray
+    wide_ts: np.ndarray
+    #: ``types`` as an Arrow string array, the dictionary of a read's ``type`` column.
+    dictionary: pa.Array
+
+
+def ts_of(files: Sequence[SeekFile], rows: Sequence[np.ndarray]) -> np.ndarray:
+    """The ts (int64 µs) of ``rows[i]`` of ``files[i]``, one file's after the other's.  Only the look-ups
+    are made file by file; the arithmetic, and the search for the rows kept apart as wide, once for all."""
+    steps = joined([f.steps[r] for f, r in zip(files, rows, strict=True)])
+    base = joined([f.base[r // f.block] for f, r in zip(files, rows, strict=True)])
+    units = [f.unit for f in files]
+    unit = units[0] if len(set(units)) == 1 else np.repeat(units, [len(r) for r in rows])
+    out = base + steps.astype(np.int64) * unit
+    wide = np.flatnonzero(steps == _WIDE)
+    if len(wide):
+        ends = np.cumsum([len(r) for r in rows]).tolist()
+        cuts = np.searchsorted(wide, ends).tolist()  # the wide rows of file i are wide[cuts[i-1]:cuts[i]]
+        for i, (f, r) in enumerate(zip(files, rows, strict=True)):
+            first = cuts[i - 1] if i else 0
+            if first < cuts[i]:
+                at = wide[first:cuts[i]]
+                out[at] = f.wide_ts[np.searchsorted(f.wide_rows, r[at - (ends[i] - len(r))])]
+    return out
+
+
+def select(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: frozenset[str] | None
+           ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per file, its rows in ``ranges`` (an (n, 2) array of inclusive row ranges, sorted, disjoint) whose
+    type is in ``wanted`` (None = every type), and their codes.
+
+    A verification reads tens of ranges of hundreds of rows from each of a few parts.  Each range's codes
+    are copied out with one slice (a position per row, and a gather by it, cost several times more), those
+    of all the files with the same types are tested together (so the numpy calls do not grow with the
+    files), and positions are worked out for the rows kept only.  Many short ranges (the rows of a partition
+    layout's groups) are gathered instead: a slice per range would cost a Python step per row."""
+    short = [len(r) > _GATHER_RANGES and int((r[:, 1] - r[:, 0]).sum()) < _GATHER_ROWS_PER_RANGE * len(r)
+             for r in ranges]
+    if wanted is None or any(short):
+        out = []
+        for f, r, gather in zip(files, ranges, short, strict=True):
+            if wanted is not None and not gather:
+                [(rows, codes)] = select([f], [r], wanted)  # by slices, below
+            else:
+                rows = run_positions(r[:, 0], r[:, 1] - r[:, 0] + 1)
+                codes = f.codes[rows]
+                if wanted is not None:
+                    keep = _code_test(f.types, wanted).mask(codes)
+                    rows, codes = rows[keep], codes[keep]
+            out.append((rows, codes))
+        return out
+    found: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(0, np.int64), f.codes[:0]) for f in files]
+    alike: dict[tuple[str, ...], list[int]] = {}
+    for i, f in enumerate(files):
+        if len(ranges[i]):
+            alike.setdefault(f.types, []).append(i)
+    for types, members in alike.items():
+        pieces = [files[i].codes[a:b + 1] for i in members for a, b in ranges[i].tolist()]
+        all_codes = joined(pieces)
+        at = np.flatnonzero(_code_test(types, wanted).mask(all_codes))
+        both = joined([ranges[i] for i in members])
+        lo = both[:, 0]
+        counts = both[:, 1] - lo + 1
+        starts = np.cumsum(counts) - counts  # where each range begins in ``all_codes``
+        run = np.searchsorted(starts, at, "right") - 1
+        rows, codes = at + (lo - starts)[run], all_codes[at]
+        # the kept rows of each file follow those of the one before: cut where its ranges end
+        ends = np.searchsorted(run, np.cumsum([len(ranges[i]) for i in members]), "left").tolist()
+        begin = 0
+        for i, end in zip(members, ends, strict=True):
+            found[i] = rows[begin:end], codes[begin:end]
+            begin = end
+    return found
+
+
+@dataclass(frozen=True)
+class _CodeTest:
+    """The codes of a part's types that a read keeps (``allowed``: a bool per code), and those it keeps and
+    refuses as lists."""
+
+    allowed: np.ndarray
+    kept: list[int]
+    refused: list[int]
+
+    def mask(self, codes: np.ndarray) -> np.ndarray:
+        """``allowed[codes]``.  numpy looks a small integer up in a table at about the cost of eight
+        comparisons per element, so the fewer of the kept and the refused codes are compared with each code
+        instead when they are at most :data:`_COMPARED_CODES`."""
+        few = self.kept if len(self.kept) <= len(self.refused) else self.refused
+        if len(few) > _COMPARED_CODES:
+            return np.take(self.allowed, codes)
+        if not few:
+            return np.full(len(codes), bool(self.kept))
+        mask = codes == few[0]  # Python ints: compared in the codes' own width
+        for code in few[1:]:
+            mask |= codes == code
+        return mask if few is self.kept else ~mask
+
+
+@functools.lru_cache(maxsize=256)
+def _code_test(types: tuple[str, ...], wanted: frozenset[str]) -> _CodeTest:
+    """The test of ``types``' codes for ``wanted``, made once: the parts of a store mostly share their types,
+    and a query asks for the same types read after read."""
+    allowed = np.fromiter((t in wanted for t in types), dtype=bool, count=len(types))
+    return _CodeTest(allowed, np.flatnonzero(allowed).tolist(), np.flatnonzero(~allowed).tolist())
+
+
+def _parse(buf: mmap.mmap | bytes) -> SeekFile:
+    if len(buf) < _PREFIX.size:
+        raise SeekUnavailable("shorter than its prefix")
+    magic, version, header_len = _PREFIX.unpack_from(buf, 0)
+    if magic != MAGIC:
+        raise SeekUnavailable("not a seek file")
+    if version != VERSION:
+        raise SeekUnavailable(f"seek file version {version}, this reader knows {VERSION}")
+    start = _PREFIX.size + header_len
+    try:
+        head = json.loads(bytes(buf[_PREFIX.size:start]))
+        rows, block, unit = int(head["rows"]), int(head["block"]), int(head["unit"])
+        types = tuple(head["types"])
+        type_dtype, wide = np.dtype(head["type_dtype"]), int(head["wide"])
+        sections = {k: (start + int(a), int(n)) for k, (a, n) in head["sections"].items()}
+        crc = int(head["crc32"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise SeekUnavailable(f"unreadable header: {err}") from None
+    view = memoryview(buf)
+    if zlib.crc32(view[start:]) != crc:
+        raise SeekUnavailable("checksum mismatch")
+
+    def section(name: str, dtype: np.dtype, count: int) -> np.ndarray:
+        at, n = sections[name]
+        if n != count * dtype.itemsize or at + n > len(buf):
+            raise SeekUnavailable(f"section {name} has {n} bytes, expected {count * dtype.itemsize}")
+        return np.frombuffer(view, dtype=dtype, count=count, offset=at)
+
+    try:
+        i64 = np.dtype(np.int64)
+        out = SeekFile(rows=rows, types=types, codes=section("type", type_dtype, rows),
+                       base=section("base", i64, -(-rows // block)),
+                       steps=section("ts", np.dtype(np.uint32), rows), unit=unit, block=block,
+                       wide_rows=section("wide_rows", i64, wide), wide_ts=section("wide_ts", i64, wide),
+                       dictionary=pa.array(types, pa.string()))
+    except KeyError as err:
+        raise SeekUnavailable(f"missing section {err}") from None
+    if rows and int(out.codes.max()) >= len(types):
+        raise SeekUnavailable("a type code beyond the part's types")
+    return out
+
+
+#: Seek files opened lately, by (path, size, mtime, inode): parts never change once written, and the
+#: checksum is verified once per process.  A mapped file keeps its disk space after it is deleted, so each
+#: new entry first drops the entries whose file is gone or replaced (a deleted or rebuilt dataset).
+_OPEN: dict[tuple[str, int, int, int], SeekFile] = {}
+_OPEN_MAX = 256
+_OPEN_LOCK = threading.Lock()
+
+
+def _same_file(key: tuple[str, int, int, int]) -> bool:
+    try:
+        st = os.stat(key[0])
+    except OSError:
+        return False
+    return (st.st_size, st.st_mtime_ns, st.st_ino) == key[1:]
+
+
+def open_seek(path: str | Path, rows: int) -> SeekFile:
+    """The seek file at ``path`` for a part of ``rows`` rows, or :class:`SeekUnavailable`."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise SeekUnavailable("missing") from None
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    with _OPEN_LOCK:
+        found = _OPEN.get(key)
+    if found is None:
+        try:
+            with open(path, "rb") as fh:
+                buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
+        except (OSError, ValueError) as err:
+            raise SeekUnavailable(f"cannot map: {err}") from None
+        found = _parse(buf)
+        with _OPEN_LOCK:
+            for gone in [k for k in _OPEN if not _same_file(k)]:
+                del _OPEN[gone]
+            if len(_OPEN) >= _OPEN_MAX:
+                _OPEN.pop(next(iter(_OPEN)))
+            _OPEN[key] = found
+    if found.rows != rows:
+        raise SeekUnavailable(f"holds {found.rows} rows, the part {rows}")
+    return found

@@ -1,0 +1,463 @@
+"""Exact verification of candidate intervals, and the three answer modes of CONTRACT §3.
+
+:func:`verify` runs the exact engine (:func:`exact.engine.evaluate`) on the candidate regions of an
+:class:`~sketch.evaluate.Approximation` only, and reports exactly the matches the engine reports on the whole
+stream (guarantee 1, *verified = exact*).  Why that holds:
+
+* Every exact match starts in a candidate start unit and ends by its reach (the approximation is a necessary
+  condition on type occurrence, and Bloom filters have no false negatives).  A region passes the engine
+  ``starts=(start_lo, start_hi)``, so matches are reported once per region; regions never share a start.
+* The strategy must see everything it looks at.  For matches starting in a region the engine gets the events
+  up to the region's reach: the skip-till-next automaton decides from the events up to the match's end and,
+  for a trailing Kleene variable, from the events that could extend it — which would make a longer match,
+  so they lie within the reach too; robust skip-till-next-match compares with other matches from the same
+  start (also within the reach); a trailing NOT looks up to the window's end after the start (the read end
+  covers it).  Widening a region's ``starts`` over units that start no candidate reports nothing extra:
+  any match found there would be a match of the positive pattern in the whole stream and so a candidate.
+* Events of types no positive or negated variable can bind are ignored by every automaton transition and by
+  negation (the engine's own prefilter drops them), so only units that may hold a relevant type are read and
+  only rows of relevant types are handed on; the contiguity strategies are defined on every event, so for
+  them every event of the span is read.
+
+:func:`answer_indexed` assembles the §3 answer body of ``approximate``, ``verified`` and ``exact`` modes from
+a tree and an event source; the service adds the dataset's name and index version.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from exact.engine import (
+    Budget,
+    Match,
+    MatchTable,
+    absent_types,
+    answer,
+    evaluate_table,
+    iso_ts_many,
+    match_ts,
+    merge_spans,
+)
+from exact.events import ATTRS, micros
+from exact.prefilter import EventFrame
+from exact.query.ast import Query, Return, Strategy
+from exact.query.normalize import Plan, normalize
+from exact.store import type_mask
+from sketch.answer.cause import Read, why_empty
+from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
+from sketch.partition.answer import columns_without_key, keyed_frame, partition_body, runs_of, served, tail_of
+from sketch.partition.index import PartitionIndex
+
+_I64 = np.int64
+MODES = ("approximate", "verified", "exact")
+
+
+class EventSource(Protocol):
+    """Reads rows of a stream by seq ranges (inclusive, sorted, disjoint)."""
+
+    events_total: int
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                    types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
+        """The rows in ``ranges`` (only ``columns``; only rows of ``types`` unless None), and the number of
+        rows decoded to get them."""
+        ...
+
+    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                   types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
+        """:meth:`read_ranges` as the exact engine's frame."""
+        ...
+
+    def read_all(self, columns: Sequence[str]) -> pa.Table: ...
+
+    def type_counts(self) -> dict[str, int] | None: ...
+
+
+class TableSource:
+    """A stream held in memory as an Arrow table (seq-sorted)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.seq = int_column(table, "seq")
+        self.events_total = table.num_rows
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                    types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
+        cols = self._columns(columns)
+        pieces = []
+        for lo, hi in ranges:
+            a, b = np.searchsorted(self.seq, [lo, hi + 1])
+            pieces.append(self.table.select(cols).slice(int(a), int(b - a)))
+        table = pa.concat_tables(pieces) if pieces else self.table.select(cols).slice(0, 0)
+        decoded = table.num_rows
+        if types is not None and decoded:
+            table = table.filter(type_mask(table.column("type"), pa.array(sorted(types), pa.string())))
+        return table, decoded
+
+    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                   types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
+        table, decoded = self.read_ranges(ranges, columns, types)
+        return EventFrame.build(table), decoded
+
+    def read_all(self, columns: Sequence[str]) -> pa.Table:
+        return self.table.select(self._columns(columns))
+
+    def _columns(self, columns: Sequence[str]) -> list[str]:
+        """The table's columns a read of ``columns`` needs (``attrs.NAME`` reads the whole ``attrs``)."""
+        wanted = {ATTRS if c.startswith(ATTRS + ".") else c for c in columns}
+        return [c for c in self.table.column_names if c in wanted]
+
+    def type_counts(self) -> dict[str, int] | None:
+        return None
+
+
+class StoreSource:
+    """A snapshot of an :class:`~exact.store.EventStore`: ranges are read row group by row group, each
+    needed row group once (neighbouring ranges within one row group are read together); ``type`` comes
+    dictionary-encoded as stored, which the exact engine works on directly."""
+
+    def __init__(self, store, snapshot=None) -> None:
+        self.store = store
+        self.snapshot = snapshot if snapshot is not None else store.snapshot()
+        self.events_total = int(self.snapshot.events)
+
+    def _columns(self, columns: Sequence[str]) -> list[str]:
+        """``columns`` without ``attrs`` when the stream has no attributes (the store has no such column)."""
+        return [c for c in columns if not (c == ATTRS or c.startswith(ATTRS + ".")) or self.snapshot.attrs]
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                    types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
+        """:meth:`EventStore.read_ranges <exact.store.EventStore.read_ranges>` on the snapshot."""
+        return self.store.read_ranges(ranges, self._columns(columns), types, snapshot=self.snapshot,
+                                      type_dictionary=True)
+
+    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+                   types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
+        """:meth:`EventStore.read_frame <exact.store.EventStore.read_frame>` on the snapshot."""
+        return self.store.read_frame(ranges, self._columns(columns), types, snapshot=self.snapshot)
+
+    def read_all(self, columns: Sequence[str]) -> pa.Table:
+        return self.store.read_table(0, None, self._columns(columns), snapshot=self.snapshot,
+                                     type_dictionary=True)
+
+    def type_counts(self) -> dict[str, int] | None:
+        return dict(self.snapshot.type_counts)
+
+    def ts_of(self, seqs: np.ndarray) -> np.ndarray:
+        """The ts (UTC µs) of events ``seqs``."""
+        wanted = np.unique(seqs)
+        frame, _ = self.read_frame(runs_of(wanted), ["seq", "ts", "type"])
+        return frame.ts[np.searchsorted(frame.seq, seqs)]
+
+
+def int_column(table: pa.Table, name: str) -> np.ndarray:
+    """A seq or ts column as int64 (ts in UTC microseconds; see :func:`exact.events.micros`)."""
+    if table.num_rows == 0:
+        return np.zeros(0, dtype=_I64)
+    return micros(table.column(name))
+
+
+def needed_columns(query: Query) -> list[str]:
+    """The stream columns the exact engine reads for ``query``: ``seq, ts, type``, and ``attrs.NAME`` for
+    each attribute a condition or ``PARTITION BY`` names (Parquet decodes only those)."""
+    named = list(query.partition_by) + sorted({a for c in query.where for a in c.attributes()})
+    return ["seq", "ts", "type"] + [f"{ATTRS}.{n}" for n in dict.fromkeys(named)]
+
+
+def read_types(query: Query, plan: Plan | None = None) -> frozenset[str] | None:
+    """The types a read for ``query`` must keep (None = every event): the contiguity strategies are defined
+    on every event; the others never change a run on an event no positive or negated variable can bind."""
+    if query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY):
+        return None
+    return _relevant_types(plan if plan is not None else normalize(query))
+
+
+def _relevant_types(plan: Plan) -> frozenset[str] | None:
+    """Types some positive or negated variable can bind (None = any type)."""
+    out: set[str] = set()
+    for v in plan.positives + plan.negatives:
+        if v.types is None:
+            return None
+        out |= v.types
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Exact matches of the candidate regions — what the query's RETURN keeps of them — with the rows read
+    (decoded, whole row groups) to find them and the rows handed to the exact engine (in candidate units,
+    of relevant types), and those rows themselves."""
+
+    found: MatchTable
+    events_scanned: int
+    regions: int
+    ts_of: dict[int, int]
+    events_checked: int = 0
+    #: the events handed to the engine, kept for explaining an empty answer (:mod:`sketch.answer.cause`)
+    read: Read | None = None
+
+    @property
+    def matches(self) -> list[Match]:
+        return self.found.matches()
+
+
+def _region_ranges(approx: Approximation, regions: Sequence[Region]) -> list[list[tuple[int, int]]]:
+    """Per region, the seq ranges of its units to read (consecutive units joined), clipped to its read
+    end; computed for all regions together."""
+    units = approx.units
+    if not regions:
+        return []
+    idx = np.concatenate([r.units for r in regions]).astype(_I64)
+    owner = np.repeat(np.arange(len(regions)), [len(r.units) for r in regions])
+    if not len(idx):
+        return [[] for _ in regions]
+    new = np.ones(len(idx), dtype=bool)
+    new[1:] = (np.diff(idx) != 1) | (np.diff(owner) != 0)
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(idx)) - 1
+    read_end = np.asarray([r.read_end for r in regions], dtype=_I64)
+    lo = units.lo_seq[idx[first]].astype(_I64)
+    hi = np.minimum(units.hi_seq[idx[last]].astype(_I64), read_end[owner[first]])
+    ok = lo <= hi
+    out: list[list[tuple[int, int]]] = [[] for _ in regions]
+    for r, a, b in zip(owner[first][ok].tolist(), lo[ok].tolist(), hi[ok].tolist(), strict=True):
+        out[r].append((a, b))
+    return out
+
+
+#: Candidate regions closer than this many events are verified together (see Approximation.regions).
+MERGE_GAP = 8192
+
+
+def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = False,
+           merge_gap: int = MERGE_GAP, budget: Budget | None = None, limit: int | None = None
+           ) -> Verification:
+    """Exact matches of ``approx.query`` on its candidate regions (see the module docstring).
+
+    ``stop_at_first`` stops after the first region with a match (the matches are then a prefix).
+    """
+    query = approx.query
+    plan = normalize(query)
+    cols = needed_columns(query)
+    contiguous = query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)
+    keep_types = read_types(query, plan)
+    counts = source.type_counts()
+    tables: list[MatchTable] = []
+    pieces: list[tuple[pa.Table | EventFrame, tuple[int, int]]] = []
+    ts_of: dict[int, int] = {}
+    scanned = checked = 0
+    names = tuple(v.name for v in plan.positives)
+
+    def run(region: Region, table: pa.Table | EventFrame) -> MatchTable:
+        pieces.append((table, (region.start_lo, region.start_hi)))
+        found = evaluate_table(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi),
+                               budget=budget, limit=limit)
+        ts_of.update(match_ts(table, found))
+        return found
+
+    if not stop_at_first and not contiguous:
+        # The automaton strategies in one engine call over all regions' rows: a run from a start in one
+        # region cannot reach the next one's rows (that would be a match of the positive pattern ending
+        # beyond the region's reach), so the unread gaps change nothing.
+        ranges, n_regions, whole = approx.read_plan(merge_gap)
+        frame, scanned = source.read_frame(ranges, cols, keep_types)
+        found = run(whole, frame) if whole is not None else MatchTable(names)
+        return Verification(found, scanned, n_regions, ts_of, len(frame), Read(tuple(pieces), keep_types))
+
+    regions = approx.regions(merge_gap)
+    per_region = _region_ranges(approx, regions)
+    # Regions have disjoint start ranges in stream order and the engine returns each one's matches sorted,
+    # so their concatenation is sorted and free of duplicates.
+    if stop_at_first:
+        for region, ranges in zip(regions, per_region, strict=True):
+            table, decoded = source.read_ranges(ranges, cols, keep_types)
+            scanned += decoded
+            checked += table.num_rows
+            found = run(region, table)
+            if found.exists:
+                tables.append(found)
+                break
+    else:
+        everything = [r for ranges in per_region for r in ranges]
+        merged = _merge_ranges(everything)
+        table, scanned = source.read_ranges(merged, cols, keep_types)
+        checked = table.num_rows
+        # the contiguity strategies would read a gap between regions as adjacency: region by region
+        seq = int_column(table, "seq")
+        for region, ranges in zip(regions, per_region, strict=True):
+            if not ranges:
+                continue
+            a, b = np.searchsorted(seq, [ranges[0][0], ranges[-1][1] + 1])
+            piece = table.slice(int(a), int(b - a))
+            if len(ranges) > 1:
+                piece_seq = seq[a:b]
+                lows = np.asarray([r[0] for r in ranges], dtype=_I64)
+                highs = np.asarray([r[1] for r in ranges], dtype=_I64)
+                k = np.searchsorted(lows, piece_seq, "right") - 1
+                keep = (k >= 0) & (piece_seq <= highs[np.maximum(k, 0)])
+                if not keep.all():
+                    piece = piece.filter(pa.array(keep))
+            tables.append(run(region, piece))
+            if tables[-1].found_one:  # RETURN exists: the first match answers it
+                break
+    return Verification(combined(names, tables), scanned, len(regions), ts_of, checked,
+                        Read(tuple(pieces), keep_types))
+
+
+def combined(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
+    """The matches of regions in stream order (their starts disjoint, increasing) as one table."""
+    if not tables:
+        return MatchTable(names)
+    if len(tables) == 1:
+        return tables[0]
+    if any(t.found_one for t in tables):
+        return next(t for t in tables if t.found_one)
+    offs, base = [], 0
+    for t in tables:
+        offs.append(t.off[:-1] + base)
+        base += int(t.off[-1])
+    out = MatchTable(names, np.concatenate([t.start for t in tables]),
+                     np.concatenate([t.end for t in tables]),
+                     np.concatenate(offs + [np.asarray([base], dtype=_I64)]),
+                     np.concatenate([t.var for t in tables]), np.concatenate([t.seq for t in tables]))
+    counts = [t.count for t in tables]
+    out.count = None if any(c is None for c in counts) else sum(counts)
+    spans = [t.spans for t in tables]
+    out.spans = None if any(x is None for x in spans) else _merged(np.concatenate(spans))
+    return out
+
+
+def _merged(spans: np.ndarray) -> np.ndarray:
+    return merge_spans(spans[:, 0], spans[:, 1]) if len(spans) else spans
+
+
+def _merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(a, b) for a, b in out]
+
+
+# ---------------------------------------------------------------------------------------------- answers
+
+
+def approximate_body(approx: Approximation, *, events_total: int) -> dict[str, Any]:
+    """The §3 body of an approximate answer: ``exists``, ``intervals`` with their ``level``, the expected
+    false-positive rate, and ``explain`` when nothing can match."""
+    units = approx.units
+    found = approx.intervals()
+    starts = units.index_of_seq(np.asarray([iv["start_seq"] for iv in found], dtype=_I64))
+    ends = units.index_of_seq(np.asarray([iv["end_seq"] for iv in found], dtype=_I64))
+    start_ts, end_ts = iso_ts_many(units.lo_ts[starts]), iso_ts_many(units.hi_ts[ends])
+    intervals = [{"start_seq": iv["start_seq"], "end_seq": iv["end_seq"], "start_ts": a, "end_ts": b,
+                  "level": iv["level"]} for iv, a, b in zip(found, start_ts, end_ts, strict=True)]
+    body: dict[str, Any] = {"strategy": approx.query.strategy.value, "exists": approx.exists,
+                            "intervals": intervals,
+                            "expected_false_positive_rate": approx.expected_false_positive_rate,
+                            "truncated": False}
+    if approx.explain is not None:
+        body["explain"] = approx.explain
+    return body
+
+
+def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "verified",
+                   limit: int | None = None, granularity: int = 0, partition: PartitionIndex | None = None,
+                   budget: Budget | None = None) -> dict[str, Any]:
+    """The CONTRACT §3 answer (without ``dataset`` and ``index_version``) of ``query`` in ``mode``.
+
+    ``approximate``: from the tree alone.  ``verified``: approximate, then :func:`verify` on the candidates.
+    ``exact``: the exact engine over the whole stream (``tree`` unused; may be None).  A query partitioned
+    on ``partition``'s key is answered from the partition-clustered tree (:mod:`sketch.partition.answer`):
+    the planner's choice, reported as ``stats.index`` (``partition`` or ``stream``).
+    """
+    if mode not in MODES:
+        from exact.errors import QuerySemanticError
+
+        raise QuerySemanticError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}", where="mode")
+    started = time.perf_counter()
+    if mode == "exact":
+        return exact_body(query, source, limit=limit, partition=partition, budget=budget)
+    plan = normalize(query)
+    if partition is not None and served(query, partition.key) and granularity == 0:
+        # (a coarser granularity asks for the stream tree's levels)
+        return partition_body(query, plan, partition, source, mode=mode, limit=limit,
+                              columns=needed_columns(query), types=read_types(query, plan), budget=budget)
+    stats: dict[str, Any] = {"index": "stream", "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
+                             "nodes_probed": 0, "candidate_intervals": 0, "events_scanned": 0,
+                             "events_total": source.events_total}
+
+    index = TreeIndex.shared(tree, granularity)
+    if mode == "approximate" and query.returns == Return.EXISTS:
+        # Only the yes/no is asked: stop at the first prefix of the stream with a candidate.
+        approx = approximate_exists(query, index, type_counts=source.type_counts())
+    else:
+        approx = approximate(query, index, type_counts=source.type_counts())
+    stats["approximate_ms"] = _ms(started)
+    stats["nodes_probed"] = approx.nodes_probed
+    stats["candidate_intervals"] = approx.interval_count()
+    if mode == "approximate":
+        body = approximate_body(approx, events_total=source.events_total)
+        if query.returns == Return.EXISTS:
+            del body["intervals"]  # as the other modes answer RETURN exists: the yes/no, no places
+        stats["total_ms"] = _ms(started)
+        return {"mode": mode, **body, "stats": stats}
+
+    verifying = time.perf_counter()
+    result = verify(approx, source, budget=budget, limit=limit)
+    stats["verify_ms"] = _ms(verifying)
+    stats["events_scanned"] = result.events_scanned
+    body = answer(query, result.found, result.ts_of.__getitem__, limit=limit)
+    if not result.found.exists:
+        body["explain"] = approx.explain if approx.explain is not None else (
+            f"{stats['candidate_intervals']} candidate interval(s) of {approx.coverage():,} events hold no "
+            "exact match: " + why_empty(query, result.read, spans=approx.interval_bounds(),
+                                        type_counts=source.type_counts(), budget=budget,
+                                        spent_ms=stats["verify_ms"]))
+    stats["total_ms"] = _ms(started)
+    return {"mode": mode, **body, "stats": stats}
+
+
+def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
+               partition: PartitionIndex | None = None, budget: Budget | None = None) -> dict[str, Any]:
+    """The ``exact`` answer: the engine over every event of the stream, no index.  Only the columns the
+    query needs are read, and only the events of types a variable can bind (from the seek files, in place;
+    every event under the contiguity strategies); a query partitioned on the store's partition key gets
+    the groups from its layout by number instead of decoding the key's values."""
+    started = time.perf_counter()
+    stats: dict[str, Any] = {"index": None, "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
+                             "nodes_probed": 0, "candidate_intervals": 0, "events_scanned": 0,
+                             "events_total": source.events_total}
+    plan = normalize(query)
+    whole = [(0, source.events_total - 1)] if source.events_total else []
+    columns, types = needed_columns(query), read_types(query, plan)
+    if absent_types(plan, source.type_counts()):
+        frame: EventFrame | pa.Table = EventFrame.build(source.read_ranges([], ["seq", "ts", "type"])[0])
+        scanned = 0
+    elif partition is not None and partition.key in query.partition_by and isinstance(source, StoreSource):
+        layout = partition.layout
+        frame, scanned = keyed_frame(source, layout, tail_of(source, layout), whole,
+                                     columns_without_key(query, columns, layout.key), types)
+    elif hasattr(source, "read_frame"):
+        frame, scanned = source.read_frame(whole, columns, types)
+    else:
+        frame = source.read_all(columns)
+        scanned = len(frame)
+    table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts())
+    stats["events_scanned"] = scanned
+    body = answer(query, table, match_ts(frame, table), limit=limit)
+    stats["verify_ms"] = _ms(started)
+    stats["total_ms"] = stats["verify_ms"]
+    return {"mode": "exact", **body, "stats": stats}
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000.0, 3)

@@ -1,0 +1,187 @@
+"""Answers from the partition-clustered tree: the approximate and verified modes for per-group questions.
+
+The planner (:func:`sketch.answer.verify.answer_indexed`) hands a query here when its ``PARTITION BY`` includes the
+dataset's partition key (and it is not under strict contiguity, which is about the global stream): every
+match then lies inside one group.  :class:`~sketch.partition.index.PartitionIndex` gives the candidate groups;
+the events appended since the layout (the tail) add theirs.  Approximate answers name the candidate groups'
+seq spans; verification reads those groups' events — each group's rows at once, from the seek files — and
+runs the exact engine over them with the groups known by number (no key value is decoded), so the answer is
+the exact engine's on the whole stream: a group left out holds no event of some positive position, so no
+match; every event a match's strategy or negation looks at lies in its own group, which is read whole
+(for the types any variable can bind, or every type under partition contiguity).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from exact.engine import Budget, answer, evaluate_table, iso_ts_many, match_ts
+from exact.engine.matchtable import merge_spans
+from exact.prefilter import EventFrame
+from exact.query.ast import Query, Return, Strategy
+from exact.query.normalize import Plan
+from exact.store.grouping import Layout
+from sketch.answer.cause import Read, why_empty
+from sketch.partition.index import PartitionIndex, Tail, position_types, read_tail
+
+_I64 = np.int64
+#: Verification scans the whole stream's types in place rather than gathering the candidates' rows once
+#: these are more than 1/this of the stream: so it never reads more than twice the candidates' events.
+_GATHER_COST = 2
+
+
+def served(query: Query, key: str | None) -> bool:
+    """Can the partition index answer ``query``?  Its ``PARTITION BY`` names the key, so every match and
+    every event a negation forbids lies in one group; strict contiguity is about the global stream."""
+    return key is not None and key in query.partition_by and query.strategy != Strategy.STRICT_CONTIGUITY
+
+
+def runs_of(seqs: np.ndarray) -> np.ndarray:
+    """Sorted distinct seqs as inclusive runs of consecutive ones, an ``(n, 2)`` array (a read takes it
+    as it is)."""
+    if not len(seqs):
+        return np.zeros((0, 2), dtype=_I64)
+    breaks = np.flatnonzero(np.diff(seqs) != 1)
+    lo = np.concatenate(([seqs[0]], seqs[breaks + 1]))
+    hi = np.concatenate((seqs[breaks], [seqs[-1]]))
+    return np.stack([lo, hi], axis=1).astype(_I64)
+
+
+def tail_of(source: Any, layout: Layout) -> Tail | None:
+    """The events appended after ``layout`` (None when there are none)."""
+    if source.events_total <= layout.events:
+        return None
+    table = source.store.read_table(layout.events, None, ["seq", "type", f"attrs.{layout.key}"],
+                                    snapshot=source.snapshot)
+    return read_tail(layout, table)
+
+
+def group_numbers(layout: Layout, tail: Tail | None, seqs: np.ndarray) -> np.ndarray:
+    """The group number of each event (``seqs``: sorted), layout and tail alike (-1: no key)."""
+    out = np.full(len(seqs), -1, dtype=_I64)
+    old = seqs < layout.events
+    out[old] = layout.group_of[seqs[old]]
+    if tail is not None and (~old).any():
+        out[~old] = tail.group[np.searchsorted(tail.seq, seqs[~old])]
+    return out
+
+
+def keyed_frame(source: Any, layout: Layout, tail: Tail | None,
+                ranges: Sequence[tuple[int, int]] | np.ndarray, columns: list[str],
+                types: frozenset[str] | None) -> tuple[EventFrame, int]:
+    """The events in ``ranges`` as the engine's frame, knowing the key by group numbers; the key's values
+    are not read unless a condition names it."""
+    frame, scanned = source.read_frame(ranges, columns, types)
+    return frame.with_keys(layout.key, group_numbers(layout, tail, frame.seq)), scanned
+
+
+def columns_without_key(query: Query, columns: list[str], key: str) -> list[str]:
+    """The columns to read when the key is known by number: without ``attrs.<key>`` unless a condition
+    (rather than only ``PARTITION BY``) names it."""
+    named = {a for c in query.where for a in c.attributes()}
+    return [c for c in columns if c != f"attrs.{key}" or key in named]
+
+
+def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any, *, mode: str,
+                   limit: int | None, columns: list[str], types: frozenset[str] | None,
+                   budget: Budget | None = None) -> dict[str, Any]:
+    """The §3 answer body (without dataset and index version) of ``query`` in ``approximate`` or
+    ``verified`` mode from the partition index."""
+    started = time.perf_counter()
+    layout = pindex.layout
+    found = pindex.candidates(plan)
+    tail = tail_of(source, layout)
+    groups = found.groups
+    if tail is not None:
+        typed = position_types(plan)
+        extra = tail.groups_with(typed, layout) if typed else np.unique(tail.group[tail.group >= 0])
+        groups = np.union1d(groups, extra)
+    stats: dict[str, Any] = {"index": "partition", "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
+                             "nodes_probed": found.nodes_probed, "candidate_intervals": 0,
+                             "candidate_groups": int(len(groups)), "events_scanned": 0,
+                             "events_total": source.events_total}
+    spans = _group_spans(layout, tail, groups)
+    stats["candidate_intervals"] = len(spans)
+    stats["approximate_ms"] = _ms(started)
+    explain = None
+    if not len(groups):
+        explain = found.explain or f"no {layout.key} holds every type of the pattern"
+    if mode == "approximate":
+        ts = source.ts_of(np.asarray([s for span in spans for s in span], dtype=_I64)) if spans else []
+        texts = iso_ts_many(ts) if len(ts) else []
+        body: dict[str, Any] = {"strategy": query.strategy.value, "exists": bool(len(groups))}
+        if query.returns != Return.EXISTS:
+            body["intervals"] = [{"start_seq": a, "end_seq": b, "start_ts": texts[2 * i],
+                                  "end_ts": texts[2 * i + 1], "level": 0} for i, (a, b) in enumerate(spans)]
+        body.update(expected_false_positive_rate=0.0, truncated=False)
+        if explain:
+            body["explain"] = explain
+        stats["total_ms"] = _ms(started)
+        return {"mode": mode, **body, "stats": stats}
+    verifying = time.perf_counter()
+    # the candidates' events: their layout rows and their tail rows (only of the types that matter)
+    old = groups[groups < layout.groups]
+    rows = layout.rows(old) if types is None else layout.rows_of_types(old, types)
+    if tail is not None:
+        in_tail = np.isin(tail.group, groups)
+        if types is not None:
+            in_tail &= np.isin(tail.codes, [i for i, t in enumerate(tail.types) if t in types])
+        rows = np.concatenate([rows, tail.seq[in_tail]])
+    rows = np.sort(rows)
+    columns = columns_without_key(query, columns, layout.key)
+    if types is not None and len(rows) * _GATHER_COST > source.events_total:
+        # the candidates hold much of the stream: scanning every event's type in place costs less than
+        # gathering theirs; the events of other groups are dropped by their group number
+        whole = [(0, source.events_total - 1)]
+        frame, scanned = keyed_frame(source, layout, tail, whole, columns, types)
+        frame = frame.take(np.isin(frame.keys[layout.key], groups))
+    else:
+        frame, scanned = keyed_frame(source, layout, tail, runs_of(rows), columns, types)
+    table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts())
+    stats["verify_ms"] = _ms(verifying)
+    stats["events_scanned"] = scanned
+    body = answer(query, table, match_ts(frame, table), limit=limit)
+    if not body["exists"]:
+        body["explain"] = explain or (
+            f"{len(groups):,} {layout.key}(s) hold every type of the pattern, but none of them holds a "
+            "match: " + why_empty(query, Read(((frame, None),), types), spans=None, group_key=layout.key,
+                                  type_counts=source.type_counts(), budget=budget,
+                                  spent_ms=stats["verify_ms"]))
+    stats["total_ms"] = _ms(started)
+    return {"mode": mode, **body, "stats": stats}
+
+
+def _group_spans(layout: Layout, tail: Tail | None, groups: np.ndarray) -> list[tuple[int, int]]:
+    """The candidate groups' [first seq, last seq], merged where they overlap."""
+    if not len(groups):
+        return []
+    old = groups[groups < layout.groups]
+    lo, hi = layout.spans[0][old], layout.spans[1][old]
+    if tail is not None:
+        in_tail = np.isin(tail.group, groups)
+        if in_tail.any():
+            g, s = tail.group[in_tail], tail.seq[in_tail]
+            last = {int(a): int(b) for a, b in zip(g.tolist(), s.tolist(), strict=True)}
+            first: dict[int, int] = {}
+            for a, b in zip(g.tolist(), s.tolist(), strict=True):
+                first.setdefault(a, b)
+            index = {int(x): i for i, x in enumerate(old.tolist())}
+            hi = hi.copy()
+            new_lo, new_hi = [], []
+            for grp, end in last.items():
+                if grp in index:
+                    hi[index[grp]] = max(hi[index[grp]], end)
+                else:
+                    new_lo.append(first[grp])
+                    new_hi.append(end)
+            lo = np.concatenate([lo, np.asarray(new_lo, dtype=_I64)])
+            hi = np.concatenate([hi, np.asarray(new_hi, dtype=_I64)])
+    return [(a, b) for a, b in merge_spans(lo, hi).tolist()]
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000.0, 3)
