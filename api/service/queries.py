@@ -23,7 +23,7 @@ from exact.engine import Budget, answer, evaluate_table, match_ts, warm_up
 from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError
 from exact.events import iso_of_micros, to_records
 from exact.query.ast import Query
-from exact.query.language import load, parse, to_json
+from exact.query.language import attribute_kinds, check_kinds, load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 from sketch.answer.verify import StoreSource, answer_indexed, exact_body, needed_columns
 from sketch.dataset import Dataset, require_index
@@ -55,14 +55,15 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, 
                                  where="mode")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise QuerySemanticError(f"limit must be an integer ≥ 1, got {limit!r}", where="limit")
-    parsed = _parsed(query)
     if mode != "exact":
-        return indexed_query(home, name, parsed, mode=mode, limit=limit, granularity=granularity,
+        return indexed_query(home, name, query, mode=mode, limit=limit, granularity=granularity,
                              budget=budget)
+    parsed = _parsed(query)
     if not dataset_exists(home, name):
         raise NotFound(f"dataset {name!r} does not exist", where=name)
     dataset = Dataset.open(home, name)
     snap = dataset.store.snapshot()
+    _check_attribute_kinds(query, parsed, snap.attrs)
     partition = dataset.partition(snap)
     body = exact_body(parsed, StoreSource(dataset.store, snap), limit=limit, partition=partition,
                       budget=budget)
@@ -100,6 +101,20 @@ def _parsed(query: str | Mapping[str, Any] | Query) -> Query:
     return parsed
 
 
+def _check_attribute_kinds(given: str | Mapping[str, Any] | Query, parsed: Query,
+                           attr_types: Mapping[str, str]) -> None:
+    """Refuse a comparison the dataset's attribute types make hold for no event (a string attribute with a
+    number, a numeric one with a string), positioned in the query as given: text by line and column, the
+    JSON form by path.  The query is read again with the kinds only when it has conditions."""
+    if not parsed.where or not attr_types:
+        return
+    kinds = attribute_kinds(attr_types)
+    if isinstance(given, Query):
+        check_kinds(given, kinds)
+    else:
+        load(given if isinstance(given, str) else dict(given), kinds)
+
+
 def _check_unicode(text: str) -> None:
     """Query text holds valid Unicode (a command line may carry bytes that are not UTF-8: they arrive as
     lone surrogates); the error points at the first bad character."""
@@ -129,6 +144,7 @@ def indexed_query(home: Path, name: str, query: str | Mapping[str, Any] | Query,
         raise NotFound(f"dataset {name!r} does not exist", where=name)
     dataset = Dataset.open(home, name)
     snap = dataset.snapshot()
+    _check_attribute_kinds(query, parsed, snap.store.attrs)
     tree = require_index(snap, name)
     body = answer_indexed(parsed, tree, StoreSource(dataset.store, snap.store), mode=mode, limit=limit,
                           granularity=granularity or 0, partition=dataset.partition(snap.store),

@@ -70,10 +70,10 @@ export class QueryEditor {
   get value() { return this.ta.value; }
   set value(text) { this.ta.value = text; this.error = null; this.render(); this.onChange(); }
 
-  /** The selected dataset's vocabulary: type name → count, attribute names. */
+  /** The selected dataset's vocabulary: type name → count, attribute name → its stored type. */
   setVocabulary(types, attrs) {
     this.types = new Map(Object.entries(types || {}));
-    this.attrs = Object.keys(attrs || {});
+    this.attrs = Object.entries(attrs || {});
     this.render();
   }
 
@@ -159,8 +159,8 @@ export class QueryEditor {
     let options;
     if (last && /^STRATEGY$/i.test(last.text)) options = STRATEGIES.map((s) => [s, "strategy"]);
     else if (last && /^RETURN$/i.test(last.text)) options = RETURNS.map((s) => [s, "returns"]);
-    else if (last && last.text === ".") options = this.attrs.map((a) => [a, "attribute"]);
-    else if (last && /^BY$/i.test(last.text)) options = this.attrs.map((a) => [a, "attribute"]);
+    else if (last && last.text === ".") options = this.attrs.map(([a, type]) => [a, `attribute: ${type}`]);
+    else if (last && /^BY$/i.test(last.text)) options = this.attrs.map(([a, type]) => [a, `attribute: ${type}`]);
     else if (last && last.kind === "num" && second && /^WITHIN$/i.test(second.text)) {
       options = [...UNITS, "EVENTS"].map((u) => [u, u === "EVENTS" ? "keyword" : "unit"]);
     } else {

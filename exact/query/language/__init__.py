@@ -14,28 +14,38 @@ The grammar is ``query.lark`` (Lark, LALR(1)); the language is documented in doc
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from exact.errors import QueryLimitError, QuerySyntaxError
 from exact.query.ast import Query
-from exact.query.language.checks import MAX_CONDITIONS, MAX_QUERY_BYTES, MAX_VARIABLES
+from exact.query.language.checks import (
+    MAX_CONDITIONS,
+    MAX_QUERY_BYTES,
+    MAX_VARIABLES,
+    Locator,
+    attribute_kinds,
+    check_query,
+)
 from exact.query.language.jsonform import from_json, to_json
 from exact.query.language.parser import parse
 from exact.query.language.printer import condition_text, element_text, to_text, window_text
 
-__all__ = ["MAX_CONDITIONS", "MAX_QUERY_BYTES", "MAX_VARIABLES", "condition_text", "element_text",
-           "from_json", "load", "parse", "to_json", "to_text", "window_text"]
+__all__ = ["MAX_CONDITIONS", "MAX_QUERY_BYTES", "MAX_VARIABLES", "attribute_kinds", "check_kinds", "condition_text",
+           "element_text", "from_json", "load", "parse", "to_json", "to_text", "window_text"]
 
 
-def load(obj: str | dict[str, Any]) -> Query:
-    """A query from either form: a JSON object (dict), JSON text (starts with ``{``), or query text."""
+def load(obj: str | dict[str, Any], attr_kinds: Mapping[str, str] | None = None) -> Query:
+    """A query from either form: a JSON object (dict), JSON text (starts with ``{``), or query text.
+    ``attr_kinds`` (:func:`attribute_kinds` of a dataset's attribute types) checks its comparisons against
+    the dataset's attributes."""
     if isinstance(obj, dict):
-        return from_json(obj)
+        return from_json(obj, attr_kinds)
     if not isinstance(obj, str):
         raise QuerySyntaxError(f"a query must be text or a JSON object, not {type(obj).__name__}")
     if obj.lstrip().startswith("{"):
-        return from_json(_json_text(obj))
-    return parse(obj)
+        return from_json(_json_text(obj), attr_kinds)
+    return parse(obj, attr_kinds)
 
 
 def _json_text(text: str) -> Any:
@@ -48,3 +58,8 @@ def _json_text(text: str) -> Any:
         raise QuerySyntaxError(f"invalid JSON: {exc.msg}", line=exc.lineno, column=exc.colno) from None
     except RecursionError:
         raise QueryLimitError("the JSON query is nested too deeply") from None
+
+
+def check_kinds(query: Query, attr_kinds: Mapping[str, str]) -> Query:
+    """``query`` (already parsed, so without positions) checked against a dataset's attribute kinds."""
+    return check_query(query, Locator(), attr_kinds)

@@ -14,7 +14,7 @@ path for the JSON form.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -99,13 +99,19 @@ def _coarser(key: Key) -> Iterator[Key]:
     yield ("query",)
 
 
-def check_query(query: Query, locator: Locator) -> Query:
+def check_query(query: Query, locator: Locator, attr_kinds: Mapping[str, str] | None = None) -> Query:
     """Raise the first problem found (QuerySemanticError / QueryLimitError); return the query with ts literals
-    converted to microseconds."""
+    converted to microseconds.
+
+    ``attr_kinds`` — a dataset's attributes and the kind each holds (:func:`attribute_kinds` of its stored
+    types) — also checks every comparison of an attribute against that kind: a string attribute compared with
+    a number (or a numeric one with a string) would hold for no event, so it is refused, naming the
+    attribute's type and the form that works (docs/query-language.md, "Attribute types")."""
     _check_sizes(query, locator)
     _check_variables(query, locator)
     _check_elements(query, locator)
-    where = tuple(_check_condition(query, j, c, locator) for j, c in enumerate(query.where))
+    kinds = attr_kinds or {}
+    where = tuple(_check_condition(query, j, c, locator, kinds) for j, c in enumerate(query.where))
     _check_partition(query, locator)
     _check_window(query, locator)
     _check_between(query, locator)
@@ -186,7 +192,8 @@ def _check_negation_position(query: Query, k: int, locator: Locator) -> None:
                             ("element", k))
 
 
-def _check_condition(query: Query, j: int, cond: Condition, locator: Locator) -> Condition:
+def _check_condition(query: Query, j: int, cond: Condition, locator: Locator,
+                     attr_kinds: Mapping[str, str]) -> Condition:
     if cond.op not in OPERATORS:
         raise locator.error(QuerySemanticError, f"unknown operator '{cond.op}'; expected one of "
                             + ", ".join(OPERATORS), ("op", j))
@@ -201,6 +208,7 @@ def _check_condition(query: Query, j: int, cond: Condition, locator: Locator) ->
     if found:
         raise locator.error(QuerySemanticError, found[1], ("operand", j, found[0]))
     _check_negated_and_alternatives(query, cond, j, locator)
+    _check_attribute_kinds(cond, j, locator, attr_kinds)
     return _check_types(cond, j, locator)
 
 
@@ -249,6 +257,81 @@ def _check_negated_and_alternatives(query: Query, cond: Condition, j: int, locat
 _BUILTIN_KIND = {"type": "string", "ts": "time", "seq": "integer"}
 #: Kinds that are all numbers: they may be compared with each other.
 _NUMERIC_KINDS = frozenset({"integer", "number"})
+#: The kind of value each stored attribute type holds (the names of :data:`exact.events.ATTR_TYPE_NAMES`).
+_STORED_KINDS = {"int64": "integer", "double": "number", "bool": "boolean", "string": "string"}
+
+
+def attribute_kinds(attr_types: Mapping[str, str]) -> dict[str, str]:
+    """A dataset's attribute → stored type name (``int64``, ``double``, ``bool``, ``string``) as the kinds
+    :func:`check_query` compares: ``integer``, ``number``, ``boolean``, ``string``."""
+    return {name: _STORED_KINDS[t] for name, t in attr_types.items() if t in _STORED_KINDS}
+
+
+def _stored_kind(operand: Operand, attr_kinds: Mapping[str, str]) -> str | None:
+    """The kind of value an attribute operand holds in the dataset (None: not an attribute, or unknown)."""
+    if isinstance(operand, Literal) or operand.attr is None or operand.attr in _BUILTIN_KIND:
+        return None
+    if isinstance(operand, Aggregate) and operand.func != "min" and operand.func != "max":
+        return None  # count, sum and avg are numbers whatever they fold (operand_kind says so)
+    return attr_kinds.get(operand.attr)
+
+
+def _kind_words(kind: str) -> str:
+    return {"integer": "an integer", "number": "a number", "boolean": "a boolean", "string": "a string"}[kind]
+
+
+def _check_attribute_kinds(cond: Condition, j: int, locator: Locator, attr_kinds: Mapping[str, str]) -> None:
+    """A comparison of a dataset attribute with a literal or a field of another kind holds for no event (values
+    of different kinds are never equal and never ordered): refused, with the form that would work."""
+    if not attr_kinds:
+        return
+    sides = ((0, cond.left, cond.right), (1, cond.right, cond.left))
+    for side, operand, other in sides:
+        kind = _stored_kind(operand, attr_kinds)
+        if kind is None:
+            continue
+        target = describe(operand)
+        if isinstance(other, Literal):
+            value = other.value
+            if value is None:
+                continue  # = null / != null ask whether the attribute is there
+            shown = lexical.format_scalar(value)
+            is_number = isinstance(value, int | float) and not isinstance(value, bool)
+            if kind == "string" and not isinstance(value, str):
+                form = f"{target} {cond.op} '{value}'" if is_number else f"{target} {cond.op} 'text'"
+                order = (" (strings order as text: '9' > '10')" if cond.op not in ("=", "!=") and is_number
+                         else "")
+                raise locator.error(QuerySemanticError, f"{target} is a string attribute in this dataset; it "
+                                    f"is never equal to or ordered with {shown}, so the condition would hold for "
+                                    f"no event. Compare it with a string, e.g. {form}{order}",
+                                    ("operand", j, 1 - side))
+            if kind in _NUMERIC_KINDS and not is_number:
+                hint = ""
+                if isinstance(value, str) and _numeric_text(value):
+                    hint = f"; write the number without quotes, e.g. {target} {cond.op} {value.strip()}"
+                raise locator.error(QuerySemanticError, f"{target} is {_kind_words(kind)} attribute "
+                                    f"({'int64' if kind == 'integer' else 'double'}) in this dataset; it is never "
+                                    f"equal to or ordered with {shown}, so the condition would hold for no "
+                                    f"event{hint}", ("operand", j, 1 - side))
+            if kind == "boolean" and not isinstance(value, bool):
+                raise locator.error(QuerySemanticError, f"{target} is a boolean attribute in this dataset; "
+                                    f"compare it with true or false, not {shown}", ("operand", j, 1 - side))
+            continue
+        other_kind = _stored_kind(other, attr_kinds) or operand_kind(other)
+        if other_kind is None or other_kind == kind or {kind, other_kind} <= _NUMERIC_KINDS:
+            continue
+        words = _kind_words(other_kind) if other_kind in _STORED_KINDS.values() else f"a {other_kind}"
+        raise locator.error(QuerySemanticError, f"{target} is {_kind_words(kind)} attribute in this dataset and "
+                            f"{describe(other)} is {words}: values of different kinds are never equal or "
+                            "ordered, so the condition would hold for no event", ("cond", j))
+
+
+def _numeric_text(text: str) -> bool:
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return True
 
 
 def operand_kind(operand: Operand) -> str | None:

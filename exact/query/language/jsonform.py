@@ -26,6 +26,7 @@ errors go through the same checks as text (:mod:`exact.query.language.checks`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import exact.query.language.lexical as lexical
@@ -168,7 +169,7 @@ def _keys(obj: dict[str, Any], required: set[str], optional: set[str], path: str
             raise _shape_error(f"missing key '{key}'", path)
 
 
-def from_json(obj: dict[str, Any]) -> Query:
+def from_json(obj: dict[str, Any], attr_kinds: Mapping[str, str] | None = None) -> Query:
     """The checked :class:`Query` of a JSON form; raises QuerySyntaxError / QuerySemanticError /
     QueryLimitError naming the JSON path."""
     _expect(obj, dict, "a JSON object with 'version' and 'pattern'", "(top level)")
@@ -188,7 +189,7 @@ def from_json(obj: dict[str, Any]) -> Query:
         strategy=_enum(Strategy, obj.get("strategy", Strategy.SKIP_TILL_NEXT_MATCH.value), "strategy"),
         returns=_enum(Return, obj.get("returns", Return.MATCHES.value), "returns"),
     )
-    return check_query(query, _PathLocator(var_paths))
+    return check_query(query, _PathLocator(var_paths), attr_kinds)
 
 
 def _pattern(raw: Any) -> tuple[tuple[Element, ...], list[str]]:

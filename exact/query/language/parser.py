@@ -9,6 +9,7 @@ the tokens that would have been valid, in words.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -66,8 +67,9 @@ def _lark() -> Lark:
                 propagate_positions=False, maybe_placeholders=False, cache=True)
 
 
-def parse(text: str) -> Query:
-    """Parse query text (CONTRACT §2) into a checked :class:`Query`; raises a SeqsketchError subclass."""
+def parse(text: str, attr_kinds: Mapping[str, str] | None = None) -> Query:
+    """Parse query text (CONTRACT §2) into a checked :class:`Query`; raises a SeqsketchError subclass.
+    ``attr_kinds``: a dataset's attribute kinds, to check comparisons against (:func:`check_query`)."""
     if not isinstance(text, str):
         raise QuerySyntaxError(f"a query must be text, not {type(text).__name__}")
     size = len(text.encode("utf-8", "surrogatepass"))
@@ -79,7 +81,7 @@ def parse(text: str) -> Query:
         raise _syntax_error(exc, text) from None
     builder = _TreeReader()
     query = builder.read(tree)
-    return check_query(query, TokenLocator(builder.positions))
+    return check_query(query, TokenLocator(builder.positions), attr_kinds)
 
 
 # --------------------------------------------------------------------------------------------- tree → AST
