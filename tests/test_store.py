@@ -24,7 +24,7 @@ from exact.store import (
     dataset_names,
     staged_dataset,
 )
-from exact.store.seek import seek_name
+from exact.store.seek import open_seek, seek_name
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -146,10 +146,12 @@ def test_reads_of_many_ranges_equal_the_rows_they_name(tmp_path_factory: pytest.
         names = distinct.to_pylist()
         assert [names[c] for c in codes.tolist()] == want.column("type").to_pylist()
         assert decoded_types(frame.table).select(want.column_names).equals(want)
-    # Parquet decodes whole row groups; a seek file touches the rows in the ranges only (without attrs)
+    # Parquet decodes whole row groups; a seek file touches the rows in the ranges only — with attributes
+    # where it serves every one asked for (its header says which)
     parts = store.snapshot().parts
-    seeking = {p.file for p in parts if p.file not in lost and "attrs" not in full.select(
-        [c for c in columns if c in full.column_names]).column_names}
+    asked = tuple(store.snapshot().attrs) if "attrs" in columns else ()
+    seeking = {p.file for p in parts if p.file not in lost
+               and open_seek(root / "parts" / seek_name(p.file), p.rows).serves(asked)}
     met = sum(b - a + 1 for part in parts if part.file not in seeking for a, b in part.row_groups
               if any(a <= hi and lo <= b for lo, hi in ranges))
     touched = sum(max(0, min(hi, p.last_seq) - max(lo, p.first_seq) + 1) for p in parts if p.file in seeking
@@ -158,14 +160,18 @@ def test_reads_of_many_ranges_equal_the_rows_they_name(tmp_path_factory: pytest.
 
 
 def test_reads_of_ranges_report_a_damaged_part(tmp_path: Path) -> None:
-    stream = records_to_table([{"ts": i, "type": "AB"[i % 2], "attrs": {"i": i}} for i in range(200)])
+    # "i" is served from the seek files (1 byte a row), "text" is not (over the budget): Parquet reads it
+    stream = records_to_table([{"ts": i, "type": "AB"[i % 2], "attrs": {"i": i, "text": f"{i:040d}"}}
+                               for i in range(200)])
     store = EventStore.create(tmp_path / "s", stream, row_group_size=16, part_rows=100)
     victim = sorted((tmp_path / "s" / PARTS).glob("part-*.parquet"))[1]
     victim.write_bytes(victim.read_bytes()[:-40] + bytes(40))
     assert store.read_ranges([(3, 9)], ["seq", "ts"])[0].column(SEQ).to_pylist() == list(range(3, 10))
     with pytest.raises(StoreCorrupt, match="damaged event-store part"):
         store.read_ranges([(3, 9), (150, 151)], ["seq", "ts", "attrs"])
-    # without attrs the part's seek file serves the rows, and it is intact; without it, the damage shows
+    got = store.read_ranges([(3, 9), (150, 151)], ["seq", "attrs.i"])[0]
+    assert got.column("attrs").to_pylist() == [{"i": i} for i in [*range(3, 10), 150, 151]]
+    # the part's seek file serves the rows it holds, and it is intact; without it, the damage shows
     (tmp_path / "s" / PARTS / seek_name(victim.name)).unlink()
     with pytest.raises(StoreCorrupt, match="damaged event-store part"):
         store.read_ranges([(3, 9), (150, 151)], ["seq", "ts"])

@@ -120,7 +120,8 @@ class StoreReader(StoreBase):
         rows decoded."""
         bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
         bounds = bounds[bounds[:, 0] <= bounds[:, 1]]
-        seekable = ATTRS not in cols
+        # a part's seek file serves a read of attributes when it holds every one asked for (version 3)
+        wanted_attrs = (names if names is not None else tuple(snap.attrs)) if ATTRS in cols else ()
         value_set = None  # ``types`` as an Arrow array, made for the first part read from Parquet
         pieces: list[pa.Table | list[_SeekRows]] = []
         decoded = 0
@@ -138,16 +139,17 @@ class StoreReader(StoreBase):
                 seeking.clear()
 
         for part, inside in snap.parts_in(bounds):
-            if seekable and part.seek_bytes:
+            if part.seek_bytes:
                 try:
                     seek = open_seek(self._seek_path(part), part.rows)
                 except SeekUnavailable as err:
                     _log.warning("reading part %s from Parquet: its seek file cannot serve (%s)",
                                  part.file, err)
                 else:
-                    seeking.append((part, seek, inside - part.first_seq))
-                    in_place.append(inside)
-                    continue
+                    if not wanted_attrs or seek.serves(wanted_attrs):
+                        seeking.append((part, seek, inside - part.first_seq))
+                        in_place.append(inside)
+                        continue
             flush()
             if types is not None and value_set is None:
                 value_set = pa.array(sorted(types), pa.string())
@@ -325,7 +327,21 @@ def _seek_table(kept: Sequence[_SeekRows], schema: pa.Schema) -> pa.Table:
     parts' types (one dictionary: parts of one stream mostly share their types), or decoded when ``schema``
     says string.  The Arrow arrays wrap the numpy ones (their values are known valid)."""
     seq, ts, codes, dictionary, _ = _seek_columns(kept, schema.names)
-    return _columns_table(seq, ts, codes, dictionary, schema)
+    attrs = _seek_attrs(kept, schema.field(ATTRS).type) if ATTRS in schema.names else None
+    return _columns_table(seq, ts, codes, dictionary, schema, attrs)
+
+
+def _seek_attrs(kept: Sequence[_SeekRows], struct: pa.StructType) -> pa.StructArray:
+    """The attributes of ``struct`` (the snapshot's types) of the rows read from seek files, part by part
+    from their attribute columns, widened as a Parquet read widens them (:func:`conform_attrs`)."""
+    types = {field.name: field.type for field in struct}
+    pieces = []
+    for _, seek, rows, _ in kept:
+        have = [name for name in types if name in seek.attrs]
+        own = (pa.StructArray.from_arrays([seek.attrs[name].values(rows) for name in have], names=have)
+               if have else None)
+        pieces.append(conform_attrs(own, len(rows), types))
+    return pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
 
 
 def _seek_columns(kept: Sequence[_SeekRows], names: Sequence[str] = (SEQ, TS, TYPE)
@@ -352,15 +368,19 @@ def _seek_columns(kept: Sequence[_SeekRows], names: Sequence[str] = (SEQ, TS, TY
 
 
 def _columns_table(seq: np.ndarray, ts: np.ndarray, codes: np.ndarray, dictionary: pa.Array,
-                   schema: pa.Schema) -> pa.Table:
-    """seq, ts and type codes (as :func:`_seek_columns` makes them) as a table of ``schema``."""
-    n = max(len(seq), len(ts), len(codes))
+                   schema: pa.Schema, attrs: pa.StructArray | None = None) -> pa.Table:
+    """seq, ts and type codes (as :func:`_seek_columns` makes them), and the attributes, as a table of
+    ``schema``."""
+    n = max(len(seq), len(ts), len(codes), 0 if attrs is None else len(attrs))
     arrays = []
     for name in schema.names:
         if name == SEQ:
             arrays.append(pa.Array.from_buffers(SEQ_TYPE, n, [None, pa.py_buffer(seq)]))
         elif name == TS:
             arrays.append(pa.Array.from_buffers(TS_TYPE, n, [None, pa.py_buffer(ts)]))
+        elif name == ATTRS:
+            assert attrs is not None
+            arrays.append(attrs)
         else:
             column = pa.DictionaryArray.from_buffers(TYPE_DICTIONARY, n, [None, pa.py_buffer(codes)],
                                                      dictionary)

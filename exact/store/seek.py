@@ -20,6 +20,10 @@ millisecond).  Blocks are short (32 rows), so their offsets fit uint32 steps (71
 microseconds) except where a block straddles a long pause: 5.25 bytes per event plus 16 per wide row, and a
 row's ts is found in place.
 
+Version 3 adds the part's attributes, one fixed-width code per row each (:mod:`exact.store.seek_attrs`), so
+that a condition's values are read in place too; the header lists the attributes served (``attrs``) and
+those that are not (``unserved``: a string attribute of too many distinct values).
+
 A seek file is derived from its part and written with it.  A reader that finds it missing, damaged (its
 checksum is verified on the first open in a process) or of another version reads the Parquet part instead,
 so a bad seek file costs time, never a wrong answer.
@@ -34,17 +38,20 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from exact.arrays import joined, run_positions
+from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs
 
 MAGIC = b"SQSKSEEK"
-VERSION = 2  # 1: offsets from 256-row blocks, uint32 or int64 for a whole part
+VERSION = 3  # 2: no attribute columns; 1: offsets from 256-row blocks, uint32 or int64 for a whole part
+#: Versions a reader takes: a version-2 file serves reads that ask for no attribute.
+READABLE = (2, 3)
 SUFFIX = ".seek"
 #: Rows per ts block: short, so that a block's offsets from its first ts fit uint32 steps but where it
 #: straddles a pause of over 71 minutes (in µs; 49 days in ms), and long enough for its base to cost little.
@@ -78,8 +85,11 @@ def _codes_dtype(n_types: int) -> np.dtype:
     return np.dtype(np.uint8 if n_types <= 1 << 8 else np.uint16 if n_types <= 1 << 16 else np.uint32)
 
 
-def encode(ts: np.ndarray, types: pa.Array) -> bytes:
-    """A part's seek file: ``ts`` (int64 µs, not decreasing) and ``types`` (strings, no nulls) per row."""
+def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedArray | None = None,
+           chosen: Sequence[str] | None = None) -> bytes:
+    """A part's seek file: ``ts`` (int64 µs, not decreasing) and ``types`` (strings, no nulls) per row, and
+    the part's ``attrs`` struct (None: it has no attributes) — the attributes ``chosen``, or those within the
+    default budget (:func:`exact.store.seek_attrs.encode_attrs`)."""
     ts = np.ascontiguousarray(ts, dtype=np.int64)
     rows = len(ts)
     if rows != len(types):
@@ -103,6 +113,8 @@ def encode(ts: np.ndarray, types: pa.Array) -> bytes:
     narrow[wide_rows] = _WIDE
     sections = {"type": codes.tobytes(), "base": base.tobytes(), "ts": narrow.tobytes(),
                 "wide_rows": wide_rows.astype(np.int64).tobytes(), "wide_ts": ts[wide_rows].tobytes()}
+    served, unserved, attr_sections = encode_attrs(attrs, rows, chosen)
+    sections.update(attr_sections)
     layout, payload, at = {}, bytearray(), 0
     for name, data in sections.items():
         layout[name] = [at, len(data)]
@@ -110,14 +122,16 @@ def encode(ts: np.ndarray, types: pa.Array) -> bytes:
         at += len(data) + _pad(len(data))
     header = json.dumps({"rows": rows, "block": BLOCK, "unit": unit, "type_dtype": codes_dtype.str,
                          "wide": len(wide_rows), "types": sorted_names, "sections": layout,
+                         "attrs": served, "unserved": unserved,
                          "crc32": zlib.crc32(payload)}, separators=(",", ":")).encode()
     header += b" " * _pad(_PREFIX.size + len(header))
     return _PREFIX.pack(MAGIC, VERSION, len(header)) + header + bytes(payload)
 
 
-def write(path: Path, ts: np.ndarray, types: pa.Array) -> int:
+def write(path: Path, ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedArray | None = None,
+          chosen: Sequence[str] | None = None) -> int:
     """Write and fsync the seek file at ``path`` (the caller renames it into place); its size."""
-    data = encode(ts, types)
+    data = encode(ts, types, attrs, chosen)
     with open(path, "wb") as fh:
         fh.write(data)
         fh.flush()
@@ -140,6 +154,15 @@ class SeekFile:
     wide_ts: np.ndarray
     #: ``types`` as an Arrow string array, the dictionary of a read's ``type`` column.
     dictionary: pa.Array
+    #: the part's attributes served in place (:mod:`exact.store.seek_attrs`)
+    attrs: Mapping[str, AttrColumn] = field(default_factory=dict)
+    #: attributes of the part that are not served (None: the file does not say — version 2 — so none is)
+    unserved: frozenset[str] | None = None
+
+    def serves(self, names: Sequence[str]) -> bool:
+        """Can the attributes ``names`` of this part's rows be read from this file?  An attribute the part
+        does not have is served (as null)."""
+        return self.unserved is not None and not any(n in self.unserved for n in names)
 
 
 def ts_of(files: Sequence[SeekFile], rows: Sequence[np.ndarray]) -> np.ndarray:
@@ -249,8 +272,8 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
     magic, version, header_len = _PREFIX.unpack_from(buf, 0)
     if magic != MAGIC:
         raise SeekUnavailable("not a seek file")
-    if version != VERSION:
-        raise SeekUnavailable(f"seek file version {version}, this reader knows {VERSION}")
+    if version not in READABLE:
+        raise SeekUnavailable(f"seek file version {version}, this reader knows {', '.join(map(str, READABLE))}")
     start = _PREFIX.size + header_len
     try:
         head = json.loads(bytes(buf[_PREFIX.size:start]))
@@ -259,6 +282,8 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
         type_dtype, wide = np.dtype(head["type_dtype"]), int(head["wide"])
         sections = {k: (start + int(a), int(n)) for k, (a, n) in head["sections"].items()}
         crc = int(head["crc32"])
+        attr_entries = list(head.get("attrs", [])) if version >= 3 else []
+        unserved = frozenset(map(str, head.get("unserved", []))) if version >= 3 else None
     except (ValueError, KeyError, TypeError) as err:
         raise SeekUnavailable(f"unreadable header: {err}") from None
     view = memoryview(buf)
@@ -269,6 +294,8 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
         at, n = sections[name]
         if n != count * dtype.itemsize or at + n > len(buf):
             raise SeekUnavailable(f"section {name} has {n} bytes, expected {count * dtype.itemsize}")
+        if count == 0:
+            return np.zeros(0, dtype=dtype)
         return np.frombuffer(view, dtype=dtype, count=count, offset=at)
 
     try:
@@ -277,9 +304,12 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
                        base=section("base", i64, -(-rows // block)),
                        steps=section("ts", np.dtype(np.uint32), rows), unit=unit, block=block,
                        wide_rows=section("wide_rows", i64, wide), wide_ts=section("wide_ts", i64, wide),
-                       dictionary=pa.array(types, pa.string()))
+                       dictionary=pa.array(types, pa.string()),
+                       attrs=decode_attrs(attr_entries, section, rows), unserved=unserved)
     except KeyError as err:
         raise SeekUnavailable(f"missing section {err}") from None
+    except (ValueError, TypeError) as err:
+        raise SeekUnavailable(f"unreadable attribute column: {err}") from None
     if rows and int(out.codes.max()) >= len(types):
         raise SeekUnavailable("a type code beyond the part's types")
     return out

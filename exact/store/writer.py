@@ -106,8 +106,9 @@ class StoreWriter(StoreBase):
         table = finish_table(table).combine_chunks()
         try:
             # The seek file first: a part on disk always has its seek file beside it.
+            attrs = table.column(ATTRS) if ATTRS in table.column_names else None
             seek_bytes = write_seek(seek_tmp, table.column(TS).combine_chunks().view(pa.int64()).to_numpy(),
-                                    table.column(TYPE).combine_chunks())
+                                    table.column(TYPE).combine_chunks(), attrs)
             os.replace(seek_tmp, seek_final)
             # Page checksums (CRC-32) let a read detect damaged data pages instead of decoding them.  seq and
             # ts only grow, so delta encoding stores them in a few bits per row (a dictionary of unique

@@ -1,0 +1,233 @@
+"""Attribute columns of a seek file: each attribute of a part, fixed-width, so a few rows' values are read in place.
+
+A condition on an attribute (``WHERE o.AMOUNT_REQ = '50000'``) needs the values of the candidate events only,
+but a Parquet row group decodes whole (see :mod:`exact.store.seek`): the few hundred candidates of a
+verification, spread over the history, meet every row group.  So beside ``ts`` and ``type`` a seek file
+(version 3) holds each attribute of its part as one code per row, chosen per attribute from the part's own
+values so that the code gives the value back exactly:
+
+=========  =====================================================================================
+``string`` the rank of the value in the part's sorted distinct values (a *sorted* dictionary, so codes
+           order as the values do), uint8 or uint16; the dictionary is a section of its own.  A part with
+           more than 65,535 distinct values, or with a dictionary over :data:`MAX_DICTIONARY_BYTES`, is not
+           served (its values are nearly as many as its rows: a copy, not an index)
+``int64``  ``value - base`` in uint8, uint16 or uint32 where the part's range fits, else the int64 itself
+``double`` the float64 itself (every bit: NaN and -0.0 come back as written)
+``bool``   uint8: 0, 1
+``null``   nothing: an attribute whose values in the part are all null
+=========  =====================================================================================
+
+Which attributes: those a build names (``--index-attrs``), or by default the cheapest in bytes per row while
+together they take at most :data:`DEFAULT_BUDGET` bytes per row. A null is the largest code of the narrow
+widths (``null`` in the header); the raw int64 and float64 columns carry a ``valid`` section (a byte per row)
+when the part has nulls. Every section is covered by the seek file's checksum. What a read asks of an
+attribute the part does not have is null, as in the Parquet read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: A string attribute with more distinct values than this in a part is not served from the seek file.
+MAX_DICTIONARY = 0xFFFF
+#: Nor one whose distinct values take more bytes than this.
+MAX_DICTIONARY_BYTES = 16 << 20
+#: Bytes per row all the attribute columns of a part take at most, unless the attributes are named: the
+#: cheapest are served first (a low-cardinality string or a small-range integer costs 1-2 bytes, a double 8).
+DEFAULT_BUDGET = 8.0
+
+_UNSIGNED = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
+
+
+@dataclass(frozen=True)
+class AttrColumn:
+    """One attribute of a part as its seek file holds it (arrays: views of the mapped file)."""
+
+    kind: str  # "string" | "int64" | "double" | "bool" | "null"
+    codes: np.ndarray | None
+    #: the code that stands for null in a narrow column (None: the column has a ``valid`` section or no nulls)
+    null: int | None = None
+    #: ``int64`` in a narrow width: the value of code 0
+    base: int = 0
+    #: a byte per row, 0 where the value is null (raw ``int64`` and ``double`` columns with nulls)
+    valid: np.ndarray | None = None
+    #: ``string``: the part's distinct values, sorted (code ``c`` is ``dictionary[c]``)
+    dictionary: pa.Array | None = None
+
+    def values(self, rows: np.ndarray) -> pa.Array:
+        """The values of ``rows`` (positions in the part) as an Arrow array of the part's own type."""
+        n = len(rows)
+        if self.kind == "null" or self.codes is None:
+            return pa.nulls(n)
+        codes = self.codes[rows]
+        if self.kind == "string":
+            assert self.dictionary is not None
+            missing = codes == self.null
+            index = pa.array(codes.astype(np.int32), mask=missing if missing.any() else None)
+            return self.dictionary.take(index)
+        if self.kind == "bool":
+            missing = codes == self.null
+            return pa.array(codes == 1, pa.bool_(), mask=missing if missing.any() else None)
+        if self.kind == "int64" and self.null is not None:
+            missing = codes == self.null
+            values = codes.astype(np.int64) + self.base
+            return pa.array(values, pa.int64(), mask=missing if missing.any() else None)
+        missing_raw = None if self.valid is None else self.valid[rows] == 0
+        typ = pa.int64() if self.kind == "int64" else pa.float64()
+        return pa.array(np.ascontiguousarray(codes), typ,
+                        mask=missing_raw if missing_raw is not None and missing_raw.any() else None)
+
+
+def _narrow(span: int) -> np.dtype | None:
+    """The narrowest unsigned width holding codes ``0..span`` and one more for null."""
+    for dtype in _UNSIGNED:
+        if span + 1 < np.iinfo(dtype).max:
+            return dtype
+    return None
+
+
+def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chosen: Sequence[str] | None = None,
+                 budget: float = DEFAULT_BUDGET) -> tuple[list[dict[str, Any]], list[str], dict[str, bytes]]:
+    """A part's attribute struct as seek-file columns: the header entry of each served attribute, the names
+    of those not served, and the sections (name → bytes) to write.
+
+    ``chosen`` names the attributes to serve (those a part cannot serve are left out all the same); None
+    serves the cheapest attributes, in bytes per row, while together they take at most ``budget`` bytes per
+    row (:data:`DEFAULT_BUDGET`)."""
+    unserved: list[str] = []
+    costed: list[tuple[float, str, int, dict[str, Any], dict[str, bytes]]] = []
+    for i, (name, column) in enumerate(_fields(attrs)):
+        if chosen is not None and name not in chosen:
+            unserved.append(name)
+            continue
+        entry, data = _encode_one(column, rows)
+        if entry is None:
+            unserved.append(name)
+            continue
+        costed.append((sum(map(len, data.values())) / max(rows, 1), name, i, entry, data))
+    if chosen is None:
+        spent, kept = 0.0, []
+        for item in sorted(costed, key=lambda c: (c[0], c[1])):
+            if spent + item[0] <= budget:
+                spent += item[0]
+                kept.append(item)
+            else:
+                unserved.append(item[1])
+        costed = sorted(kept, key=lambda c: c[2])
+    served: list[dict[str, Any]] = []
+    sections: dict[str, bytes] = {}
+    for _, name, i, entry, data in costed:
+        entry.update(name=name, id=i, sections=sorted(data))
+        sections.update({f"a{i}.{key}": blob for key, blob in data.items()})
+        served.append(entry)
+    return served, sorted(unserved), sections
+
+
+def _fields(attrs: pa.StructArray | pa.ChunkedArray | None) -> Iterator[tuple[str, pa.Array]]:
+    if attrs is None:
+        return
+    if isinstance(attrs, pa.ChunkedArray):
+        attrs = attrs.combine_chunks()
+    # flatten() honours a slice's offset and the struct's own validity
+    for field, child in zip(attrs.type, attrs.flatten(), strict=True):
+        yield field.name, child
+
+
+def _encode_one(column: pa.Array, rows: int) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
+    typ = column.type
+    nulls = column.null_count
+    if pa.types.is_null(typ) or nulls == rows:
+        return {"kind": "null"}, {}
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return _encode_strings(column)
+    if pa.types.is_boolean(typ):
+        codes = np.where(column.fill_null(False).to_numpy(zero_copy_only=False), 1, 0).astype(np.uint8)
+        if nulls:
+            codes[column.is_null().to_numpy(zero_copy_only=False)] = 2
+        return {"kind": "bool", "dtype": "|u1", "null": 2}, {"codes": codes.tobytes()}
+    if pa.types.is_int64(typ):
+        values = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        valid = ~column.is_null().to_numpy(zero_copy_only=False) if nulls else None
+        present = values if valid is None else values[valid]
+        lo, hi = int(present.min()), int(present.max())
+        dtype = _narrow(hi - lo)
+        if dtype is not None:
+            null = int(np.iinfo(dtype).max)
+            codes = (values - lo).astype(dtype)
+            if valid is not None:
+                codes[~valid] = null
+            return {"kind": "int64", "dtype": dtype.str, "null": null, "base": lo}, {"codes": codes.tobytes()}
+        return _raw("int64", values, valid)
+    if pa.types.is_float64(typ):
+        values = column.fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        valid = ~column.is_null().to_numpy(zero_copy_only=False) if nulls else None
+        return _raw("double", values, valid)
+    return None, {}
+
+
+def _raw(kind: str, values: np.ndarray, valid: np.ndarray | None) -> tuple[dict[str, Any], dict[str, bytes]]:
+    entry: dict[str, Any] = {"kind": kind, "dtype": values.dtype.str, "null": None}
+    data = {"codes": np.ascontiguousarray(values).tobytes()}
+    if valid is not None:
+        data["valid"] = valid.astype(np.uint8).tobytes()
+    return entry, data
+
+
+def _encode_strings(column: pa.Array) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
+    encoded = pc.dictionary_encode(column.cast(pa.string()))
+    names = encoded.dictionary
+    if len(names) > MAX_DICTIONARY:
+        return None, {}
+    order = pc.sort_indices(names).to_numpy()
+    ordered = names.take(pa.array(order))
+    buffers = ordered.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int32, count=len(ordered) + 1, offset=ordered.offset * 4)
+    start, end = int(offsets[0]), int(offsets[-1])
+    if end - start > MAX_DICTIONARY_BYTES:
+        return None, {}
+    data = bytes(buffers[2])[start:end] if buffers[2] is not None else b""
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    dtype = _narrow(len(names) - 1)
+    assert dtype is not None
+    null = int(np.iinfo(dtype).max)
+    indices = encoded.indices
+    codes = rank[indices.fill_null(0).to_numpy(zero_copy_only=False)].astype(dtype)
+    if indices.null_count:
+        codes[indices.is_null().to_numpy(zero_copy_only=False)] = null
+    return ({"kind": "string", "dtype": dtype.str, "null": null, "n": len(names)},
+            {"codes": codes.tobytes(), "offsets": (offsets - start).astype(np.int32).tobytes(), "data": data})
+
+
+def decode_attrs(entries: list[dict[str, Any]], section: Any, rows: int) -> dict[str, AttrColumn]:
+    """The attribute columns named by a seek file's header ``entries``; ``section(name, dtype, count)`` gives
+    a section's array (raising KeyError or the reader's error when it is missing or of the wrong size)."""
+    out: dict[str, AttrColumn] = {}
+    for entry in entries:
+        name, kind, key = str(entry["name"]), str(entry["kind"]), f"a{int(entry['id'])}"
+        if kind == "null":
+            out[name] = AttrColumn("null", None)
+            continue
+        dtype = np.dtype(entry["dtype"])
+        codes = section(f"{key}.codes", dtype, rows)
+        null = entry.get("null")
+        valid = section(f"{key}.valid", np.dtype(np.uint8), rows) if "valid" in entry.get("sections", []) else None
+        dictionary = None
+        if kind == "string":
+            n = int(entry["n"])
+            offsets = section(f"{key}.offsets", np.dtype(np.int32), n + 1)
+            size = int(offsets[-1]) if n >= 0 else 0
+            data = section(f"{key}.data", np.dtype(np.uint8), size)
+            dictionary = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
+            top = int(codes.max()) if rows else 0
+            if top >= n and top != null:
+                raise ValueError(f"attribute {name!r}: a code beyond its dictionary")
+        out[name] = AttrColumn(kind, codes, None if null is None else int(null), int(entry.get("base", 0)),
+                               valid, dictionary)
+    return out
