@@ -11,10 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from api.catalog import Catalog, JobState
 from exact.errors import NotFound
+
+if TYPE_CHECKING:
+    from api.catalog import Catalog
 
 #: What a job says until a runner claims it.
 QUEUED_MESSAGE = "queued: waiting for a job runner"
@@ -33,6 +35,8 @@ def wait_for_job(catalog: Catalog, job_id: str, timeout: float | None = None,
                  poll: float = 0.05) -> dict[str, Any]:
     """The job once it has finished (succeeded or failed), read from the catalog; ``TimeoutError`` after
     ``timeout`` seconds."""
+    from api.catalog import JobState  # not at import: a query alone loads no catalog (api.service)
+
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         job = catalog.get_job(job_id)
