@@ -8,9 +8,7 @@ operation to the view so that ``/v1/openapi.json`` is generated from exactly the
 from __future__ import annotations
 
 import functools
-import json
 import re
-import time
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
@@ -26,7 +24,7 @@ from api.db import head_revision
 from api.guard import NDJSON_TYPES, is_forwarded
 from api.service import publish_build, resolve_inputs
 from api.state import ServiceState, service_state
-from exact.errors import Conflict, NotFound, SeqsketchError
+from exact.errors import Conflict, NotFound
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
 
@@ -300,16 +298,6 @@ def get_job(job_id: str) -> Any:
 # --- queries -----------------------------------------------------------------------------------------------
 
 
-def _timeout_ms(asked: int | None, server: int) -> int | None:
-    """The tighter of the request's and the server's time limits (0 = none on the server)."""
-    limits = [t for t in (asked, server) if t]
-    return min(limits) if limits else None
-
-
-def _query_text(query: str | dict[str, Any]) -> str:
-    return query if isinstance(query, str) else json.dumps(query, sort_keys=True)
-
-
 @operation("/datasets/<name>/query", "POST", sc.Operation(
     summary="Answer a pattern query", scope="read", tag="queries", request=sc.QUERY_REQUEST,
     description="Modes: approximate (the Bloom-filter tree alone), verified (default; exact on the "
@@ -318,32 +306,12 @@ def _query_text(query: str | dict[str, Any]) -> str:
     responses={200: ("the answer (CONTRACT §3)", sc.QUERY_ANSWER)}))
 def query(name: str, body: dict[str, Any]) -> Any:
     st = state()
-    checked_name(name)
     cfg = current_app.config
-    mode = body.get("mode") or "verified"
-    started = time.perf_counter()
-    error_code: str | None = None
-    answer: dict[str, Any] = {}
-    try:
-        if not service.dataset_exists(st.home, name):
-            raise NotFound(f"dataset {name!r} does not exist", where=name)
-        answer = service.limited_query(
-            st.home, name, body["query"], mode=mode, limit=body.get("limit"),
-            granularity=body.get("granularity"), include_events=bool(body.get("include_events")),
-            max_matches=int(cfg["QUERY_MAX_MATCHES"]) or None,
-            timeout_ms=_timeout_ms(body.get("timeout_ms"), int(cfg["QUERY_TIMEOUT_MS"])),
-            max_events=int(cfg["QUERY_MAX_EVENTS"]) or None)
-        return jsonify(answer)
-    except SeqsketchError as err:
-        error_code = err.code
-        raise
-    except Exception:
-        error_code = "internal"
-        raise
-    finally:
-        stats = answer.get("stats") or {}
-        st.catalog.log_query(
-            dataset=name, mode=mode, query=_query_text(body["query"]),
-            ms=(time.perf_counter() - started) * 1000.0, count=answer.get("count"),
-            candidate_intervals=stats.get("candidate_intervals"), events_scanned=stats.get("events_scanned"),
-            truncated=bool(answer.get("truncated")), error_code=error_code, token=_principal_name())
+    limits = service.QueryLimits(max_matches=int(cfg["QUERY_MAX_MATCHES"]) or None,
+                                 timeout_ms=int(cfg["QUERY_TIMEOUT_MS"]) or None,
+                                 max_events=int(cfg["QUERY_MAX_EVENTS"]) or None)
+    return jsonify(service.logged_query(
+        st.catalog, st.home, checked_name(name), body["query"], mode=body.get("mode") or "verified",
+        limit=body.get("limit"), granularity=body.get("granularity"),
+        include_events=bool(body.get("include_events")), timeout_ms=body.get("timeout_ms"), limits=limits,
+        token=_principal_name()))

@@ -9,7 +9,7 @@ module                 holds
 =====================  ==========================================================================
 ``datasets``           exist, info, list, build, append, delete
 ``export``             the stored events back out (parquet, jsonl, csv)
-``queries``            the three query modes under the caller's limits
+``queries``            the three query modes under the caller's limits; a server's, logged
 ``limits``             wall-time limits for work a caller waits on
 ``inputs``             input roots (where a server may read build inputs) and the shared data
 ``catalog_sync``       publishing what is on disk to the catalog; settling jobs whose runner stopped
@@ -50,10 +50,13 @@ from api.service.inputs import (
 from api.service.limits import call_with_timeout
 from api.service.queries import (
     QUERY_MODES,
+    QueryAnswer,
+    QueryLimits,
     bound_events,
     full_scan,
     indexed_query,
     limited_query,
+    logged_query,
     prepare_queries,
     run_query,
 )
@@ -62,6 +65,8 @@ __all__ = [
     "EXPORT_FORMATS",
     "QUERY_MODES",
     "QUEUED_MESSAGE",
+    "QueryAnswer",
+    "QueryLimits",
     "InputNotAllowed",
     "allowed_inputs",
     "append_inputs",
@@ -82,6 +87,7 @@ __all__ = [
     "jsonable",
     "limited_query",
     "list_datasets",
+    "logged_query",
     "prepare_queries",
     "publish_build",
     "queue_build",
