@@ -24,9 +24,14 @@ importing submodules directly — would not help: importing ``api.service.querie
 ``tests/test_cli_cold.py`` holds a cold ``seqsketch query`` to that.
 """
 
-from api.service.builds import QUEUED_MESSAGE, queue_build, wait_for_job
+from api.service.builds import QUEUED_MESSAGE, Job, job_status, queue_build, request_build, wait_for_job
 from api.service.catalog_sync import jsonable, publish_build, recover_abandoned_jobs
 from api.service.datasets import (
+    AppendResult,
+    BuildSummary,
+    DatasetInfo,
+    Density,
+    JobProgress,
     append_inputs,
     append_records,
     build_dataset,
@@ -48,6 +53,7 @@ from api.service.inputs import (
     shared_data_dirs,
 )
 from api.service.limits import call_with_timeout
+from api.service.locks import DatasetLocks
 from api.service.queries import (
     QUERY_MODES,
     QueryAnswer,
@@ -60,17 +66,33 @@ from api.service.queries import (
     prepare_queries,
     run_query,
 )
+from api.service.served import (
+    DatasetView,
+    append_to_served_dataset,
+    delete_served_dataset,
+    served_dataset,
+    served_datasets,
+)
 
 __all__ = [
+    "AppendResult",
+    "BuildSummary",
+    "DatasetInfo",
+    "DatasetLocks",
+    "DatasetView",
+    "Density",
     "EXPORT_FORMATS",
+    "InputNotAllowed",
+    "Job",
+    "JobProgress",
     "QUERY_MODES",
     "QUEUED_MESSAGE",
     "QueryAnswer",
     "QueryLimits",
-    "InputNotAllowed",
     "allowed_inputs",
     "append_inputs",
     "append_records",
+    "append_to_served_dataset",
     "bound_events",
     "build_dataset",
     "build_from_inputs",
@@ -79,11 +101,13 @@ __all__ = [
     "dataset_exists",
     "dataset_info",
     "delete_dataset",
+    "delete_served_dataset",
     "event_density",
     "export_dataset",
     "full_scan",
     "indexed_query",
     "input_roots_from_env",
+    "job_status",
     "jsonable",
     "limited_query",
     "list_datasets",
@@ -92,8 +116,11 @@ __all__ = [
     "publish_build",
     "queue_build",
     "recover_abandoned_jobs",
+    "request_build",
     "resolve_inputs",
     "run_query",
+    "served_dataset",
+    "served_datasets",
     "shared_data_dirs",
     "store_events",
     "wait_for_job",

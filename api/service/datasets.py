@@ -12,12 +12,12 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, TypedDict
 
 from api.service.build_memory import check_local_build
 from exact.errors import InputError, NotFound
 from exact.events import parse_timestamp, records_to_table
-from exact.ingest import IngestOptions, ingest, read_inputs
+from exact.ingest import IngestOptions, Progress, ingest, read_inputs
 from exact.store import (
     MANIFEST,
     EventStore,
@@ -31,18 +31,44 @@ from sketch.build import DEFAULT_OPTIONS, BuildOptions
 from sketch.dataset import AUTO_KEY, Dataset, build_index_into
 from sketch.dataset import dataset_info as _dataset_info
 
+#: The ``info`` object of a dataset (CONTRACT §4): ``name``, ``events``, ``start_ts``, ``end_ts``, ``types``,
+#: ``store_bytes``, ``attrs``, ``partition_key`` and the live ``index`` (None without one).
+DatasetInfo: TypeAlias = dict[str, Any]
+#: What a build returns: the ``info`` object plus ``seconds`` and ``timings`` (``ingest``, ``index``).
+BuildSummary: TypeAlias = dict[str, Any]
+#: A build job's progress: ``(fraction done, what it is doing)``.
+JobProgress: TypeAlias = Callable[[float, str | None], None]
+
+
+class AppendResult(TypedDict):
+    """What an append of records added: ``appended`` events, numbered ``first_seq`` to ``last_seq``."""
+
+    appended: int
+    first_seq: int
+    last_seq: int
+
+
+class Density(TypedDict):
+    """Events over time: ``[start_ts, end_ts]`` cut into ``bins`` equal spans, ``counts`` events in each."""
+
+    name: str
+    start_ts: str | None
+    end_ts: str | None
+    bins: int
+    counts: list[int]
+
 
 def dataset_exists(home: Path, name: str) -> bool:
     """True when dataset ``name`` has a committed event store under ``home``."""
     return (store_dir(dataset_dir(check_dataset_name(name), home)) / MANIFEST).is_file()
 
 
-def dataset_info(home: Path, name: str) -> dict[str, Any]:
+def dataset_info(home: Path, name: str) -> DatasetInfo:
     """The ``info`` object of a dataset (CONTRACT §4)."""
     return _dataset_info(home, check_dataset_name(name))
 
 
-def list_datasets(home: Path) -> list[dict[str, Any]]:
+def list_datasets(home: Path) -> list[DatasetInfo]:
     """``info`` of every dataset under ``home``, by name."""
     return [dataset_info(home, name) for name in dataset_names(home)]
 
@@ -55,9 +81,9 @@ def store_events(home: Path, name: str) -> int:
 def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fmt: str = "auto",
                       type_field: str = "type", time_field: str = "ts", replace: bool = False,
                       leaf_size: int | None = None, fpq: float | None = None, memory: int | None = None,
-                      progress: Any = None, engine: str = "local",
-                      job_progress: Any = None, partition_key: str | None = AUTO_KEY,
-                      local_memory: int | None = None) -> dict[str, Any]:
+                      progress: Progress | None = None, engine: str = "local",
+                      job_progress: JobProgress | None = None, partition_key: str | None = AUTO_KEY,
+                      local_memory: int | None = None) -> BuildSummary:
     """Ingest ``inputs`` into a new dataset ``name`` under ``home`` (``seqsketch build``, and the body of a
     build job); nothing is left behind on failure.
 
@@ -110,7 +136,7 @@ BUILD_OPTIONS = {"format": "fmt", "type_field": "type_field", "time_field": "tim
 
 
 def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mapping[str, Any], *,
-                  progress: Callable[..., None] | None = None) -> dict[str, Any]:
+                  progress: JobProgress | None = None) -> BuildSummary:
     """Run the offline build of ``seqsketch build`` for dataset ``name`` with API ``options`` (a background
     job's body).  An option the build cannot honour is an error, never silently dropped."""
     kwargs: dict[str, Any] = {}
@@ -126,7 +152,7 @@ def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mappin
     return build_from_inputs(home, name, [str(p) for p in inputs], **kwargs)
 
 
-def _reading_progress(inputs: Sequence[Path], progress: Callable[..., None]) -> Callable[[Path, int], None]:
+def _reading_progress(inputs: Sequence[Path], progress: JobProgress) -> Progress:
     """Adapt the reader's reports (file, events read so far) to a job's fraction and message.
 
     Reading is counted as the first 80% of a build, shared among the inputs by their size on disk (the
@@ -226,7 +252,7 @@ def _kind_name(kind: type) -> str:
     return {str: "a string", int: "an integer", float: "a float", bool: "a boolean"}.get(kind, kind.__name__)
 
 
-def append_records(home: Path, name: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def append_records(home: Path, name: str, records: Sequence[Mapping[str, Any]]) -> AppendResult:
     """Append API records to dataset ``name``, all or nothing; the index covering them is published with
     them.  Returns ``{appended, first_seq, last_seq}``."""
     if not dataset_exists(home, name):
@@ -242,7 +268,7 @@ def append_records(home: Path, name: str, records: Sequence[Mapping[str, Any]]) 
 
 def append_inputs(home: Path, name: str, inputs: Sequence[str], *, fmt: str = "auto",
                   type_field: str = "type", time_field: str = "ts", engine: str = "local",
-                  job_progress: Any = None) -> dict[str, Any]:
+                  job_progress: JobProgress | None = None) -> DatasetInfo:
     """Append the events of ``inputs`` to dataset ``name`` (all or nothing); returns ``info`` plus
     ``appended``, ``first_seq`` and ``last_seq``."""
     if not dataset_exists(home, name):
@@ -260,7 +286,7 @@ def append_inputs(home: Path, name: str, inputs: Sequence[str], *, fmt: str = "a
     return {**info, "appended": info["events"] - before, "first_seq": before, "last_seq": info["events"] - 1}
 
 
-def compact_dataset(home: Path, name: str) -> dict[str, Any]:
+def compact_dataset(home: Path, name: str) -> DatasetInfo:
     """Fold the events appended since the last build into the partition-clustered index
     (``seqsketch compact``); returns the dataset's ``info``."""
     if not dataset_exists(home, name):
@@ -275,7 +301,7 @@ def compact_dataset(home: Path, name: str) -> dict[str, Any]:
 DENSITY_BINS = 800
 
 
-def event_density(home: Path, name: str, bins: int = DENSITY_BINS) -> dict[str, Any]:
+def event_density(home: Path, name: str, bins: int = DENSITY_BINS) -> Density:
     """Events over time: the dataset's ``[start_ts, end_ts]`` cut into ``bins`` equal spans and the number of
     events in each.  For a timeline's density strip; reads the ``ts`` column only (8 bytes an event)."""
     import numpy as np
