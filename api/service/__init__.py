@@ -52,6 +52,7 @@ from api.service.inputs import (
     resolve_inputs,
     shared_data_dirs,
 )
+from api.service.jobs import Settled, claim_job, fail_job, job_progress, run_job, settle_abandoned_jobs
 from api.service.limits import call_with_timeout
 from api.service.locks import DatasetLocks
 from api.service.queries import (
@@ -89,6 +90,7 @@ __all__ = [
     "QUEUED_MESSAGE",
     "QueryAnswer",
     "QueryLimits",
+    "Settled",
     "allowed_inputs",
     "append_inputs",
     "append_records",
@@ -97,6 +99,7 @@ __all__ = [
     "build_dataset",
     "build_from_inputs",
     "call_with_timeout",
+    "claim_job",
     "compact_dataset",
     "dataset_exists",
     "dataset_info",
@@ -104,9 +107,11 @@ __all__ = [
     "delete_served_dataset",
     "event_density",
     "export_dataset",
+    "fail_job",
     "full_scan",
     "indexed_query",
     "input_roots_from_env",
+    "job_progress",
     "job_status",
     "jsonable",
     "limited_query",
@@ -118,9 +123,11 @@ __all__ = [
     "recover_abandoned_jobs",
     "request_build",
     "resolve_inputs",
+    "run_job",
     "run_query",
     "served_dataset",
     "served_datasets",
+    "settle_abandoned_jobs",
     "shared_data_dirs",
     "store_events",
     "wait_for_job",
