@@ -7,13 +7,17 @@ nothing here calls a door.
 =====================  ==========================================================================
 module                 holds
 =====================  ==========================================================================
-``datasets``           exist, info, list, build, append, delete
+``datasets``           exist, info, list, build, append, delete, compact, events over time
+``served``             datasets as a server serves them: the disk and the catalog kept together
 ``export``             the stored events back out (parquet, jsonl, csv)
 ``queries``            the three query modes under the caller's limits; a server's, logged
 ``limits``             wall-time limits for work a caller waits on
+``locks``              per-dataset locks: builds, appends and deletes of one dataset take turns
 ``inputs``             input roots (where a server may read build inputs) and the shared data
 ``catalog_sync``       publishing what is on disk to the catalog; settling jobs whose runner stopped
-``builds``             build jobs queued in the catalog for a job runner, and waited for
+``builds``             build jobs asked for, queued in the catalog, looked up and waited for
+``jobs``               a claimed job run and settled; the jobs of stopped runners settled
+``build_memory``       the memory an in-process build needs, refused beyond its limit
 =====================  ==========================================================================
 
 Every public name is imported here explicitly, so that editors and type checkers see each function's own

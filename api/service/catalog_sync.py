@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from exact.errors import SeqsketchError
 from exact.store import MANIFEST, dataset_dir, store_dir
@@ -15,6 +15,9 @@ from sketch.dataset import dataset_info, index_file_name
 
 if TYPE_CHECKING:
     from api.catalog import Catalog
+
+#: A value JSON can hold.
+JSONValue: TypeAlias = dict[str, "JSONValue"] | list["JSONValue"] | str | int | float | bool | None
 
 
 def publish_build(catalog: Catalog, dataset: str, info: Mapping[str, Any]) -> None:
@@ -71,7 +74,7 @@ def _published_after_start(home: Path, job: Mapping[str, Any]) -> bool:
     return written >= dt.datetime.fromisoformat(job["started"]).timestamp()
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> JSONValue:
     """``value`` with anything JSON cannot hold turned into text (results go into a JSON column)."""
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}

@@ -40,6 +40,10 @@ BuildSummary: TypeAlias = dict[str, Any]
 JobProgress: TypeAlias = Callable[[float, str | None], None]
 
 
+def _unheard(fraction: float, message: str | None = None) -> None:
+    """A job's progress that nobody listens to."""
+
+
 class AppendResult(TypedDict):
     """What an append of records added: ``appended`` events, numbered ``first_seq`` to ``last_seq``."""
 
@@ -103,8 +107,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
 
         return build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
                                    leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
-                                   partition_key=partition_key,
-                                   **({"progress": job_progress} if job_progress else {}))
+                                   partition_key=partition_key, progress=job_progress or _unheard)
     options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
                            memory_bytes=memory)
     for path in inputs:
@@ -211,7 +214,7 @@ def records_for_append(records: Sequence[Mapping[str, Any]]) -> list[dict[str, A
 
 
 #: The JSON kinds an attribute of each stored type accepts (ints into a double only where exact).
-_ACCEPTS = {"string": {str}, "int64": {int}, "double": {int, float}, "bool": {bool}}
+_ACCEPTS: dict[str, set[type]] = {"string": {str}, "int64": {int}, "double": {int, float}, "bool": {bool}}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _EXACT_IN_DOUBLE = 1 << 53
 
@@ -278,7 +281,7 @@ def append_inputs(home: Path, name: str, inputs: Sequence[str], *, fmt: str = "a
         from sketch.spark.job import append_dataset_spark
 
         info = append_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
-                                    **({"progress": job_progress} if job_progress else {}))
+                                    progress=job_progress or _unheard)
     else:
         table = read_inputs(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field))
         Dataset.open(home, name).append(table)
