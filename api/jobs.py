@@ -4,15 +4,17 @@ A build asked for over HTTP is a catalog row (:class:`api.catalog.BuildJob`) tha
 succeeded | failed``.  A request worker only queues it (:func:`api.service.queue_build`); a runner — the
 process ``seqsketch jobs run`` (which ``seqsketch serve`` starts beside its request workers), or, for tests
 and single-process setups, a :class:`JobRunner` on a thread of the app — claims it with one conditional
-``UPDATE`` (:meth:`api.catalog.Catalog.claim_job`), runs :func:`api.service.build_dataset` and writes the
-job's progress, result or error back.  So any process reading the catalog sees the job, and several runners
-never run one job twice.
+``UPDATE`` (:func:`api.service.claim_job`) and has the service run it (:func:`api.service.run_job`: the build
+under its dataset's lock, its progress, result or error written back).  So any process reading the catalog
+sees the job, and several runners never run one job twice.
 
 Each runner holds an exclusive ``flock`` on ``$SEQSKETCH_HOME/runners/<id>.lock`` for its life, and marks the
 jobs it claims with its id.  The system releases the lock when the runner's process dies, however it dies;
 so a runner starting (and every half minute after) can tell the running jobs whose runner is gone and settle
 them — recorded as succeeded when their build had published, else failed with code ``interrupted`` — while
-the jobs of runners still alive are left alone.  It also removes what killed builds left on disk.
+the jobs of runners still alive are left alone (:func:`api.service.settle_abandoned_jobs`, which also removes
+what killed builds left on disk).  The runner owns its life — processes, threads, its lock — and nothing of
+what happens to the catalog or the disk for a job.
 """
 
 from __future__ import annotations
@@ -25,43 +27,20 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from api import service
-from api.catalog import Catalog, DatasetState, JobState, utcnow
-from api.state import DatasetLocks
-from exact.errors import SeqsketchError
-from exact.store import datasets_dir, sweep_abandoned
+from api.catalog import Catalog
+from api.service import DatasetLocks, Job
 
 log = logging.getLogger(__name__)
 
-#: Progress reports closer together than this are coalesced (the last one always lands).
-PROGRESS_INTERVAL_S = 0.25
 #: How often an idle runner looks for queued jobs (a job queued in its own process wakes it at once).
 POLL_S = 1.0
 #: How often a runner looks for running jobs whose runner died.
 RECOVER_EVERY_S = 30.0
 INTERRUPTED = "the job runner stopped before the job finished"
-
-
-class Progress(Protocol):
-    def __call__(self, fraction: float, message: str | None = None) -> None: ...
-
-
-@dataclass
-class _Throttle:
-    """Coalesces progress reports so a fast build does not write the catalog thousands of times."""
-
-    last: float = 0.0
-
-    def due(self, fraction: float) -> bool:
-        now = time.monotonic()
-        if fraction >= 1.0 or now - self.last >= PROGRESS_INTERVAL_S:
-            self.last = now
-            return True
-        return False
 
 
 def runners_dir(home: Path) -> Path:
@@ -98,8 +77,9 @@ class JobRunner:
 
     ``start()`` settles what dead runners left and returns with the workers running in the background (a
     runner in the app, for tests); :meth:`run` does the same and blocks until ``stop`` is set (the
-    ``seqsketch jobs run`` process).  The service does the work; the runner owns the bookkeeping: job states,
-    progress, errors, the dataset's catalog row and its live index version.
+    ``seqsketch jobs run`` process).  The service runs each job and keeps the catalog and the disk (job
+    states, progress, errors, the dataset's catalog row and its live index version); the runner owns its
+    threads and its lock.
     """
 
     def __init__(self, catalog: Catalog, home: Path, *, locks: DatasetLocks | None = None, workers: int = 1,
@@ -157,7 +137,7 @@ class JobRunner:
             self._hold_lock()
             self.recover()
         ran = 0
-        while (job := self.catalog.claim_job(self.id)) is not None:
+        while (job := service.claim_job(self.catalog, self.id)) is not None:
             self._run(job)
             ran += 1
         return ran
@@ -166,7 +146,7 @@ class JobRunner:
         """A job was queued in this process: look now rather than at the next poll."""
         self._wakeup.set()
 
-    def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]:
+    def wait(self, job_id: str, timeout: float | None = None) -> Job:
         """Block until the job has finished (for tests and scripts); the job as the catalog has it."""
         return service.wait_for_job(self.catalog, job_id, timeout)
 
@@ -190,12 +170,8 @@ class JobRunner:
         ``(recorded, failed)`` job ids."""
         with self._recover_lock:
             self._recovered_at = time.monotonic()
-            abandoned = [job for job in self.catalog.running_jobs()
-                         if job["runner"] != self.id and not (job["runner"]
-                                                              and runner_alive(self.home, job["runner"]))]
-            recorded, failed = service.recover_abandoned_jobs(self.catalog, self.home, abandoned,
-                                                              INTERRUPTED)
-            swept = sweep_abandoned(datasets_dir(self.home))
+            settled = service.settle_abandoned_jobs(self.catalog, self.home, self._gone, INTERRUPTED)
+        recorded, failed, swept = settled.recorded, settled.failed, settled.swept
         if recorded:
             log.warning("recorded %d build job(s) that had published before their runner stopped: %s",
                         len(recorded), ", ".join(recorded))
@@ -206,12 +182,16 @@ class JobRunner:
             log.warning("removed what %d killed build(s) left: %s", len(swept), ", ".join(swept))
         return recorded, failed
 
+    def _gone(self, job: Job) -> bool:
+        """Has the runner of running job ``job`` stopped?  (Never this runner: it is alive.)"""
+        return job["runner"] != self.id and not (job["runner"] and runner_alive(self.home, job["runner"]))
+
     # --- the work ---------------------------------------------------------------------------------------
 
     def _work(self) -> None:
         while not self._stop.is_set():
             try:
-                job = self.catalog.claim_job(self.id)
+                job = service.claim_job(self.catalog, self.id)
             except Exception:  # the catalog is unreachable for a moment: try again at the next poll
                 log.exception("job runner %s could not look for queued jobs", self.id)
                 job = None
@@ -226,42 +206,5 @@ class JobRunner:
                 except Exception:
                     log.exception("job runner %s could not settle abandoned jobs", self.id)
 
-    def _progress(self, job_id: str) -> Progress:
-        throttle = _Throttle()
-
-        def report(fraction: float, message: str | None = None) -> None:
-            fraction = min(1.0, max(0.0, float(fraction)))
-            if throttle.due(fraction):
-                self.catalog.update_job(job_id, progress=fraction, message=message)
-
-        return report
-
-    def _run(self, job: dict[str, Any]) -> None:
-        job_id, dataset = job["id"], job["dataset"]
-        inputs = [Path(p) for p in job["inputs"]]
-        log.info("build job %s of dataset %s: started", job_id, dataset)
-        try:
-            with self.locks.hold(dataset):
-                result = service.build_dataset(self.home, dataset, inputs, job["options"],
-                                               progress=self._progress(job_id))
-        except SeqsketchError as err:
-            self._failed(job_id, dataset, err.to_dict())
-        except Exception:  # a bug: log it whole, tell the client only that it happened
-            log.exception("build job %s of dataset %s failed", job_id, dataset)
-            self._failed(job_id, dataset, {"code": "internal", "message": "internal error during the build; "
-                                           "see the job runner's log"})
-        else:
-            service.publish_build(self.catalog, dataset, result)
-            self.catalog.update_job(job_id, state=JobState.SUCCEEDED, progress=1.0, message="done",
-                                    result=service.jsonable(result), finished=utcnow())
-            log.info("build job %s of dataset %s: succeeded, %s events", job_id, dataset,
-                     result.get("events"))
-
-    def _failed(self, job_id: str, dataset: str, error: dict[str, Any]) -> None:
-        row = self.catalog.get_dataset(dataset)
-        if row is not None and row["state"] == DatasetState.BUILDING.value:
-            # its first build: nothing is left of the dataset
-            self.catalog.upsert_dataset(dataset, state=DatasetState.FAILED)
-        self.catalog.update_job(job_id, state=JobState.FAILED, error=error, message="failed",
-                                finished=utcnow())
-        log.info("build job %s of dataset %s: failed, %s", job_id, dataset, error.get("message"))
+    def _run(self, job: Job) -> None:
+        service.run_job(self.catalog, self.home, self.locks, job)

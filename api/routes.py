@@ -8,9 +8,7 @@ operation to the view so that ``/v1/openapi.json`` is generated from exactly the
 from __future__ import annotations
 
 import functools
-import json
 import re
-import time
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
@@ -21,12 +19,10 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from api import schemas as sc
 from api import service
 from api.auth import Principal, authorize, has_active_tokens
-from api.catalog import DatasetState, Scope
+from api.catalog import Scope
 from api.db import head_revision
 from api.guard import NDJSON_TYPES, is_forwarded
-from api.service import publish_build, resolve_inputs
 from api.state import ServiceState, service_state
-from exact.errors import Conflict, NotFound, SeqsketchError
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
 
@@ -121,52 +117,12 @@ def openapi() -> Any:
 # --- datasets ----------------------------------------------------------------------------------------------
 
 
-def _disk_version(info: dict[str, Any]) -> int | None:
-    index = info.get("index") or {}
-    version = info.get("index_version", index.get("version"))
-    return None if version is None else int(version)
-
-
-def _merge(info: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-    """The store's description of a dataset plus what the catalog adds (state, live version, creation)."""
-    out = dict(info)
-    out["state"] = row.get("state", DatasetState.READY.value)
-    version = _disk_version(info)
-    out["index_version"] = row.get("index_version") if version is None else version
-    out["created"] = row.get("created")
-    return out
-
-
-def _catalog_only(row: dict[str, Any]) -> dict[str, Any]:
-    return {"name": row["name"], "events": row["events"], "state": row["state"],
-            "index_version": row["index_version"], "created": row["created"]}
-
-
-def _sync_row(st: ServiceState, name: str, info: dict[str, Any]) -> dict[str, Any]:
-    """The catalog row of a dataset found on disk, brought up to date when the disk moved on without the
-    service (built or appended with the CLI)."""
-    row = st.catalog.get_dataset(name)
-    stale = (row is None or row["state"] != DatasetState.READY.value or row["events"] != info.get("events")
-             or (_disk_version(info) is not None and row["index_version"] != _disk_version(info)))
-    if stale:
-        publish_build(st.catalog, name, info)
-        row = st.catalog.get_dataset(name)
-    return row or {}
-
-
 @operation("/datasets", "GET", sc.Operation(
     summary="List datasets", scope="read", tag="datasets",
     responses={200: ("every dataset, by name", sc.DATASET_LIST)}))
 def list_datasets() -> Any:
     st = state()
-    out: dict[str, dict[str, Any]] = {}
-    for info in service.list_datasets(st.home):
-        out[info["name"]] = _merge(info, _sync_row(st, info["name"], info))
-    pending = (DatasetState.BUILDING.value, DatasetState.FAILED.value)
-    for row in st.catalog.list_datasets():
-        if row["name"] not in out and row["state"] in pending:
-            out[row["name"]] = _catalog_only(row)
-    return jsonify({"datasets": [out[n] for n in sorted(out)]})
+    return jsonify({"datasets": service.served_datasets(st.catalog, st.home)})
 
 
 @operation("/datasets/<name>", "GET", sc.Operation(
@@ -176,14 +132,7 @@ def list_datasets() -> Any:
     responses={200: ("the dataset", sc.DATASET)}))
 def get_dataset(name: str) -> Any:
     st = state()
-    checked_name(name)
-    if service.dataset_exists(st.home, name):
-        info = service.dataset_info(st.home, name)
-        return jsonify(_merge(info, _sync_row(st, name, info)))
-    row = st.catalog.get_dataset(name)
-    if row is not None and row["state"] in (DatasetState.BUILDING.value, DatasetState.FAILED.value):
-        return jsonify(_catalog_only(row))
-    raise NotFound(f"dataset {name!r} does not exist", where=name)
+    return jsonify(service.served_dataset(st.catalog, st.home, checked_name(name)))
 
 
 @operation("/datasets/<name>/density", "GET", sc.Operation(
@@ -200,19 +149,7 @@ def dataset_density(name: str) -> Any:
     responses={200: ("deleted", sc.DELETED)}))
 def delete_dataset(name: str) -> Any:
     st = state()
-    checked_name(name)
-    active = st.catalog.active_job(name)
-    if active is not None:
-        raise Conflict(f"dataset {name!r} has a build in progress (job {active['id']}); delete it afterwards",
-                       where=name)
-    with st.locks.hold(name):
-        on_disk = service.dataset_exists(st.home, name)
-        row = st.catalog.get_dataset(name)
-        if not on_disk and (row is None or row["state"] == DatasetState.DELETED.value):
-            raise NotFound(f"dataset {name!r} does not exist", where=name)
-        if on_disk:
-            service.delete_dataset(st.home, name)
-        st.catalog.mark_deleted(name)
+    service.delete_served_dataset(st.catalog, st.home, st.locks, checked_name(name))
     return jsonify({"deleted": name})
 
 
@@ -241,16 +178,7 @@ def append_events(name: str) -> Any:
     st = state()
     checked_name(name)
     records = _append_records()
-    if not service.dataset_exists(st.home, name):
-        raise NotFound(f"dataset {name!r} does not exist; build it first", where=name)
-    active = st.catalog.active_job(name)
-    if active is not None:
-        raise Conflict(f"dataset {name!r} has a build in progress (job {active['id']})", where=name)
-    with st.locks.hold(name):
-        result = service.append_records(st.home, name, records)
-        info = service.dataset_info(st.home, name)
-        publish_build(st.catalog, name, info)
-    return jsonify(result)
+    return jsonify(service.append_to_served_dataset(st.catalog, st.home, st.locks, name, records))
 
 
 @operation("/datasets/<name>/builds", "POST", sc.Operation(
@@ -262,13 +190,9 @@ def append_events(name: str) -> Any:
 def start_build(name: str, body: dict[str, Any]) -> Any:
     st = state()
     checked_name(name)
-    inputs = resolve_inputs(body["inputs"], st.input_roots)
     options = {k: v for k, v in body.items() if k != "inputs"}
     options.setdefault("engine", current_app.config["BUILD_ENGINE"])
-    exists = service.dataset_exists(st.home, name)
-    if exists and not options.get("replace"):
-        raise Conflict(f"dataset {name!r} exists already; pass \"replace\": true to rebuild it", where=name)
-    job = service.queue_build(st.catalog, name, inputs, options, exists=exists)
+    job = service.request_build(st.catalog, st.home, name, body["inputs"], options, st.input_roots)
     if st.jobs is not None:
         st.jobs.wake()  # a runner in this process looks at once
     location = url_for("v1.get_job", job_id=job["id"])
@@ -291,23 +215,10 @@ def list_inputs() -> Any:
     summary="A build job's state and progress", scope="read", tag="builds",
     responses={200: ("the job", sc.JOB)}))
 def get_job(job_id: str) -> Any:
-    job = state().catalog.get_job(job_id)
-    if job is None:
-        raise NotFound(f"build job {job_id!r} does not exist", where=job_id)
-    return jsonify(job)
+    return jsonify(service.job_status(state().catalog, job_id))
 
 
 # --- queries -----------------------------------------------------------------------------------------------
-
-
-def _timeout_ms(asked: int | None, server: int) -> int | None:
-    """The tighter of the request's and the server's time limits (0 = none on the server)."""
-    limits = [t for t in (asked, server) if t]
-    return min(limits) if limits else None
-
-
-def _query_text(query: str | dict[str, Any]) -> str:
-    return query if isinstance(query, str) else json.dumps(query, sort_keys=True)
 
 
 @operation("/datasets/<name>/query", "POST", sc.Operation(
@@ -318,32 +229,12 @@ def _query_text(query: str | dict[str, Any]) -> str:
     responses={200: ("the answer (CONTRACT §3)", sc.QUERY_ANSWER)}))
 def query(name: str, body: dict[str, Any]) -> Any:
     st = state()
-    checked_name(name)
     cfg = current_app.config
-    mode = body.get("mode") or "verified"
-    started = time.perf_counter()
-    error_code: str | None = None
-    answer: dict[str, Any] = {}
-    try:
-        if not service.dataset_exists(st.home, name):
-            raise NotFound(f"dataset {name!r} does not exist", where=name)
-        answer = service.limited_query(
-            st.home, name, body["query"], mode=mode, limit=body.get("limit"),
-            granularity=body.get("granularity"), include_events=bool(body.get("include_events")),
-            max_matches=int(cfg["QUERY_MAX_MATCHES"]) or None,
-            timeout_ms=_timeout_ms(body.get("timeout_ms"), int(cfg["QUERY_TIMEOUT_MS"])),
-            max_events=int(cfg["QUERY_MAX_EVENTS"]) or None)
-        return jsonify(answer)
-    except SeqsketchError as err:
-        error_code = err.code
-        raise
-    except Exception:
-        error_code = "internal"
-        raise
-    finally:
-        stats = answer.get("stats") or {}
-        st.catalog.log_query(
-            dataset=name, mode=mode, query=_query_text(body["query"]),
-            ms=(time.perf_counter() - started) * 1000.0, count=answer.get("count"),
-            candidate_intervals=stats.get("candidate_intervals"), events_scanned=stats.get("events_scanned"),
-            truncated=bool(answer.get("truncated")), error_code=error_code, token=_principal_name())
+    limits = service.QueryLimits(max_matches=int(cfg["QUERY_MAX_MATCHES"]) or None,
+                                 timeout_ms=int(cfg["QUERY_TIMEOUT_MS"]) or None,
+                                 max_events=int(cfg["QUERY_MAX_EVENTS"]) or None)
+    return jsonify(service.logged_query(
+        st.catalog, st.home, checked_name(name), body["query"], mode=body.get("mode") or "verified",
+        limit=body.get("limit"), granularity=body.get("granularity"),
+        include_events=bool(body.get("include_events")), timeout_ms=body.get("timeout_ms"), limits=limits,
+        token=_principal_name()))

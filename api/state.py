@@ -5,9 +5,7 @@ found by the routes through :func:`service_state` (so that the routes never impo
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,6 +14,7 @@ from flask import Flask
 
 from api.catalog import Catalog
 from api.db import seqsketch_home
+from api.service.locks import DatasetLocks
 from exact.errors import SeqsketchError
 
 EXTENSION = "seqsketch"
@@ -29,25 +28,6 @@ class LocalRunner(Protocol):
     def wait(self, job_id: str, timeout: float | None = None) -> dict[str, Any]: ...
 
     def shutdown(self, wait: bool = True, timeout: float | None = None) -> None: ...
-
-
-class DatasetLocks:
-    """One lock per dataset name: appends, builds and deletes of one dataset take turns in this process.
-
-    The event store's optimistic commit protects the data across processes; these locks spare callers in one
-    process a conflict error when they merely arrive together.
-    """
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
-
-    @contextmanager
-    def hold(self, name: str) -> Iterator[None]:
-        with self._guard:
-            lock = self._locks.setdefault(name, threading.Lock())
-        with lock:
-            yield
 
 
 @dataclass

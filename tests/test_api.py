@@ -167,7 +167,8 @@ def test_internal_errors_are_500_without_details(client: FlaskClient, running: s
     def broken(home: Path, name: str) -> dict[str, Any]:
         raise RuntimeError("secret internals at /srv/private")
 
-    monkeypatch.setattr(service, "dataset_info", broken)  # a fault injected into the real service
+    # a fault injected into the real service, where describing a served dataset looks the name up
+    monkeypatch.setattr("api.service.served.dataset_info", broken)
     response = client.get(f"/v1/datasets/{running}")
     err = assert_error(response, 500, "internal")
     text = response.get_data(as_text=True)

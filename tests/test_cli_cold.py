@@ -42,6 +42,9 @@ def test_a_query_imports_no_pandas(running: Path) -> None:
     assert '"exists": true' in out
     assert "pyarrow" in modules  # the probe would have run: the command built arrays
     assert not {m for m in modules if m == "pandas" or m.startswith("pandas.")}
+    # nor what builds, the catalog and the server need (api.service imports its catalog work lazily)
+    heavy = {"sqlalchemy", "alembic", "flask", "werkzeug", "pyspark"}
+    assert not {m for m in modules if m.split(".")[0] in heavy}
 
 
 def test_pandas_stays_importable_after_the_probe() -> None:

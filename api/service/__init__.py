@@ -1,4 +1,4 @@
-"""The service: the one place that orchestrates the event store, the index and the exact engine.
+"""The service: the one place that orchestrates the event store, the index, the exact engine and the catalog.
 
 The doors — the CLI (:mod:`api.cli`), the HTTP routes (:mod:`api.routes`), the build-job runner
 (:mod:`api.jobs`) and the demo (:mod:`api.demo`) — call these functions and only serialise what they return;
@@ -7,64 +7,132 @@ nothing here calls a door.
 =====================  ==========================================================================
 module                 holds
 =====================  ==========================================================================
-``datasets``           exist, info, list, build, append, delete
+``datasets``           exist, info, list, build, append, delete, compact, events over time
+``served``             datasets as a server serves them: the disk and the catalog kept together
 ``export``             the stored events back out (parquet, jsonl, csv)
-``queries``            the three query modes under the caller's limits
+``queries``            the three query modes under the caller's limits; a server's, logged
 ``limits``             wall-time limits for work a caller waits on
+``locks``              per-dataset locks: builds, appends and deletes of one dataset take turns
 ``inputs``             input roots (where a server may read build inputs) and the shared data
 ``catalog_sync``       publishing what is on disk to the catalog; settling jobs whose runner stopped
-``builds``             build jobs queued in the catalog for a job runner, and waited for
+``builds``             build jobs asked for, queued in the catalog, looked up and waited for
+``jobs``               a claimed job run and settled; the jobs of stopped runners settled
+``build_memory``       the memory an in-process build needs, refused beyond its limit
 =====================  ==========================================================================
+
+Every public name is imported here explicitly, so that editors and type checkers see each function's own
+signature.  A command that only queries still loads nothing that builds and the catalog need beyond what the
+query itself uses: the modules that work on the catalog import :mod:`api.catalog` (SQLAlchemy, Alembic)
+inside the functions that use it, and only for type checking at module level.  (The alternative — the CLI
+importing submodules directly — would not help: importing ``api.service.queries`` runs this file first.)
+``tests/test_cli_cold.py`` holds a cold ``seqsketch query`` to that.
 """
 
-import importlib
-from typing import Any
+from api.service.builds import QUEUED_MESSAGE, Job, job_status, queue_build, request_build, wait_for_job
+from api.service.catalog_sync import jsonable, publish_build, recover_abandoned_jobs
+from api.service.datasets import (
+    AppendResult,
+    BuildSummary,
+    DatasetInfo,
+    Density,
+    JobProgress,
+    append_inputs,
+    append_records,
+    build_dataset,
+    build_from_inputs,
+    compact_dataset,
+    dataset_exists,
+    dataset_info,
+    delete_dataset,
+    event_density,
+    list_datasets,
+    store_events,
+)
+from api.service.export import EXPORT_FORMATS, export_dataset
+from api.service.inputs import (
+    InputNotAllowed,
+    allowed_inputs,
+    input_roots_from_env,
+    resolve_inputs,
+    shared_data_dirs,
+)
+from api.service.jobs import Settled, claim_job, fail_job, job_progress, run_job, settle_abandoned_jobs
+from api.service.limits import call_with_timeout
+from api.service.locks import DatasetLocks
+from api.service.queries import (
+    QUERY_MODES,
+    QueryAnswer,
+    QueryLimits,
+    bound_events,
+    full_scan,
+    indexed_query,
+    limited_query,
+    logged_query,
+    prepare_queries,
+    run_query,
+)
+from api.service.served import (
+    DatasetView,
+    append_to_served_dataset,
+    delete_served_dataset,
+    served_dataset,
+    served_datasets,
+)
 
-#: Each public name and the module of this package that holds it.  Names are imported when first used
-#: (PEP 562), so a command that only queries does not load what builds and the catalog need.
-_HOMES = {
-    "allowed_inputs": "inputs",
-    "append_inputs": "datasets",
-    "append_records": "datasets",
-    "bound_events": "queries",
-    "build_dataset": "datasets",
-    "build_from_inputs": "datasets",
-    "call_with_timeout": "limits",
-    "compact_dataset": "datasets",
-    "dataset_exists": "datasets",
-    "dataset_info": "datasets",
-    "delete_dataset": "datasets",
-    "event_density": "datasets",
-    "export_dataset": "export",
-    "full_scan": "queries",
-    "EXPORT_FORMATS": "export",
-    "indexed_query": "queries",
-    "input_roots_from_env": "inputs",
-    "InputNotAllowed": "inputs",
-    "jsonable": "catalog_sync",
-    "limited_query": "queries",
-    "list_datasets": "datasets",
-    "prepare_queries": "queries",
-    "publish_build": "catalog_sync",
-    "QUERY_MODES": "queries",
-    "queue_build": "builds",
-    "QUEUED_MESSAGE": "builds",
-    "recover_abandoned_jobs": "catalog_sync",
-    "resolve_inputs": "inputs",
-    "run_query": "queries",
-    "shared_data_dirs": "inputs",
-    "store_events": "datasets",
-    "wait_for_job": "builds",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _HOMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'api.service' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"api.service.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-__all__ = sorted(_HOMES)
+__all__ = [
+    "AppendResult",
+    "BuildSummary",
+    "DatasetInfo",
+    "DatasetLocks",
+    "DatasetView",
+    "Density",
+    "EXPORT_FORMATS",
+    "InputNotAllowed",
+    "Job",
+    "JobProgress",
+    "QUERY_MODES",
+    "QUEUED_MESSAGE",
+    "QueryAnswer",
+    "QueryLimits",
+    "Settled",
+    "allowed_inputs",
+    "append_inputs",
+    "append_records",
+    "append_to_served_dataset",
+    "bound_events",
+    "build_dataset",
+    "build_from_inputs",
+    "call_with_timeout",
+    "claim_job",
+    "compact_dataset",
+    "dataset_exists",
+    "dataset_info",
+    "delete_dataset",
+    "delete_served_dataset",
+    "event_density",
+    "export_dataset",
+    "fail_job",
+    "full_scan",
+    "indexed_query",
+    "input_roots_from_env",
+    "job_progress",
+    "job_status",
+    "jsonable",
+    "limited_query",
+    "list_datasets",
+    "logged_query",
+    "prepare_queries",
+    "publish_build",
+    "queue_build",
+    "recover_abandoned_jobs",
+    "request_build",
+    "resolve_inputs",
+    "run_job",
+    "run_query",
+    "served_dataset",
+    "served_datasets",
+    "settle_abandoned_jobs",
+    "shared_data_dirs",
+    "store_events",
+    "wait_for_job",
+]

@@ -7,16 +7,23 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from api.catalog import Catalog, DatasetState, JobState, utcnow
 from exact.errors import SeqsketchError
 from exact.store import MANIFEST, dataset_dir, store_dir
 from sketch.dataset import dataset_info, index_file_name
 
+if TYPE_CHECKING:
+    from api.catalog import Catalog
+
+#: A value JSON can hold.
+JSONValue: TypeAlias = dict[str, "JSONValue"] | list["JSONValue"] | str | int | float | bool | None
+
 
 def publish_build(catalog: Catalog, dataset: str, info: Mapping[str, Any]) -> None:
     """Record a finished build (or append) in the catalog: events, and the index version it published."""
+    from api.catalog import DatasetState  # not at import: a query alone loads no catalog (api.service)
+
     events = int(info.get("events") or 0)
     index = info.get("index") or {}
     number = info.get("index_version") or index.get("version")
@@ -42,6 +49,8 @@ def recover_abandoned_jobs(catalog: Catalog, home: Path, jobs: Sequence[Mapping[
     recorded as succeeded from the dataset as it is on disk.  Every other job is marked failed with code
     ``interrupted`` and ``reason``, and so is the dataset whose first build it was.
     """
+    from api.catalog import JobState, utcnow
+
     recorded, unfinished = [], []
     for job in jobs:
         if _published_after_start(home, job):
@@ -65,7 +74,7 @@ def _published_after_start(home: Path, job: Mapping[str, Any]) -> bool:
     return written >= dt.datetime.fromisoformat(job["started"]).timestamp()
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> JSONValue:
     """``value`` with anything JSON cannot hold turned into text (results go into a JSON column)."""
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}

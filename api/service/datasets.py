@@ -12,12 +12,12 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, TypedDict
 
 from api.service.build_memory import check_local_build
 from exact.errors import InputError, NotFound
 from exact.events import parse_timestamp, records_to_table
-from exact.ingest import IngestOptions, ingest, read_inputs
+from exact.ingest import IngestOptions, Progress, ingest, read_inputs
 from exact.store import (
     MANIFEST,
     EventStore,
@@ -31,18 +31,48 @@ from sketch.build import DEFAULT_OPTIONS, BuildOptions
 from sketch.dataset import AUTO_KEY, Dataset, build_index_into
 from sketch.dataset import dataset_info as _dataset_info
 
+#: The ``info`` object of a dataset (CONTRACT §4): ``name``, ``events``, ``start_ts``, ``end_ts``, ``types``,
+#: ``store_bytes``, ``attrs``, ``partition_key`` and the live ``index`` (None without one).
+DatasetInfo: TypeAlias = dict[str, Any]
+#: What a build returns: the ``info`` object plus ``seconds`` and ``timings`` (``ingest``, ``index``).
+BuildSummary: TypeAlias = dict[str, Any]
+#: A build job's progress: ``(fraction done, what it is doing)``.
+JobProgress: TypeAlias = Callable[[float, str | None], None]
+
+
+def _unheard(fraction: float, message: str | None = None) -> None:
+    """A job's progress that nobody listens to."""
+
+
+class AppendResult(TypedDict):
+    """What an append of records added: ``appended`` events, numbered ``first_seq`` to ``last_seq``."""
+
+    appended: int
+    first_seq: int
+    last_seq: int
+
+
+class Density(TypedDict):
+    """Events over time: ``[start_ts, end_ts]`` cut into ``bins`` equal spans, ``counts`` events in each."""
+
+    name: str
+    start_ts: str | None
+    end_ts: str | None
+    bins: int
+    counts: list[int]
+
 
 def dataset_exists(home: Path, name: str) -> bool:
     """True when dataset ``name`` has a committed event store under ``home``."""
     return (store_dir(dataset_dir(check_dataset_name(name), home)) / MANIFEST).is_file()
 
 
-def dataset_info(home: Path, name: str) -> dict[str, Any]:
+def dataset_info(home: Path, name: str) -> DatasetInfo:
     """The ``info`` object of a dataset (CONTRACT §4)."""
     return _dataset_info(home, check_dataset_name(name))
 
 
-def list_datasets(home: Path) -> list[dict[str, Any]]:
+def list_datasets(home: Path) -> list[DatasetInfo]:
     """``info`` of every dataset under ``home``, by name."""
     return [dataset_info(home, name) for name in dataset_names(home)]
 
@@ -55,9 +85,9 @@ def store_events(home: Path, name: str) -> int:
 def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fmt: str = "auto",
                       type_field: str = "type", time_field: str = "ts", replace: bool = False,
                       leaf_size: int | None = None, fpq: float | None = None, memory: int | None = None,
-                      progress: Any = None, engine: str = "local",
-                      job_progress: Any = None, partition_key: str | None = AUTO_KEY,
-                      local_memory: int | None = None) -> dict[str, Any]:
+                      progress: Progress | None = None, engine: str = "local",
+                      job_progress: JobProgress | None = None, partition_key: str | None = AUTO_KEY,
+                      local_memory: int | None = None) -> BuildSummary:
     """Ingest ``inputs`` into a new dataset ``name`` under ``home`` (``seqsketch build``, and the body of a
     build job); nothing is left behind on failure.
 
@@ -77,8 +107,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
 
         return build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
                                    leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
-                                   partition_key=partition_key,
-                                   **({"progress": job_progress} if job_progress else {}))
+                                   partition_key=partition_key, progress=job_progress or _unheard)
     options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
                            memory_bytes=memory)
     for path in inputs:
@@ -110,7 +139,7 @@ BUILD_OPTIONS = {"format": "fmt", "type_field": "type_field", "time_field": "tim
 
 
 def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mapping[str, Any], *,
-                  progress: Callable[..., None] | None = None) -> dict[str, Any]:
+                  progress: JobProgress | None = None) -> BuildSummary:
     """Run the offline build of ``seqsketch build`` for dataset ``name`` with API ``options`` (a background
     job's body).  An option the build cannot honour is an error, never silently dropped."""
     kwargs: dict[str, Any] = {}
@@ -126,7 +155,7 @@ def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mappin
     return build_from_inputs(home, name, [str(p) for p in inputs], **kwargs)
 
 
-def _reading_progress(inputs: Sequence[Path], progress: Callable[..., None]) -> Callable[[Path, int], None]:
+def _reading_progress(inputs: Sequence[Path], progress: JobProgress) -> Progress:
     """Adapt the reader's reports (file, events read so far) to a job's fraction and message.
 
     Reading is counted as the first 80% of a build, shared among the inputs by their size on disk (the
@@ -185,7 +214,7 @@ def records_for_append(records: Sequence[Mapping[str, Any]]) -> list[dict[str, A
 
 
 #: The JSON kinds an attribute of each stored type accepts (ints into a double only where exact).
-_ACCEPTS = {"string": {str}, "int64": {int}, "double": {int, float}, "bool": {bool}}
+_ACCEPTS: dict[str, set[type]] = {"string": {str}, "int64": {int}, "double": {int, float}, "bool": {bool}}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _EXACT_IN_DOUBLE = 1 << 53
 
@@ -226,7 +255,7 @@ def _kind_name(kind: type) -> str:
     return {str: "a string", int: "an integer", float: "a float", bool: "a boolean"}.get(kind, kind.__name__)
 
 
-def append_records(home: Path, name: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def append_records(home: Path, name: str, records: Sequence[Mapping[str, Any]]) -> AppendResult:
     """Append API records to dataset ``name``, all or nothing; the index covering them is published with
     them.  Returns ``{appended, first_seq, last_seq}``."""
     if not dataset_exists(home, name):
@@ -242,7 +271,7 @@ def append_records(home: Path, name: str, records: Sequence[Mapping[str, Any]]) 
 
 def append_inputs(home: Path, name: str, inputs: Sequence[str], *, fmt: str = "auto",
                   type_field: str = "type", time_field: str = "ts", engine: str = "local",
-                  job_progress: Any = None) -> dict[str, Any]:
+                  job_progress: JobProgress | None = None) -> DatasetInfo:
     """Append the events of ``inputs`` to dataset ``name`` (all or nothing); returns ``info`` plus
     ``appended``, ``first_seq`` and ``last_seq``."""
     if not dataset_exists(home, name):
@@ -252,7 +281,7 @@ def append_inputs(home: Path, name: str, inputs: Sequence[str], *, fmt: str = "a
         from sketch.spark.job import append_dataset_spark
 
         info = append_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
-                                    **({"progress": job_progress} if job_progress else {}))
+                                    progress=job_progress or _unheard)
     else:
         table = read_inputs(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field))
         Dataset.open(home, name).append(table)
@@ -260,7 +289,7 @@ def append_inputs(home: Path, name: str, inputs: Sequence[str], *, fmt: str = "a
     return {**info, "appended": info["events"] - before, "first_seq": before, "last_seq": info["events"] - 1}
 
 
-def compact_dataset(home: Path, name: str) -> dict[str, Any]:
+def compact_dataset(home: Path, name: str) -> DatasetInfo:
     """Fold the events appended since the last build into the partition-clustered index
     (``seqsketch compact``); returns the dataset's ``info``."""
     if not dataset_exists(home, name):
@@ -275,7 +304,7 @@ def compact_dataset(home: Path, name: str) -> dict[str, Any]:
 DENSITY_BINS = 800
 
 
-def event_density(home: Path, name: str, bins: int = DENSITY_BINS) -> dict[str, Any]:
+def event_density(home: Path, name: str, bins: int = DENSITY_BINS) -> Density:
     """Events over time: the dataset's ``[start_ts, end_ts]`` cut into ``bins`` equal spans and the number of
     events in each.  For a timeline's density strip; reads the ``ts`` column only (8 bytes an event)."""
     import numpy as np

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -37,8 +37,19 @@ from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 EXPORT_FORMATS = ("parquet", "jsonl", "csv")
 
 
+class ExportSummary(TypedDict):
+    """What an export wrote: ``events`` of ``dataset`` in ``format`` to ``out`` (None: standard output),
+    ``bytes`` long (None on standard output)."""
+
+    dataset: str
+    events: int
+    format: str
+    out: str | None
+    bytes: int | None
+
+
 def export_dataset(home: Path, name: str, *, fmt: str = "jsonl", out: str | Path | None = None,
-                   between: tuple[int, int] | None = None) -> dict[str, Any]:
+                   between: tuple[int, int] | None = None) -> ExportSummary:
     """Write dataset ``name``'s events (those with ``between[0] <= ts <= between[1]``, UTC µs, when given)
     to ``out`` (``None``: standard output, not for parquet).  Returns ``{events, format, out, bytes}``."""
     if fmt not in EXPORT_FORMATS:

@@ -11,9 +11,11 @@ import ctypes
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from exact.errors import QueryLimitError
+
+T = TypeVar("T")
 
 
 class _Abandoned(BaseException):
@@ -32,8 +34,8 @@ def _unraisable(previous: Callable[[Any], None]) -> Callable[[Any], None]:
     return hook
 
 
-def call_with_timeout(fn: Callable[[], Any], timeout_ms: int | None, what: str,
-                      limit_ms: int | None = None) -> Any:
+def call_with_timeout(fn: Callable[[], T], timeout_ms: int | None, what: str,
+                      limit_ms: int | None = None) -> T:
     """``fn()``, or :class:`QueryLimitError` once ``timeout_ms`` pass.
 
     The work runs on a worker thread.  When the limit passes, the caller is answered at once and the worker

@@ -1,8 +1,10 @@
-"""Queries: the three modes of CONTRACT §3 on a dataset, under the caller's limits.
+"""Queries: the three modes of CONTRACT §3 on a dataset, under the caller's limits, and the query log.
 
 ``exact`` runs the exact engine over the whole stream; ``approximate`` and ``verified`` answer from the
-Bloom-filter index (:func:`indexed_query`).  :func:`limited_query` is what the doors call: it applies the
-time, match and scan limits and adds the bound events a caller asked for.
+Bloom-filter index (:func:`indexed_query`).  :func:`limited_query` is what the CLI calls: it applies the
+time, match and scan limits and adds the bound events a caller asked for.  :func:`logged_query` is what a
+server calls: the same under the server's :class:`QueryLimits`, with every query — answered or refused —
+written to the catalog's query log.
 """
 
 from __future__ import annotations
@@ -12,21 +14,31 @@ import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from api.service.datasets import dataset_exists, store_events
 from api.service.limits import call_with_timeout
 from exact.engine import Budget, answer, evaluate_table, match_ts, warm_up
-from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError
+from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
 from exact.events import iso_of_micros, to_records
 from exact.query.ast import Query
 from exact.query.language import attribute_kinds, check_kinds, load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 from sketch.answer.verify import StoreSource, answer_indexed, exact_body, needed_columns
 from sketch.dataset import Dataset, require_index
+
+if TYPE_CHECKING:
+    from api.catalog import Catalog
+
+#: An answer of CONTRACT §3 (``dataset``, ``index_version``, ``exists``, ``count``, ``matches`` or
+#: ``intervals``, ``truncated``, ``stats`` …; which fields depends on the mode and the query's RETURN).
+QueryAnswer: TypeAlias = dict[str, Any]
+#: A query as a caller may give it: text, JSON text, the JSON form, or parsed.
+QueryInput: TypeAlias = str | Mapping[str, Any] | Query
 
 QUERY_MODES = ("approximate", "verified", "exact")
 #: How long past its limit a query that cannot look at its clock (a long read) runs before it is stopped.
@@ -42,9 +54,9 @@ def prepare_queries() -> None:
     threading.Thread(target=warm_up, name="seqsketch-warm-up", daemon=True).start()
 
 
-def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, mode: str = "verified",
+def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified",
               limit: int | None = None, granularity: int | None = None,
-              budget: Budget | None = None) -> dict[str, Any]:
+              budget: Budget | None = None) -> QueryAnswer:
     """Answer ``query`` (text, JSON text, the JSON form or a parsed query) on dataset ``name``.
 
     ``granularity`` is the tree level approximate intervals are resolved at (default: leaves); ``budget``
@@ -70,8 +82,8 @@ def run_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, 
     return {"dataset": name, "index_version": None, **body}
 
 
-def full_scan(home: Path, name: str, query: str | Mapping[str, Any] | Query,
-              limit: int | None = None) -> dict[str, Any]:
+def full_scan(home: Path, name: str, query: QueryInput,
+              limit: int | None = None) -> QueryAnswer:
     """``query`` answered by the exact engine over every event of the stream, read whole from the store's
     Parquet parts (the columns it needs) — no index, no layout, no pruning of the read by type: the plain
     scan the index and the exact mode's read are measured against (``seqsketch demo``)."""
@@ -87,7 +99,7 @@ def full_scan(home: Path, name: str, query: str | Mapping[str, Any] | Query,
                               "events_scanned": table.num_rows}}
 
 
-def _parsed(query: str | Mapping[str, Any] | Query) -> Query:
+def _parsed(query: QueryInput) -> Query:
     if isinstance(query, Query):
         return query
     if isinstance(query, str):
@@ -128,9 +140,9 @@ def _check_unicode(text: str) -> None:
                                "surrogate)", line=line, column=column) from None
 
 
-def indexed_query(home: Path, name: str, query: str | Mapping[str, Any] | Query, *, mode: str = "verified",
+def indexed_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified",
                   limit: int | None = None, granularity: int | None = None,
-                  budget: Budget | None = None) -> dict[str, Any]:
+                  budget: Budget | None = None) -> QueryAnswer:
     """The ``approximate`` and ``verified`` modes of CONTRACT §3 on dataset ``name``'s index snapshot.
 
     The store snapshot and the tree come from one manifest, so the answer sees the events the index covers.
@@ -155,7 +167,7 @@ def indexed_query(home: Path, name: str, query: str | Mapping[str, Any] | Query,
 def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: str = "verified",
                   limit: int | None = None, granularity: int | None = None, include_events: bool = False,
                   max_matches: int | None = None, timeout_ms: int | None = None,
-                  max_events: int | None = None) -> dict[str, Any]:
+                  max_events: int | None = None) -> QueryAnswer:
     """:func:`run_query` under per-query limits.
 
     ``max_matches`` caps the matches returned (the answer says ``truncated``); ``timeout_ms`` bounds the
@@ -167,7 +179,7 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
 
     budget = Budget.of_ms(timeout_ms)
 
-    def run() -> dict[str, Any]:
+    def run() -> QueryAnswer:
         return run_query(home, name, query, mode=mode, limit=effective,
                          granularity=granularity if mode == "approximate" else None, budget=budget)
 
@@ -192,7 +204,68 @@ def _refuse_exact_scan_over(home: Path, name: str, max_events: int) -> None:
                               f"limit of {max_events:,}; use mode 'verified'", where="mode")
 
 
-def bound_events(home: Path, name: str, matches: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
+# --- a server's queries: its limits and its query log -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """A server's limits on every query: matches returned (beyond them the answer is ``truncated``), wall
+    time and events scanned (beyond them the query fails with ``query_limit``); ``None`` = no limit."""
+
+    max_matches: int | None = None
+    timeout_ms: int | None = None
+    max_events: int | None = None
+
+
+def tighter_timeout(asked_ms: int | None, server_ms: int | None) -> int | None:
+    """The tighter of a request's and the server's time limits (``None`` or 0: none)."""
+    limits = [t for t in (asked_ms, server_ms) if t]
+    return min(limits) if limits else None
+
+
+def query_text(query: str | Mapping[str, Any]) -> str:
+    """A query as the query log keeps it: its text, or its JSON form with sorted keys."""
+    return query if isinstance(query, str) else json.dumps(query, sort_keys=True)
+
+
+def logged_query(catalog: Catalog, home: Path, name: str, query: str | Mapping[str, Any], *,
+                 mode: str = "verified", limit: int | None = None, granularity: int | None = None,
+                 include_events: bool = False, timeout_ms: int | None = None,
+                 limits: QueryLimits = QueryLimits(), token: str | None = None) -> QueryAnswer:
+    """:func:`limited_query` under the server's ``limits`` (and the request's ``timeout_ms`` when tighter),
+    written to the catalog's query log with its time, counts and error code — or ``internal`` for a fault —
+    and the name of the ``token`` that asked."""
+    started = time.perf_counter()
+    error_code: str | None = None
+    answer: QueryAnswer = {}
+    try:
+        if not dataset_exists(home, name):
+            raise NotFound(f"dataset {name!r} does not exist", where=name)
+        answer = limited_query(
+            home, name, query, mode=mode, limit=limit, granularity=granularity, include_events=include_events,
+            max_matches=limits.max_matches, timeout_ms=tighter_timeout(timeout_ms, limits.timeout_ms),
+            max_events=limits.max_events)
+        return answer
+    except SeqsketchError as err:
+        error_code = err.code
+        raise
+    except Exception:
+        error_code = "internal"
+        raise
+    finally:
+        stats = answer.get("stats") or {}
+        catalog.log_query(
+            dataset=name, mode=mode, query=query_text(query), ms=(time.perf_counter() - started) * 1000.0,
+            count=answer.get("count"), candidate_intervals=stats.get("candidate_intervals"),
+            events_scanned=stats.get("events_scanned"), truncated=bool(answer.get("truncated")),
+            error_code=error_code, token=token)
+
+
+#: One bound event of a match: ``seq``, ``ts`` (ISO-8601), ``type`` and ``attrs``.
+BoundEvent: TypeAlias = dict[str, Any]
+
+
+def bound_events(home: Path, name: str, matches: Sequence[Mapping[str, Any]]) -> list[list[BoundEvent]]:
     """For each match, its bound events (``seq``, ``ts`` ISO, ``type``, ``attrs``) in stream order.
 
     Only the bound events are read — every match's together, in one pass over the store — not the events
@@ -200,7 +273,7 @@ def bound_events(home: Path, name: str, matches: Sequence[Mapping[str, Any]]) ->
     per_match = [sorted({s for seq_list in match.get("bindings", {}).values() for s in seq_list})
                  for match in matches]
     wanted = np.unique(np.fromiter((s for seqs in per_match for s in seqs), dtype=np.int64))
-    by_seq: dict[int, dict[str, Any]] = {}
+    by_seq: dict[int, BoundEvent] = {}
     if len(wanted):
         cut = np.flatnonzero(np.diff(wanted) != 1) + 1  # runs of consecutive seqs, as inclusive ranges
         starts, ends = wanted[np.r_[0, cut]], wanted[np.r_[cut - 1, len(wanted) - 1]]
