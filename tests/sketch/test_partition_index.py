@@ -22,7 +22,7 @@ from exact.query.ast import Query, Return, Strategy
 from exact.reference import stream_table
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
-from tests.test_engine_properties import queries
+from tests.exact.test_engine_properties import queries
 
 TYPES = ("A", "B", "C")
 COMPARED = ("exists", "count", "matches", "intervals", "truncated", "strategy")

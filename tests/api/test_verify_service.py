@@ -149,7 +149,7 @@ def test_bad_requests_are_refused_clearly(running: Path) -> None:
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "SEQSKETCH_HOME": str(home)}
     return subprocess.run([sys.executable, "-m", "api.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=Path(__file__).resolve().parents[1])
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
 
 
 def test_cli_query_modes(running: Path) -> None:

@@ -39,7 +39,7 @@ from exact.store import EventStore, dataset_dir, dataset_names, staged_dataset, 
 from sketch.dataset import Dataset
 from sketch.tree import BloomTree
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 CHILD = r'''
 """Run the seqsketch CLI, killing this process just before the N-th rename (a publishing step)."""

@@ -1,6 +1,6 @@
 """The web console's page as the server sends it: public, under a strict Content-Security-Policy, not to be
 framed, made only of the package's own files (nothing fetched from elsewhere, so it works offline), and
-calling nothing but ``/v1``.  The page driven in a real browser is ``tests/test_console_browser.py``."""
+calling nothing but ``/v1``.  The page driven in a real browser is ``tests/system/test_console_browser.py``."""
 
 from __future__ import annotations
 

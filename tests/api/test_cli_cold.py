@@ -12,7 +12,7 @@ import pytest
 
 from api import service
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

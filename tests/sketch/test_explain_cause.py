@@ -24,7 +24,7 @@ from sketch.answer.cause import about, why_empty
 from sketch.answer.verify import TableSource, answer_indexed, verify
 from sketch.build import BuildOptions, build_from_table
 from sketch.evaluate import TreeIndex, approximate
-from tests.test_approx_properties import build_tree, queries, streams
+from tests.sketch.test_approx_properties import build_tree, queries, streams
 
 S = 1_000_000  # one second in µs
 

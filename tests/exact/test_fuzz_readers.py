@@ -382,7 +382,7 @@ def test_the_cli_reports_a_damaged_input_in_one_line(home: Path, tmp_path: Path,
     script = Path(sys.executable).with_name("seqsketch")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "api.cli"]
     # this repository first on the path: the console script lives elsewhere, the code under test here
-    repo = str(Path(__file__).resolve().parents[1])
+    repo = str(Path(__file__).resolve().parents[2])
     code = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "SEQSKETCH_HOME": str(home), "PYTHONPATH": code}
     for args, path, line in ((["append", "cli", str(truncated)], truncated, None),

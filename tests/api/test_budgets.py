@@ -15,7 +15,7 @@ import pytest
 
 from api import service
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: The runaway query of the issue: on n events of one type, n²/2 matches whose Kleene bindings are O(n) each.
 RUNAWAY = "PATTERN SEQ('Assign seriousness'+ v0, 'Assign seriousness' v1)"
 

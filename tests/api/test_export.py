@@ -113,5 +113,5 @@ def test_export_mistakes_are_one_line_and_leave_nothing(home: Path, shared_data:
 def test_a_closed_pipe_ends_the_export_quietly(home: Path, shared_data: Path) -> None:
     service.build_from_inputs(home, "bpi", [str(shared_data / "bpic2012.xes.gz")], engine="local")
     done = subprocess.run(f"{sys.executable} -m api.cli export bpi | head -c 300", shell=True,
-                          capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[1])
+                          capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[2])
     assert len(done.stdout) == 300 and done.stderr == ""

@@ -29,7 +29,7 @@ from exact.query.ast import (
     WithinTime,
 )
 from exact.reference import reference_matches, stream_table
-from tests.test_aggregates import _run_queries
+from tests.exact.test_aggregates import _run_queries
 
 TYPES = ("A", "B", "C")
 OPS = ("=", "!=", "<", "<=", ">", ">=")

@@ -138,7 +138,7 @@ def test_an_installed_package_carries_its_migrations(tmp_path: Path) -> None:
     import sysconfig
     import zipfile
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     source = tmp_path / "source"  # built from a copy: a build writes into its source tree
     shutil.copytree(repo, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info",
                                                                  ".hypothesis", "__pycache__", "bench"))

@@ -32,7 +32,7 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

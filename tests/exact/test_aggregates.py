@@ -42,7 +42,7 @@ from exact.query.operands import aggregate
 from exact.reference import reference_matches, stream_table
 from sketch.answer.verify import TableSource, verify
 from sketch.evaluate import TreeIndex, approximate
-from tests.test_approx_properties import build_tree, inside_candidate, streams
+from tests.sketch.test_approx_properties import build_tree, inside_candidate, streams
 
 STRICT, PART, NEXT = Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY, Strategy.SKIP_TILL_NEXT_MATCH
 ROBUST, ANY = Strategy.ROBUST_SKIP_TILL_NEXT_MATCH, Strategy.SKIP_TILL_ANY_MATCH

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("exact", "sketch", "api", "migrations", "bench")
 #: A module may import its own layer and the layers below it.
 LAYER = {"exact": 0, "sketch": 1, "api": 2, "migrations": 3, "bench": 4}

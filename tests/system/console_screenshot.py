@@ -1,5 +1,5 @@
 """The picture of the web console in the README:
-``python tests/console_screenshot.py [--out docs/console.png]``.
+``python tests/system/console_screenshot.py [--out docs/console.png]``.
 
 It does what a person would: starts ``seqsketch serve`` (gunicorn and its job runner) on a loopback port with
 a fresh home, builds BPI 2012 through the API, opens the console in the system's headless Chromium, picks the
@@ -13,19 +13,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO)]
 
 QUESTION = "PATTERN SEQ(O_SENT o1, O_SENT o2, O_DECLINED d) PARTITION BY case WITHIN 30 days"
 
 
 def main() -> int:
     from playwright.sync_api import sync_playwright
-    from test_console_browser import ARGS, CHROMIUM
 
     from api.client import Client
     from api.service import shared_data_dirs
     from bench.load import served
+    from tests.system.test_console_browser import ARGS, CHROMIUM
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default=str(REPO / "docs" / "console.png"))

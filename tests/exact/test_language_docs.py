@@ -11,7 +11,7 @@ import pytest
 from exact.errors import SeqsketchError
 from exact.query.language import from_json, load, parse, to_text
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "query-language.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "query-language.md"
 _BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 
 
