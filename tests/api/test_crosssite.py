@@ -21,7 +21,7 @@ from api.client import Client
 from api.state import service_state
 from exact.events import to_records
 from exact.store import EventStore, dataset_dir, store_dir
-from tests.system.test_e2e import serve
+from tests.helpers import serve
 
 EVIL = "http://evil.example"
 

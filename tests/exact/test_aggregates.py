@@ -21,28 +21,21 @@ from hypothesis import strategies as st
 
 from exact.engine import evaluate, evaluate_table
 from exact.query.ast import (
-    Absent,
     Aggregate,
-    AnyOf,
-    Between,
     Condition,
-    EventSet,
     Field,
     Literal,
     Query,
     RunEvent,
-    Single,
     Strategy,
-    Var,
-    WithinEvents,
-    WithinTime,
 )
 from exact.query.language import parse
 from exact.query.operands import aggregate
 from exact.reference import reference_matches, stream_table
 from sketch.answer.verify import TableSource, verify
 from sketch.evaluate import TreeIndex, approximate
-from tests.sketch.test_approx_properties import build_tree, inside_candidate, streams
+from tests.generators import index_streams, run_queries
+from tests.helpers import build_tree, inside_candidate
 
 STRICT, PART, NEXT = Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY, Strategy.SKIP_TILL_NEXT_MATCH
 ROBUST, ANY = Strategy.ROBUST_SKIP_TILL_NEXT_MATCH, Strategy.SKIP_TILL_ANY_MATCH
@@ -479,78 +472,14 @@ def test_values_of_each_kind() -> None:
 # ------------------------------------------------------------------------------------ the approximate index
 
 
-@st.composite
-def _run_queries(draw: st.DrawFn, strategy: Strategy, more: bool = False) -> Query:
-    """Small queries with at least one Kleene variable and one condition over its run; ``more`` adds OR
-    elements (Kleene alternatives too), conditions of negated variables on runs, run ends against other
-    variables and BETWEEN."""
-    names = iter(f"v{i}" for i in range(10))
-    elements: list = []
-    for k in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(("single", "single", "set", "or") if more and k else ("single", "single",
-                                                                                             "set")))
-        make = [Var(next(names), draw(st.sampled_from(("A", "B", "C", None))), draw(st.booleans()))
-                for _ in range(1 if kind == "single" else 2)]
-        if k == 0:
-            make[0] = replace(make[0], kleene=True)
-        elements.append(Single(make[0]) if kind == "single" else EventSet(tuple(make)) if kind == "set"
-                        else AnyOf(tuple(make)))
-    negated = None
-    if draw(st.booleans()) and len(elements) > 1:
-        negated = Var(next(names), draw(st.sampled_from(("A", "B", "C"))))
-        elements.insert(draw(st.integers(1, len(elements) - 1)) if more else 1, Absent((negated,)))
-    query = Query(tuple(elements))
-    positives = list(query.positive_variables())
-    kleene = [v for v in positives if v.kleene]
-    conds = []
-    shapes = ("count", "agg", "end", "before", "relation") + (("negated", "first") if more else ())
-    for _ in range(draw(st.integers(1, 3))):
-        v = draw(st.sampled_from(kleene))
-        op = draw(st.sampled_from(("=", "!=", "<", "<=", ">", ">=")))
-        shape = draw(st.sampled_from(shapes))
-        if shape == "count":
-            conds.append(Condition(Aggregate("count", v.name), op, Literal(draw(st.integers(1, 3)))))
-        elif shape == "agg":
-            func = draw(st.sampled_from(("sum", "avg", "min", "max")))
-            conds.append(Condition(Aggregate(func, v.name, "x"), op, Literal(draw(st.integers(0, 6)))))
-        elif shape == "end":
-            end = draw(st.sampled_from(("first", "last")))
-            conds.append(Condition(RunEvent(v.name, "x", end), op, Literal(draw(st.integers(0, 3)))))
-        elif shape == "before":
-            func = draw(st.sampled_from(("sum", "avg", "min", "max")))
-            conds.append(Condition(Field(v.name, "x"), op, Aggregate(func, v.name, "x", before=True)))
-        elif shape == "negated" and negated is not None:
-            run = draw(st.sampled_from((RunEvent(v.name, "x", "last"), RunEvent(v.name, "y", "first"),
-                                        Aggregate("count", v.name), Aggregate("max", v.name, "x"),
-                                        Aggregate("avg", v.name, "y"))))
-            conds.append(Condition(Field(negated.name, "x"), op, run))
-        elif shape == "first":  # each event of w against the first of v (w before, after or v itself)
-            w = draw(st.sampled_from(positives))
-            conds.append(Condition(Field(w.name, draw(st.sampled_from(("x", "y")))), op,
-                                   RunEvent(v.name, "x", "first")))
-        else:
-            w = draw(st.sampled_from(positives))
-            conds.append(Condition(Field(w.name, "x"), op, RunEvent(v.name, "x", "last"))
-                         if w.name != v.name else Condition(Aggregate("max", v.name, "x"), op, Literal(2)))
-    within = draw(st.sampled_from((None, WithinEvents(6), WithinTime(8))))
-    if isinstance(elements[-1], Absent) or within is None and draw(st.booleans()):
-        within = WithinEvents(6)
-    partition = ("k",) if strategy is PART or draw(st.booleans()) else ()
-    between = None
-    if more and draw(st.integers(0, 4)) == 0:
-        lo = draw(st.integers(0, 10))
-        between = Between(lo, lo + draw(st.integers(0, 15)))
-    return Query(tuple(elements), tuple(conds), partition, within, between, strategy=strategy)
-
-
 @pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_index_ignores_run_conditions_and_loses_no_match(strategy: Strategy, data: st.DataObject) -> None:
     """Run conditions only narrow exact matches; the tree cannot see them, so it answers as for the query
     without them — and every reference match lies inside a candidate interval."""
-    query = data.draw(_run_queries(strategy))
-    rows = data.draw(streams(max_events=9))
+    query = data.draw(run_queries(strategy))
+    rows = data.draw(index_streams(max_events=9))
     leaf = data.draw(st.integers(1, 4))
     tree = build_tree(rows, leaf, tiny=data.draw(st.booleans()))
     approx = approximate(query, TreeIndex(tree, 0))

@@ -13,11 +13,7 @@ from exact.engine import evaluate, evaluate_table, match_ts, merge_intervals, ts
 from exact.events import micros
 from exact.prefilter import EventFrame
 from exact.query.ast import (
-    Absent,
-    AnyOf,
-    Between,
     Condition,
-    EventSet,
     Field,
     Literal,
     Query,
@@ -29,104 +25,7 @@ from exact.query.ast import (
     WithinTime,
 )
 from exact.reference import reference_matches, stream_table
-from tests.exact.test_aggregates import _run_queries
-
-TYPES = ("A", "B", "C")
-OPS = ("=", "!=", "<", "<=", ">", ">=")
-
-
-@st.composite
-def streams(draw: st.DrawFn, max_events: int = 10) -> list[dict]:
-    n = draw(st.integers(0, max_events))
-    rows = []
-    seq, ts = draw(st.integers(0, 3)), draw(st.integers(0, 5))
-    for _ in range(n):
-        row = {"seq": seq, "ts": ts, "type": draw(st.sampled_from(TYPES)),
-               "x": draw(st.one_of(st.none(), st.integers(0, 3))) if draw(st.booleans())
-               else draw(st.integers(0, 3)),
-               "y": draw(st.integers(0, 3)),
-               "k": draw(st.sampled_from((1, 2)))}
-        rows.append(row)
-        seq += draw(st.sampled_from((1, 1, 1, 2)))  # gaps: a caller may pass a subset
-        ts += draw(st.sampled_from((0, 1, 1, 2, 3)))  # ties in ts included
-    return rows
-
-
-@st.composite
-def queries(draw: st.DrawFn, strategy: Strategy | None = None) -> Query:
-    counter = iter(range(100))
-
-    def var(kleene_ok: bool = True) -> Var:
-        typ = draw(st.sampled_from(TYPES + (None,)))
-        kleene = kleene_ok and draw(st.integers(0, 3)) == 0
-        return Var(f"v{next(counter)}", typ, kleene)
-
-    npos = draw(st.integers(1, 3))
-    elements: list = []
-    for i in range(npos):
-        if i > 0 and draw(st.integers(0, 4)) == 0:
-            elements.append(Absent((Var(f"n{next(counter)}", draw(st.sampled_from(TYPES))),)))
-        kind = draw(st.sampled_from(("single", "single", "set", "or")))
-        if kind == "single":
-            elements.append(Single(var()))
-        elif kind == "set":
-            elements.append(EventSet((var(), var())))
-        else:
-            elements.append(AnyOf((var(False), var(False))))
-    within_kind = draw(st.sampled_from(("none", "time", "events")))
-    within = None
-    if within_kind == "time":
-        within = WithinTime(draw(st.integers(0, 8)))
-    elif within_kind == "events":
-        within = WithinEvents(draw(st.integers(1, 7)))
-    if within is not None and draw(st.integers(0, 4)) == 0:
-        elements.append(Absent((Var(f"n{next(counter)}", draw(st.sampled_from(TYPES))),)))
-    q = Query(tuple(elements))
-    positives = list(q.positive_variables())
-    negated = [v for e in elements if isinstance(e, Absent) for v in e.vars]
-    conds = []
-    for _ in range(draw(st.integers(0, 3))):
-        kind = draw(st.sampled_from(("prop", "rel", "rel", "prev", "neg", "builtin", "self")))
-        v = draw(st.sampled_from(positives))
-        attr = draw(st.sampled_from(("x", "y")))
-        op = draw(st.sampled_from(OPS))
-        if kind == "prop":
-            # mostly numbers; sometimes another kind (never equal to a number) or a boolean
-            lit = draw(st.one_of(st.integers(0, 3), st.integers(0, 3), st.sampled_from(("1", True))))
-            conds.append(Condition(Field(v.name, attr), op, Literal(lit)))
-        elif kind == "builtin":
-            field = draw(st.sampled_from(("type", "ts", "seq")))
-            if field == "type":
-                conds.append(Condition(Field(v.name, "type"), draw(st.sampled_from(("=", "!="))),
-                                       Literal(draw(st.sampled_from(TYPES)))))
-            elif len(positives) > 1 and draw(st.booleans()):
-                w = draw(st.sampled_from([p for p in positives if p != v]))
-                conds.append(Condition(Field(v.name, field), op, Field(w.name, field)))
-            else:
-                conds.append(Condition(Field(v.name, field), op, Literal(draw(st.integers(0, 8)))))
-        elif kind == "self":
-            conds.append(Condition(Field(v.name, "x"), op, Field(v.name, "y")))
-        elif kind == "rel" and len(positives) > 1:
-            w = draw(st.sampled_from([p for p in positives if p != v]))
-            conds.append(Condition(Field(v.name, attr), op, Field(w.name, draw(st.sampled_from(("x", "y"))))))
-        elif kind == "prev":
-            ks = [p for p in positives if p.kleene]
-            if ks:
-                k = draw(st.sampled_from(ks))
-                conds.append(Condition(Field(k.name, attr, prev=True), op, Field(k.name, attr)))
-        elif kind == "neg" and negated:
-            nv = draw(st.sampled_from(negated))
-            if draw(st.booleans()):
-                conds.append(Condition(Field(nv.name, attr), op, Literal(draw(st.integers(0, 3)))))
-            else:
-                conds.append(Condition(Field(nv.name, attr), op, Field(v.name, attr)))
-    partition = ("k",) if draw(st.integers(0, 2)) == 0 else ()
-    between = None
-    if draw(st.integers(0, 5)) == 0:
-        lo = draw(st.integers(0, 10))
-        between = Between(lo, lo + draw(st.integers(0, 15)))
-    strat = strategy if strategy is not None else draw(st.sampled_from(list(Strategy)))
-    return Query(tuple(elements), tuple(conds), partition, within, between, strat)
+from tests.generators import ENGINE_TYPES, OPS, engine_queries, engine_streams, run_queries
 
 
 def dictionary_typed(table: pa.Table) -> pa.Table:
@@ -188,8 +87,8 @@ SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 @SETTINGS
 @given(data=st.data())
 def test_engine_equals_reference(strategy: Strategy, data: st.DataObject) -> None:
-    query = data.draw(queries(strategy))
-    rows = data.draw(streams())
+    query = data.draw(engine_queries(strategy))
+    rows = data.draw(engine_streams())
     _check(query, rows)
 
 
@@ -199,13 +98,13 @@ def test_engine_equals_reference(strategy: Strategy, data: st.DataObject) -> Non
 def test_engine_equals_reference_on_run_conditions(strategy: Strategy, data: st.DataObject) -> None:
     """SASE+ run operands and aggregates (``v[1]``, ``v[last]``, ``count``, ``sum``/``avg``/``min``/``max``
     over a run or over ``v[..i-1]``), with partitions, event sets, OR, NOT reading runs and BETWEEN."""
-    query = data.draw(_run_queries(strategy, more=True))
-    rows = data.draw(streams())
+    query = data.draw(run_queries(strategy, more=True))
+    rows = data.draw(engine_streams())
     _check(query, rows)
 
 
 @SETTINGS
-@given(query=queries(), rows=streams(), lo=st.integers(0, 12), width=st.integers(0, 8))
+@given(query=engine_queries(), rows=engine_streams(), lo=st.integers(0, 12), width=st.integers(0, 8))
 def test_starts_slicing_matches_filtering(query: Query, rows: list[dict], lo: int, width: int) -> None:
     table = stream_table(rows)
     full = evaluate(query, table)
@@ -219,7 +118,7 @@ def chain_queries(draw: st.DrawFn) -> Query:
     """Skip-till-next-match over a SEQ of single, non-Kleene variables with properties only: the queries
     the engine answers with one chain of bisections instead of windows (``_Evaluation._chain``)."""
     n = draw(st.integers(1, 4))
-    elements = tuple(Single(Var(f"v{i}", draw(st.sampled_from(TYPES + (None,))))) for i in range(n))
+    elements = tuple(Single(Var(f"v{i}", draw(st.sampled_from(ENGINE_TYPES + (None,))))) for i in range(n))
     conds = tuple(Condition(Field(f"v{draw(st.integers(0, n - 1))}", draw(st.sampled_from(("x", "y")))),
                             draw(st.sampled_from(OPS)), Literal(draw(st.integers(0, 3))))
                   for _ in range(draw(st.integers(0, 2))))
@@ -229,7 +128,7 @@ def chain_queries(draw: st.DrawFn) -> Query:
 
 
 @SETTINGS
-@given(query=chain_queries(), rows=streams(), lo=st.integers(0, 12), width=st.integers(0, 8))
+@given(query=chain_queries(), rows=engine_streams(), lo=st.integers(0, 12), width=st.integers(0, 8))
 def test_chain_queries_equal_reference(query: Query, rows: list[dict], lo: int, width: int) -> None:
     """The chain of bisections gives the windows' matches (two_phase=False, prefilter=False run windows)."""
     _check(query, rows)
@@ -240,7 +139,7 @@ def test_chain_queries_equal_reference(query: Query, rows: list[dict], lo: int, 
 
 
 @SETTINGS
-@given(query=queries(), rows=streams(), cuts=st.lists(st.integers(0, 10), max_size=4))
+@given(query=engine_queries(), rows=engine_streams(), cuts=st.lists(st.integers(0, 10), max_size=4))
 def test_match_times_are_the_events_times(query: Query, rows: list[dict], cuts: list[int]) -> None:
     """match_ts finds the ts of every match's first and last event, however the table is chunked."""
     table = stream_table(rows)
@@ -258,6 +157,6 @@ def test_match_times_are_the_events_times(query: Query, rows: list[dict], cuts: 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_engine_equals_reference_many(strategy: Strategy, data: st.DataObject) -> None:
-    query = data.draw(queries(strategy))
-    rows = data.draw(streams(12))
+    query = data.draw(engine_queries(strategy))
+    rows = data.draw(engine_streams(12))
     _check(query, rows)

@@ -9,8 +9,6 @@ file's.  A cut inside a quoted multi-line CSV field is detected (the pieces disa
 
 from __future__ import annotations
 
-import csv
-import json
 from pathlib import Path
 
 import numpy as np
@@ -29,44 +27,7 @@ from exact.readers.splits import (
     read_piece,
 )
 from exact.readers.tabular import cast_text_column
-
-NOTES = ["", "plain", "with, comma", 'a "quoted" word', "日本語 é ü 🎉", "  padded  ", "x;y"]
-
-
-def write_csv(path: Path, rows: int, seed: int = 1, *, multiline: int = 0) -> Path:
-    """A CSV with CRLF line ends whose ``amount`` is integer in the first half and decimal after (so only
-    the whole file says double), a bool column, an empty column and text with quotes and UTF-8 (and with
-    ``multiline``, every so many rows a note over three lines)."""
-    rng = np.random.default_rng(seed)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh, lineterminator="\r\n")
-        w.writerow(["ts", "type", "case", "amount", "flag", "note", "empty"])
-        for i in range(rows):
-            note = NOTES[int(rng.integers(0, len(NOTES)))]
-            if multiline and i % multiline == multiline // 2:
-                note = "first line\nsecond line, with a comma\r\nthird"
-            amount = str(i) if i < rows // 2 else f"{i}.25"
-            ts = 1_600_000_000 + int(rng.integers(0, 500)) if i % 3 else f"2020-09-13T12:{i % 60:02d}:00Z"
-            w.writerow([ts, f"T{int(rng.integers(0, 12))}é", int(rng.integers(0, 40)), amount,
-                        ["true", "FALSE", ""][i % 3], note, ""])
-    return path
-
-
-def write_jsonl(path: Path, rows: int, seed: int = 2) -> Path:
-    rng = np.random.default_rng(seed)
-    lines = []
-    for i in range(rows):
-        record = {"ts": 1_600_000_000 + int(rng.integers(0, 500)), "type": f"Ü{int(rng.integers(0, 9))}",
-                  "case": int(rng.integers(0, 40)), "note": NOTES[i % len(NOTES)]}
-        if i % 4 == 0:
-            record["amount"] = float(rng.random())
-        if i % 7 == 0:
-            record["attrs"] = {"nested": [1, {"a": "ß"}]}
-        lines.append(json.dumps(record, ensure_ascii=i % 2 == 0))
-        if i % 50 == 0:
-            lines.append("")
-    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode("utf-8") + b"\n")
-    return path
+from tests.generators import write_csv, write_jsonl
 
 
 def read_whole(path: Path, fmt: str) -> pa.Table:

@@ -24,7 +24,8 @@ from sketch.answer.cause import about, why_empty
 from sketch.answer.verify import TableSource, answer_indexed, verify
 from sketch.build import BuildOptions, build_from_table
 from sketch.evaluate import TreeIndex, approximate
-from tests.sketch.test_approx_properties import build_tree, queries, streams
+from tests.generators import index_queries, index_streams
+from tests.helpers import build_tree
 
 S = 1_000_000  # one second in µs
 
@@ -176,7 +177,7 @@ def test_durations_read_well(micros: int, text: str) -> None:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(queries(), streams(), st.sampled_from((1, 2, 4)))
+@given(index_queries(), index_streams(), st.sampled_from((1, 2, 4)))
 def test_what_the_relaxations_count_is_true_of_the_whole_stream(query: Query, rows: list[dict],
                                                                 leaf_size: int) -> None:
     """Where a relaxation leaves the candidates as they are, the matches it finds in what verification read

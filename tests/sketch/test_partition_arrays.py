@@ -22,11 +22,12 @@ from sketch.build import BuildOptions
 from sketch.dataset import Dataset, build_partition_into, partition_from_columns, partition_options
 from sketch.partition.arrays import layout_from_columns, partition_tree_from_columns
 from sketch.partition.columns import merge_window_columns, window_columns
+from tests.generators import zipf_codes
 
 
 def stream(seed: int, n: int, groups: int, kind: str, missing: float, big: bool) -> pa.Table:
     rng = np.random.default_rng(seed)
-    raw = rng.zipf(1.3, n) % groups if big else rng.integers(0, groups, n)
+    raw = zipf_codes(rng, n, groups, 1.3) if big else rng.integers(0, groups, n)
     values: list = {"int": raw.tolist(), "str": [f"c-{v}" for v in raw.tolist()],
                     "float": [(-0.0 if v == 0 else float(v) / 2) for v in raw.tolist()]}[kind]
     if kind == "float":

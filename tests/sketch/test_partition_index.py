@@ -22,28 +22,9 @@ from exact.query.ast import Query, Return, Strategy
 from exact.reference import stream_table
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
-from tests.exact.test_engine_properties import queries
+from tests.generators import engine_queries, keyed_streams
 
-TYPES = ("A", "B", "C")
 COMPARED = ("exists", "count", "matches", "intervals", "truncated", "strategy")
-
-
-@st.composite
-def keyed_streams(draw: st.DrawFn, max_events: int = 14) -> list[dict]:
-    """Events with a case each (a few cases, one of them often larger than a partition leaf), attributes x,
-    y, k as the engine's property tests use, and timestamps that tie.  Short, as there: skip-till-any-match
-    over a Kleene variable has exponentially many matches."""
-    n = draw(st.integers(1, max_events))
-    cases = draw(st.integers(1, 5))
-    rows, ts = [], 0
-    for _ in range(n):
-        big = draw(st.integers(0, 2)) == 0
-        rows.append({"ts": ts, "type": draw(st.sampled_from(TYPES)),
-                     "case": "c0" if big else f"c{draw(st.integers(0, cases))}",
-                     "x": draw(st.integers(0, 3)), "y": draw(st.integers(0, 3)),
-                     "k": draw(st.sampled_from((1, 2)))})
-        ts += draw(st.sampled_from((0, 1, 1, 2)))
-    return rows
 
 
 def table_of(rows: list[dict], first_seq: int = 0) -> pa.Table:
@@ -85,7 +66,7 @@ def test_verified_equals_exact_on_the_partition_index(rows: list[dict], data: st
     try:
         Dataset.build(home, "d", table_of(rows), TINY)
         for _ in range(3):
-            check(home, partitioned(data.draw(queries())))
+            check(home, partitioned(data.draw(engine_queries())))
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -105,12 +86,12 @@ def test_appends_and_compact_keep_the_answers(rows: list[dict], more: list[list[
             shifted = [{**r, "ts": r["ts"] + last_ts + 1} for r in batch]
             last_ts = shifted[-1]["ts"]
             dataset.append(table_of(shifted).drop_columns(["seq"]))
-            check(home, partitioned(data.draw(queries())))
+            check(home, partitioned(data.draw(engine_queries())))
         info = dataset.snapshot().store
         assert info.extra["layout"]["events"] == len(rows) < info.events
         dataset.compact()
         assert dataset.snapshot().store.extra["layout"]["events"] == dataset.snapshot().store.events
-        check(home, partitioned(data.draw(queries())))
+        check(home, partitioned(data.draw(engine_queries())))
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

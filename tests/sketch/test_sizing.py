@@ -29,6 +29,7 @@ from sketch.sizing import (
     total_nodes,
 )
 from sketch.tree import BloomTree, TreeConfig
+from tests.generators import zipf_types
 
 
 @given(st.floats(1e-9, 0.5), st.integers(1, 10**6))
@@ -162,7 +163,7 @@ def test_bad_sizing_inputs_are_named(kwargs: dict, fragment: str) -> None:
 
 def test_a_built_index_over_budget_is_refused() -> None:
     rng = np.random.default_rng(5)
-    types = [f"w{x}" for x in rng.zipf(1.4, 20_000) % 3000]
+    types = zipf_types(rng, 20_000, 3000, 1.4, "w")
     ts = np.arange(len(types), dtype=np.int64)
     estimate = plan(types, BuildOptions(leaf_size=64)).chosen.bytes_estimate
     tree, sizing = build_tree(types, ts, BuildOptions(leaf_size=64, memory_bytes=10 * estimate))

@@ -367,7 +367,7 @@ def test_large_inputs_read_in_pieces_equal_local_build(spark, tmp_path: Path, ho
     """One CSV (CRLF, quotes, UTF-8, a column only the whole file types), one JSON Lines and one Parquet
     file, each read by many tasks, and a CSV whose quoted newlines straddle the cuts (read again whole):
     the dataset equals the local build's."""
-    from tests.exact.test_input_splits import write_csv, write_jsonl
+    from tests.generators import write_csv, write_jsonl
 
     monkeypatch.setenv("SEQSKETCH_SPLIT_BYTES", "20000")
     rng = np.random.default_rng(9)
@@ -392,7 +392,7 @@ def test_malformed_record_in_a_pieced_input_names_its_line(spark, tmp_path: Path
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A bad record deep inside a file read in pieces: the error is the whole-file reader's, naming the
     file and the line."""
-    from tests.exact.test_input_splits import write_csv
+    from tests.generators import write_csv
 
     monkeypatch.setenv("SEQSKETCH_SPLIT_BYTES", "10000")
     path = write_csv(tmp_path / "bad.csv", 2_000)

@@ -18,11 +18,12 @@ from sketch.spark.leaves import leaf_bits, merge_leaves, window_leaves
 from sketch.spark.read import StagedChunk, unified_attrs
 from sketch.spark.windows import Boundaries, aligned_starts, rows_below, window_count
 from sketch.tree import BloomTree, TreeConfig, encode_types, leaf_type_pairs
+from tests.generators import zipf_types
 
 
 def stream(seed: int, n: int, vocabulary: int) -> tuple[pa.Array, np.ndarray]:
     rng = np.random.default_rng(seed)
-    types = pa.array([f"T{x}" for x in rng.zipf(1.5, n) % vocabulary])
+    types = pa.array(zipf_types(rng, n, vocabulary, 1.5, "T"))
     ts = np.sort(rng.integers(0, 10_000, n)).astype(np.int64)
     return types, ts
 

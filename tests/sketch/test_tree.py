@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from exact.errors import SeqsketchError
 from sketch.bloom import BloomFilter, fold_bits
 from sketch.tree import BloomTree, TreeConfig, derive_structure
+from tests.generators import zipf_codes
 
 # Small filters and vocabularies, so that merges fail the density constraint often and folding happens.
 configs = st.builds(
@@ -26,7 +27,7 @@ def seeded_stream(seed: int, n: int, vocabulary: int) -> list[int]:
     """A Zipf-like random stream: hypothesis shrinks lists towards few distinct values, which rarely makes
     merges fail, so half of the examples come from seeded draws instead."""
     rng = np.random.default_rng(seed)
-    return (rng.zipf(1.3, size=n) % vocabulary).tolist()
+    return zipf_codes(rng, n, vocabulary, 1.3).tolist()
 
 
 streams = st.one_of(
@@ -203,7 +204,7 @@ def test_sliced_filters_answer_as_the_filters(config: TreeConfig, codes: list[in
 
 def test_density_is_each_stored_filter_s_fill() -> None:
     rng = np.random.default_rng(11)
-    tree = build(TreeConfig(leaf_size=64, m=4096, k=3), make_types((rng.zipf(1.2, 4000) % 900).tolist()))
+    tree = build(TreeConfig(leaf_size=64, m=4096, k=3), make_types(zipf_codes(rng, 4000, 900, 1.2).tolist()))
     expected = [tree.filter(i).density() for i in range(tree.rows)]
     assert tree.density().tolist() == pytest.approx(expected)
     assert max(tree.filter(i).popcount() for i in range(tree.rows)) > 255  # beyond a byte-sized count

@@ -15,13 +15,14 @@ from exact.store import EventStore, dataset_dir, staged_dataset, store_dir
 from sketch.build import BuildOptions, build_from_table
 from sketch.dataset import INDEX_KEY, Dataset
 from sketch.tree import BloomTree
+from tests.generators import zipf_types
 
 
 def stream(n: int, seed: int = 0, start_ts: int = 1_600_000_000_000_000) -> pa.Table:
     """A stream table without ``seq``: Zipf-distributed types, non-decreasing ts, one attribute."""
     rng = np.random.default_rng(seed)
     ts = start_ts + np.cumsum(rng.integers(0, 5_000_000, n))
-    types = [f"T{x}" for x in rng.zipf(1.4, n) % 300]
+    types = zipf_types(rng, n, 300, 1.4, "T")
     attrs = pa.StructArray.from_arrays([pa.array(rng.integers(0, 50, n))], names=["case"])
     return pa.table({"ts": pa.array(ts, TS_TYPE), "type": types, "attrs": attrs})
 

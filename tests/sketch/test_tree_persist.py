@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from exact.errors import IndexCorrupt
 from sketch import persist
 from sketch.tree import BloomTree, TreeConfig
+from tests.generators import zipf_types
 
 
 def sample_tree(events: int = 3000, *, leaf_size: int = 16, fold: bool = True, seed: int = 3) -> BloomTree:
     rng = np.random.default_rng(seed)
-    types = [f"t{x}" for x in rng.zipf(1.3, events) % 200]
+    types = zipf_types(rng, events, 200, 1.3, "t")
     tree = BloomTree(TreeConfig(leaf_size=leaf_size, m=1024, k=4, fold=fold))
     tree.update(types, np.sort(rng.integers(0, 10**12, events)))
     return tree
@@ -46,7 +47,7 @@ def test_save_load_keeps_the_digest_and_every_answer(tmp_path: Path, events: int
 def test_append_after_load_equals_building_at_once(first: int, second: int, leaf_size: int,
                                                    sparse: bool | None) -> None:
     rng = np.random.default_rng(first * 1000 + second)
-    types = [f"t{x}" for x in rng.zipf(1.3, first + second) % 50]
+    types = zipf_types(rng, first + second, 50, 1.3, "t")
     ts = np.arange(first + second, dtype=np.int64)
     config = TreeConfig(leaf_size=leaf_size, m=128, k=3, fanout=2 + (first % 3))
     whole = BloomTree(config)

@@ -25,7 +25,7 @@ from sketch.answer.verify import StoreSource, answer_indexed, verify
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate
-from tests.sketch.test_approx_properties import inside_candidate
+from tests.helpers import inside_candidate
 
 WINDOWS_FAST = ("10 min", "1 h", "1 day")
 WINDOWS_FULL = ("10 min", "1 h", "1 day", "30 days")

@@ -10,16 +10,12 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from werkzeug.serving import make_server
 
-from api.app import create_app
 from api.auth import create_token
 from api.client import (
     AuthError,
@@ -34,27 +30,7 @@ from api.client import (
 from api.state import service_state
 from exact.events import to_records
 from exact.store import EventStore, dataset_dir, store_dir
-
-
-@contextmanager
-def serve(home: Path, shared_data: Path, **config: Any) -> Iterator[tuple[str, Any]]:
-    """The app on 127.0.0.1, an OS-chosen port, in a background thread; yields (base URL, app)."""
-    (home / "inputs").mkdir(parents=True, exist_ok=True)
-    app = create_app({"SEQSKETCH_HOME": str(home),
-                      "DATABASE_URL": f"sqlite:///{(home / 'catalog.db').as_posix()}",
-                      "INPUT_ROOTS": [str(shared_data), str(home / "inputs")], **config})
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, name="seqsketch-test-server", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", app
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-        state = service_state(app)
-        state.jobs.shutdown()  # type: ignore[union-attr]
-        state.catalog.dispose()
+from tests.helpers import serve
 
 
 @pytest.fixture(scope="module")
