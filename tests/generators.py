@@ -9,8 +9,8 @@ Two families of streams and queries are kept apart on purpose, as their tests ne
   and queries on one attribute, held to the exact answer through the Bloom-filter tree.
 
 Seeded generators (:func:`zipf_codes`, :func:`zipf_types`, :func:`write_csv`, :func:`write_jsonl`) draw from a
-``numpy`` generator, so a seed always gives the same stream.  :func:`examples` scales a test's example count
-by the Hypothesis profile in use (``HYPOTHESIS_PROFILE``, registered in ``tests/conftest.py``).
+``numpy`` generator, so a seed always gives the same stream.  :func:`examples` and :func:`scaled` scale a test's example
+count by the Hypothesis profile in use (``HYPOTHESIS_PROFILE``, registered in ``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import csv
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from exact.query.ast import (
@@ -46,10 +47,20 @@ from exact.query.ast import (
 CI_EXAMPLES = 100
 
 
-def examples(ci: int) -> int:
+def examples(ci: int, least: int = 1) -> int:
     """The example count for a test that draws ``ci`` examples under the ``ci`` profile, scaled as the
-    profile in use scales its own count (``quick`` fewer, ``thorough`` more); never below one."""
-    return max(1, round(ci * settings.default.max_examples / CI_EXAMPLES))
+    profile in use scales its own count (``quick`` fewer, ``thorough`` more); never below ``least`` (a test
+    that counts what its examples reached needs enough of them under every profile)."""
+    return max(least, round(ci * settings.default.max_examples / CI_EXAMPLES))
+
+
+def scaled(ci: int, *suppress: HealthCheck, least: int = 1, **overrides: Any) -> settings:
+    """The profile in use, with ``ci`` examples scaled by :func:`examples` (never fewer than ``least``), the
+    health checks ``suppress`` suppressed besides the profile's own, and any other setting ``overrides``
+    names (``derandomize``, a ``deadline`` of its own, ...).  A decorator, or the parent of a test's own
+    ``settings``."""
+    return settings(max_examples=examples(ci, least),
+                    suppress_health_check=[*settings.default.suppress_health_check, *suppress], **overrides)
 
 
 #: Comparison operators of conditions.

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from sqlalchemy.exc import StatementError
 
@@ -17,6 +17,7 @@ from api.auth import authenticate, authorize, bearer_secret, create_token, has_a
 from api.catalog import Catalog, DatasetState, JobState, Scope, Token, open_catalog
 from api.service import publish_build
 from exact.errors import Conflict, NotFound
+from tests.generators import scaled
 
 
 @pytest.fixture
@@ -161,7 +162,7 @@ def test_scopes() -> None:
     assert Scope.READ.grants(Scope.READ) and not Scope.READ.grants(Scope.WRITE)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@scaled(25, HealthCheck.function_scoped_fixture)
 @given(names=st.lists(st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True), min_size=1, max_size=4,
                       unique=True),
        scopes=st.lists(st.sampled_from(["read", "write"]), min_size=4, max_size=4))

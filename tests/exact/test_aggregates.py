@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exact.engine import evaluate, evaluate_table
@@ -34,7 +34,7 @@ from exact.query.operands import aggregate
 from exact.reference import reference_matches, stream_table
 from sketch.answer.verify import TableSource, verify
 from sketch.evaluate import TreeIndex, approximate
-from tests.generators import index_streams, run_queries
+from tests.generators import index_streams, run_queries, scaled
 from tests.helpers import build_tree, inside_candidate
 
 STRICT, PART, NEXT = Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY, Strategy.SKIP_TILL_NEXT_MATCH
@@ -473,7 +473,7 @@ def test_values_of_each_kind() -> None:
 
 
 @pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@scaled(60)
 @given(data=st.data())
 def test_the_index_ignores_run_conditions_and_loses_no_match(strategy: Strategy, data: st.DataObject) -> None:
     """Run conditions only narrow exact matches; the tree cannot see them, so it answers as for the query

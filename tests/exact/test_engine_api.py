@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exact.engine import Match, answer, evaluate, iso_ts, iso_ts_many, merge_intervals
@@ -31,6 +31,7 @@ from exact.query.ast import (
 from exact.query.language import parse
 from exact.query.normalize import compare, normalize
 from exact.reference import reference_matches, stream_table
+from tests.generators import scaled
 
 # ------------------------------------------------------------------------------------------ normalisation
 
@@ -183,7 +184,7 @@ def test_merge_intervals_and_iso() -> None:
     assert iso_ts(0) == "1970-01-01T00:00:00.000000+00:00"
 
 
-@settings(max_examples=300, deadline=None)
+@scaled(300)
 @given(micros=st.lists(st.one_of(st.integers(MIN_MICROS, MAX_MICROS), st.integers(-10**7, 10**7)),
                        max_size=20))
 def test_times_formatted_together_read_as_one_at_a_time(micros: list[int]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exact.engine import evaluate, evaluate_table, match_ts, merge_intervals, ts_lookup
@@ -25,7 +25,7 @@ from exact.query.ast import (
     WithinTime,
 )
 from exact.reference import reference_matches, stream_table
-from tests.generators import ENGINE_TYPES, OPS, engine_queries, engine_streams, run_queries
+from tests.generators import ENGINE_TYPES, OPS, engine_queries, engine_streams, run_queries, scaled
 
 
 def dictionary_typed(table: pa.Table) -> pa.Table:
@@ -80,7 +80,7 @@ def _check_returns(query: Query, table: pa.Table, expected: list) -> None:
                 assert len(expected) >= limit and not cut.complete
 
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = scaled(200)
 
 
 @pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
@@ -154,7 +154,7 @@ def test_match_times_are_the_events_times(query: Query, rows: list[dict], cuts: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@scaled(1500)
 @given(data=st.data())
 def test_engine_equals_reference_many(strategy: Strategy, data: st.DataObject) -> None:
     query = data.draw(engine_queries(strategy))

@@ -14,12 +14,13 @@ import json
 import time
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exact.errors import QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
 from exact.query.ast import Query
 from exact.query.language import MAX_QUERY_BYTES, from_json, load, parse, to_json, to_text
+from tests.generators import scaled
 
 #: Valid queries spanning the grammar (CONTRACT §2); mutations start from these.
 VALID = [
@@ -97,8 +98,7 @@ def mutate(data: st.DataObject, text: str) -> str:
 
 
 # Derandomized: CI runs the same examples every time; explore with more examples and other seeds locally.
-FUZZ = settings(max_examples=200, deadline=2000, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow])
+FUZZ = scaled(200, deadline=2000, derandomize=True)  # a deadline of its own: every input is answered promptly
 
 
 @FUZZ

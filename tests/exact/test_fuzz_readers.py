@@ -17,13 +17,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from api.service import build_from_inputs as build_dataset
 from exact.errors import InputError
 from exact.events import MAX_MICROS, MIN_MICROS, iso_of_micros, parse_timestamp
 from exact.ingest import IngestOptions, ingest
+from tests.generators import scaled
 
 JSONL = "".join(json.dumps({"type": f"T{i % 3}", "ts": 1_600_000_000 + i, "x": i}) + "\n"
                 for i in range(500)).encode()
@@ -334,8 +335,7 @@ def damage(data: bytes, draw: st.DataObject) -> bytes:
     return bytes(out)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,  # the same examples in every CI run
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@scaled(150, HealthCheck.function_scoped_fixture, derandomize=True)  # the same examples in every CI run
 @given(data=st.data(), kind=st.sampled_from(["jsonl", "csv", "xes", "jsonl.gz", "xes.gz", "parquet"]))
 def test_random_damage_reads_or_is_refused(tmp_path: Path, xes: bytes, data: st.DataObject,
                                            kind: str) -> None:

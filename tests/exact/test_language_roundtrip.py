@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exact.errors import SeqsketchError
@@ -42,6 +42,7 @@ from exact.query.language.temporal import (
     duration_micros,
     format_duration,
 )
+from tests.generators import scaled
 
 # Any text a user could put in quotes (lone surrogates cannot be encoded, so no event type holds one).
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
@@ -181,7 +182,7 @@ def _exact(query: Query) -> str:
     return json.dumps(to_json(query), sort_keys=True)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@scaled(150)
 @given(queries())
 def test_text_round_trip_is_exact(query):
     text = to_text(query)
@@ -191,7 +192,7 @@ def test_text_round_trip_is_exact(query):
     assert to_text(again) == text
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@scaled(150)
 @given(queries())
 def test_json_round_trip_is_exact(query):
     obj = to_json(query)
@@ -205,7 +206,7 @@ def test_the_generator_covers_every_construct():
     """Guard against a strategy that silently stops producing some part of the language."""
     seen: set[str] = set()
 
-    @settings(max_examples=500, deadline=None, database=None, derandomize=True)
+    @settings(max_examples=500, database=None, derandomize=True)  # a fixed count: what it must see is counted
     @given(queries())
     def collect(query):
         for element in query.pattern:
@@ -253,7 +254,7 @@ def test_printed_durations_read_back(micros):
 _ALPHABET = st.sampled_from(list("PATTERNSEQWHEREANDORNOTANYabcAB (){}[],.+-'\"=<>!0123456789_:\n\t@%éil"))
 
 
-@settings(max_examples=400, deadline=None)
+@scaled(400)
 @given(st.text(_ALPHABET, max_size=80))
 def test_arbitrary_text_raises_only_our_errors(text):
     try:
@@ -273,7 +274,7 @@ _SEED_TEXTS = [
 ]
 
 
-@settings(max_examples=400, deadline=None)
+@scaled(400)
 @given(st.sampled_from(_SEED_TEXTS), st.lists(st.tuples(st.integers(0, 200), st.integers(0, 3), _ALPHABET),
                                               min_size=1, max_size=4))
 def test_mangled_queries_raise_only_our_errors(seed, edits):

@@ -16,13 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from exact.errors import InputError
 from exact.events import ATTRS, TS, TYPE, attr_types, records_to_table, to_records
 from exact.ingest import IngestOptions, ingest, order_by_time, read_inputs, with_seq
 from exact.readers import detect_format, word_of
+from tests.generators import scaled
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -172,7 +173,7 @@ def csv_cell(column: str, value: Any) -> str:
     return repr(value) if column == "f" else str(value)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@scaled(40, HealthCheck.function_scoped_fixture)
 @given(rows=csv_rows())
 def test_csv_round_trip_types_columns(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
     path = tmp_path / "events.csv"
@@ -230,7 +231,7 @@ def expected_column(values: list[Any]) -> tuple[str, list[Any]]:
     return "string", [None if v is None else text(v) for v in values]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@scaled(60, HealthCheck.function_scoped_fixture)
 @given(data=st.data(), n=st.integers(1, 20))
 def test_jsonl_round_trip_keeps_json_types(tmp_path: Path, data: st.DataObject, n: int) -> None:
     columns = {name: data.draw(st.lists(_JSON_SCALAR, min_size=n, max_size=n)) for name in ("p", "q")}
@@ -406,7 +407,7 @@ def test_zip_with_only_documentation_is_empty(tmp_path: Path) -> None:
         read_inputs([path])
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@scaled(30, HealthCheck.function_scoped_fixture)
 @given(files=st.lists(st.lists(st.tuples(st.integers(0, 6), _TYPES), min_size=1, max_size=15),
                       min_size=1, max_size=3))
 def test_ingest_orders_several_inputs_stably(tmp_path: Path, files: list[list[tuple[int, str]]]) -> None:

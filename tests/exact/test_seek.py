@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import exact.store.seek as seek_module
 from exact.store.seek import BLOCK, SeekUnavailable, encode, open_seek, select, ts_of, write
+from tests.generators import scaled
 
-SETTINGS = settings(max_examples=60, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = scaled(60, HealthCheck.function_scoped_fixture)
 
 
 @st.composite

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from exact.errors import Conflict, InputError, NotFound, StoreCorrupt
@@ -25,9 +25,9 @@ from exact.store import (
     staged_dataset,
 )
 from exact.store.seek import seek_name
+from tests.generators import scaled
 
-SETTINGS = settings(max_examples=25, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = scaled(25, HealthCheck.function_scoped_fixture)
 
 
 @st.composite

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exact.engine import evaluate
@@ -27,7 +27,7 @@ from exact.query.ast import (
 from exact.reference import stream_table
 from sketch.answer.verify import TableSource, verify
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate
-from tests.generators import index_queries, index_streams
+from tests.generators import index_queries, index_streams, scaled
 from tests.helpers import build_tree, inside_candidate
 
 
@@ -76,7 +76,7 @@ def longest_stream(query: Query, wanted: int) -> int:
     return min(wanted, 16)
 
 
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = scaled(120)
 
 
 @pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
@@ -91,7 +91,7 @@ def test_verified_equals_exact_and_no_false_negatives(strategy: Strategy, data: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@scaled(1500)
 @given(data=st.data())
 def test_verified_equals_exact_many(strategy: Strategy, data: st.DataObject) -> None:
     query = data.draw(index_queries(strategy))

@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exact.engine import evaluate
@@ -15,6 +15,7 @@ from exact.query.ast import Between, EventSet, Query, Single, Strategy, Var, Wit
 from sketch.answer.verify import TableSource, _region_ranges, verify
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate, units_at
 from sketch.tree import BloomTree, TreeConfig
+from tests.generators import scaled
 
 
 def skewed_stream(n: int, vocabulary: int, seed: int) -> tuple[list[str], list[int]]:
@@ -33,7 +34,7 @@ def tree_of(types: list[str], ts: list[int], leaf_size: int, m: int = 256, k: in
 
 
 @given(n=st.integers(1, 3000), leaf=st.integers(1, 9), granularity=st.integers(0, 6))
-@settings(max_examples=60, deadline=None)
+@scaled(60)
 def test_units_cut_the_stream_in_order(n: int, leaf: int, granularity: int) -> None:
     types, ts = skewed_stream(n, 30, seed=n)
     tree = tree_of(types, ts, leaf)
@@ -50,7 +51,7 @@ def test_units_cut_the_stream_in_order(n: int, leaf: int, granularity: int) -> N
 
 @given(seed=st.integers(0, 10_000), leaf=st.integers(1, 6), granularity=st.integers(0, 3),
        tiny=st.booleans(), picks=st.lists(st.integers(0, 39), min_size=1, max_size=4))
-@settings(max_examples=60, deadline=None)
+@scaled(60)
 def test_occurrence_walk_misses_nothing_and_adds_only_filter_answers(seed: int, leaf: int, granularity: int,
                                                                      tiny: bool, picks: list[int]) -> None:
     """Deep trees (thousands of events, small leaves) exercise the descent and its shortcut to the units:
@@ -71,7 +72,7 @@ def test_occurrence_walk_misses_nothing_and_adds_only_filter_answers(seed: int, 
 @given(seed=st.integers(0, 10_000), leaf=st.integers(1, 6), granularity=st.integers(0, 3),
        picks=st.lists(st.frozensets(st.integers(0, 44), min_size=1, max_size=3), min_size=1, max_size=4),
        with_between=st.booleans(), with_runs=st.booleans())
-@settings(max_examples=60, deadline=None)
+@scaled(60)
 def test_occurrences_from_sliced_filters_are_the_top_level_and_unit_answers(
         seed: int, leaf: int, granularity: int, picks: list[frozenset[int]], with_between: bool,
         with_runs: bool) -> None:
@@ -179,7 +180,7 @@ def test_windows_and_between_bound_the_reach() -> None:
 @given(seed=st.integers(0, 10_000), leaf=st.integers(1, 6), picks=st.lists(st.integers(0, 39), min_size=2,
                                                                           max_size=4),
        window=st.integers(1, 60), by_events=st.booleans(), strict=st.booleans())
-@settings(max_examples=60, deadline=None)
+@scaled(60)
 def test_rarest_first_walk_gives_the_same_candidates(seed: int, leaf: int, picks: list[int], window: int,
                                                      by_events: bool, strict: bool) -> None:
     types, ts = skewed_stream(2500, 40, seed)
@@ -247,7 +248,7 @@ def test_a_shared_index_answers_as_a_fresh_one_under_concurrent_queries() -> Non
 
 
 @given(seed=st.integers(0, 10_000), leaf=st.integers(1, 7), with_between=st.booleans())
-@settings(max_examples=25, deadline=None)
+@scaled(25)
 def test_exists_from_prefixes_says_what_the_whole_walk_says(seed: int, leaf: int, with_between: bool) -> None:
     """RETURN exists stops at the first prefix of the stream with a candidate.  On a perfect index its
     yes/no, explanation and candidates are the whole evaluation's (the prefix's candidates among them); on
@@ -289,7 +290,7 @@ def test_exists_from_prefixes_says_what_the_whole_walk_says(seed: int, leaf: int
 
 
 @given(seed=st.integers(0, 10_000), leaf=st.integers(1, 5), granularity=st.integers(0, 3))
-@settings(max_examples=30, deadline=None)
+@scaled(30)
 def test_intervals_merge_the_candidate_spans(seed: int, leaf: int, granularity: int) -> None:
     """Candidate intervals are the per-start spans merged where they overlap, each with the highest level
     among its start units (checked against merging the spans one by one)."""
@@ -310,7 +311,7 @@ def test_intervals_merge_the_candidate_spans(seed: int, leaf: int, granularity: 
 
 
 @given(seed=st.integers(0, 10_000), leaf=st.integers(1, 5), gap=st.sampled_from([0, 1, 7, 64, 10_000]))
-@settings(max_examples=30, deadline=None)
+@scaled(30)
 def test_regions_group_starts_whose_reads_meet(seed: int, leaf: int, gap: int) -> None:
     """Verification regions: start units grouped one by one while a start lies within ``gap`` events of
     the group's reach, each with its start seq range, end, read end and the relevant units it reads."""
@@ -341,7 +342,7 @@ def test_regions_group_starts_whose_reads_meet(seed: int, leaf: int, gap: int) -
 
 
 @given(seed=st.integers(0, 10_000), leaf=st.integers(1, 5), gap=st.sampled_from([0, 1, 7, 64]))
-@settings(max_examples=30, deadline=None)
+@scaled(30)
 def test_region_reads_join_consecutive_units_up_to_the_read_end(seed: int, leaf: int, gap: int) -> None:
     """The seq ranges verification reads per region: runs of consecutive units of the region, each from
     its first unit's first seq to its last unit's last seq cut at the region's read end (checked run by
@@ -366,7 +367,7 @@ def test_region_reads_join_consecutive_units_up_to_the_read_end(seed: int, leaf:
 
 
 @given(seed=st.integers(0, 10_000), leaf=st.integers(1, 5), gap=st.sampled_from([-40, -1, 0, 1, 7, 64]))
-@settings(max_examples=40, deadline=None)
+@scaled(40)
 def test_the_read_plan_is_every_region_s_reads_joined(seed: int, leaf: int, gap: int) -> None:
     """The vectorised read plan: the regions' read ranges (checked above) joined where they touch, with the
     region count and one region from the first start to the last."""
@@ -392,7 +393,7 @@ def test_the_read_plan_is_every_region_s_reads_joined(seed: int, leaf: int, gap:
 
 @given(seed=st.integers(0, 10_000), leaf=st.integers(1, 6), window=st.integers(1, 60),
        in_events=st.booleans(), density=st.sampled_from([0.02, 0.3, 0.9]))
-@settings(max_examples=60, deadline=None)
+@scaled(60)
 def test_window_neighbourhood_is_every_unit_meeting_a_hit_s_window(seed: int, leaf: int, window: int,
                                                                    in_events: bool, density: float) -> None:
     """The units the rarest-first walk probes: each unit meeting the window around some hit unit (time

@@ -7,11 +7,12 @@ import math
 import numpy as np
 import pytest
 from bitarray import bitarray
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exact.errors import SeqsketchError
 from sketch.bloom import BloomFilter, fold_bits, fold_int, key_positions, sorted_unique
+from tests.generators import scaled
 
 keys = st.text(min_size=0, max_size=12)
 key_sets = st.lists(keys, max_size=40)
@@ -128,7 +129,7 @@ def test_sorted_unique_is_numpy_unique(values: list[int]) -> None:
     assert sorted_unique(array).tolist() == sorted(set(values))
 
 
-@settings(max_examples=30)
+@scaled(30)
 @given(key_sets, st.integers(1, 6))
 def test_probing_by_positions_matches_membership(items: list[str], k: int) -> None:
     f = BloomFilter(512, k)

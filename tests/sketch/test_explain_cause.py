@@ -10,7 +10,7 @@ import time
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import sketch.answer.cause as explain_cause
@@ -24,7 +24,7 @@ from sketch.answer.cause import about, why_empty
 from sketch.answer.verify import TableSource, answer_indexed, verify
 from sketch.build import BuildOptions, build_from_table
 from sketch.evaluate import TreeIndex, approximate
-from tests.generators import index_queries, index_streams
+from tests.generators import index_queries, index_streams, scaled
 from tests.helpers import build_tree
 
 S = 1_000_000  # one second in µs
@@ -176,7 +176,7 @@ def test_durations_read_well(micros: int, text: str) -> None:
     assert about(micros) == text
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@scaled(200)
 @given(index_queries(), index_streams(), st.sampled_from((1, 2, 4)))
 def test_what_the_relaxations_count_is_true_of_the_whole_stream(query: Query, rows: list[dict],
                                                                 leaf_size: int) -> None:

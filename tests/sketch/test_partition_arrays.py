@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exact.events import make_table
@@ -22,7 +22,7 @@ from sketch.build import BuildOptions
 from sketch.dataset import Dataset, build_partition_into, partition_from_columns, partition_options
 from sketch.partition.arrays import layout_from_columns, partition_tree_from_columns
 from sketch.partition.columns import merge_window_columns, window_columns
-from tests.generators import zipf_codes
+from tests.generators import scaled, zipf_codes
 
 
 def stream(seed: int, n: int, groups: int, kind: str, missing: float, big: bool) -> pa.Table:
@@ -48,7 +48,7 @@ def windowed(table: pa.Table, folder: Path, window: int) -> tuple[list[str], int
     return paths, keyless
 
 
-@settings(max_examples=25, deadline=None)
+@scaled(25)
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 3_000), groups=st.integers(1, 200),
        kind=st.sampled_from(["int", "str", "float"]), missing=st.sampled_from([0.0, 0.2]),
        big=st.booleans(), window=st.sampled_from([50, 700, 10_000]), leaf=st.sampled_from([2, 8, 64]))

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from api.service import run_query
@@ -22,7 +22,7 @@ from exact.query.ast import Query, Return, Strategy
 from exact.reference import stream_table
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
-from tests.generators import engine_queries, keyed_streams
+from tests.generators import engine_queries, keyed_streams, scaled
 
 COMPARED = ("exists", "count", "matches", "intervals", "truncated", "strategy")
 
@@ -55,8 +55,7 @@ def check(home: Path, query: Query) -> None:
 # Tiny leaves (C = 2: partition leaves of 8 slots, so big groups span several) and filters of a few bits
 # (an fpq near 1), so that the Bloom filters answer "maybe" wrongly most of the time.
 TINY = BuildOptions(leaf_size=2, fpq=0.9)
-SETTINGS = settings(max_examples=40, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = scaled(40, HealthCheck.function_scoped_fixture)
 
 
 @SETTINGS

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exact.errors import SeqsketchError
@@ -29,7 +29,7 @@ from sketch.sizing import (
     total_nodes,
 )
 from sketch.tree import BloomTree, TreeConfig
-from tests.generators import zipf_types
+from tests.generators import scaled, zipf_types
 
 
 @given(st.floats(1e-9, 0.5), st.integers(1, 10**6))
@@ -64,7 +64,7 @@ def test_node_counts_eq_4_7_to_4_12(leaves: int, h: int, fanout: int) -> None:
     assert nodes_per_subtree(h, fanout) == sum(fanout**i for i in range(h))
 
 
-@settings(max_examples=25, deadline=None)
+@scaled(25)
 @given(st.integers(1, 300), st.integers(2, 4))
 def test_top_level_nodes_is_what_a_never_full_tree_builds(leaves: int, fanout: int) -> None:
     """One type only, so every merge passes: the forest has one root per base-F digit (Fig. 4.3)."""
@@ -76,7 +76,7 @@ def test_top_level_nodes_is_what_a_never_full_tree_builds(leaves: int, fanout: i
     assert len(tree.top_nodes()) == top_level_nodes(leaves, tallest, fanout)
 
 
-@settings(max_examples=60, deadline=None)
+@scaled(60)
 @given(st.lists(st.integers(0, 30), min_size=1, max_size=300), st.integers(1, 20), st.integers(2, 4))
 def test_measured_profile_is_the_distinct_count_of_aligned_windows(codes: list[int], leaf_size: int,
                                                                     fanout: int) -> None:
@@ -92,7 +92,7 @@ def test_measured_profile_is_the_distinct_count_of_aligned_windows(codes: list[i
     assert profile.maximum[-1] == len(set(codes))  # the last level is one window: the whole stream
 
 
-@settings(max_examples=60, deadline=None)
+@scaled(60)
 @given(st.floats(1e-6, 0.2), st.integers(1, 1000), st.integers(1, 10**7), st.integers(1, 10**5),
        st.integers(1, 5), st.integers(2, 4))
 def test_chosen_configuration_meets_the_target(fpq: float, leaf_size: int, events: int, vocabulary: int,

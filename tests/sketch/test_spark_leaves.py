@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exact.events import event_schema, unify_attr_types
@@ -18,7 +18,7 @@ from sketch.spark.leaves import leaf_bits, merge_leaves, window_leaves
 from sketch.spark.read import StagedChunk, unified_attrs
 from sketch.spark.windows import Boundaries, aligned_starts, rows_below, window_count
 from sketch.tree import BloomTree, TreeConfig, encode_types, leaf_type_pairs
-from tests.generators import zipf_types
+from tests.generators import scaled, zipf_types
 
 
 def stream(seed: int, n: int, vocabulary: int) -> tuple[pa.Array, np.ndarray]:
@@ -39,7 +39,7 @@ def extend_by_windows(tree: BloomTree, types: pa.Array, ts: np.ndarray, start: i
     return merge_leaves(tree, runs)
 
 
-@settings(max_examples=60, deadline=None)
+@scaled(60)
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 700), C=st.sampled_from([1, 3, 8, 16]),
        per_window=st.integers(1, 9), cut=st.floats(0, 1), m=st.sampled_from([64, 256, 1024]),
        k=st.integers(1, 4), fanout=st.sampled_from([2, 3]))
@@ -75,7 +75,7 @@ def test_runs_with_a_gap_are_refused() -> None:
         merge_leaves(BloomTree(config), runs)
 
 
-@settings(max_examples=60, deadline=None)
+@scaled(60)
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 500), C=st.sampled_from([1, 3, 8]),
        m=st.sampled_from([64, 256]), k=st.integers(1, 4), vocabulary=st.sampled_from([1, 5, 40]))
 def test_leaf_bits_from_pairs_equal_the_leaves_update_builds(seed: int, n: int, C: int, m: int, k: int,
@@ -95,7 +95,7 @@ def stream_ranks(chunks: list[np.ndarray]) -> list[tuple[int, int, int]]:
     return sorted((int(t), c, r) for c, ts in enumerate(chunks) for r, t in enumerate(ts.tolist()))
 
 
-@settings(max_examples=80, deadline=None)
+@scaled(80)
 @given(seed=st.integers(0, 10_000), sizes=st.lists(st.integers(0, 60), min_size=1, max_size=6),
        spread=st.sampled_from([1, 3, 50]), picks=st.lists(st.integers(0, 10_000), max_size=6),
        first_seq=st.integers(0, 40), C=st.sampled_from([1, 4, 16]))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exact.errors import SeqsketchError
 from sketch.bloom import BloomFilter, fold_bits
 from sketch.tree import BloomTree, TreeConfig, derive_structure
-from tests.generators import zipf_codes
+from tests.generators import scaled, zipf_codes
 
 # Small filters and vocabularies, so that merges fail the density constraint often and folding happens.
 configs = st.builds(
@@ -87,7 +87,7 @@ def reference_forest(config: TreeConfig, types: list[str]) -> set[tuple[int, int
     return nodes
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@scaled(150)
 @given(configs, streams, leaf_forms)
 def test_tree_is_alg_2_with_the_right_bits_and_no_false_negatives(config: TreeConfig, codes: list[int],
                                                                   sparse: bool | None) -> None:
@@ -127,7 +127,6 @@ def test_tree_is_alg_2_with_the_right_bits_and_no_false_negatives(config: TreeCo
         list(tree._children.view().ravel())
 
 
-@settings(max_examples=100, deadline=None)
 @given(configs, streams, st.lists(st.integers(0, 160), max_size=4), leaf_forms, leaf_forms)
 def test_appending_in_pieces_equals_building_at_once(config: TreeConfig, codes: list[int],
                                                      cuts: list[int], sparse_whole: bool | None,
@@ -144,7 +143,7 @@ def test_appending_in_pieces_equals_building_at_once(config: TreeConfig, codes: 
     assert pieces == whole
 
 
-@settings(max_examples=60, deadline=None)
+@scaled(60)
 @given(configs, streams, st.integers(0, 170), st.integers(0, 170))
 def test_nodes_covering_is_a_minimal_cover(config: TreeConfig, codes: list[int], a: int, b: int) -> None:
     types = make_types(codes)
@@ -168,7 +167,7 @@ def test_nodes_covering_is_a_minimal_cover(config: TreeConfig, codes: list[int],
             assert not (lo <= p.lo_seq and p.hi_seq <= hi)
 
 
-@settings(max_examples=40, deadline=None)
+@scaled(40)
 @given(configs, streams, st.lists(st.integers(0, 60), min_size=1, max_size=6))
 def test_batch_probe_agrees_with_single_probes_and_filters(config: TreeConfig, codes: list[int],
                                                             probe_codes: list[int]) -> None:
@@ -184,7 +183,7 @@ def test_batch_probe_agrees_with_single_probes_and_filters(config: TreeConfig, c
             assert answers[i, j] == tree.may_contain(i, key) == (key in f)
 
 
-@settings(max_examples=40, deadline=None)
+@scaled(40)
 @given(configs, streams, st.lists(st.integers(0, 60), min_size=1, max_size=6), st.data())
 def test_sliced_filters_answer_as_the_filters(config: TreeConfig, codes: list[int], probe_codes: list[int],
                                               data: st.DataObject) -> None:
@@ -210,7 +209,7 @@ def test_density_is_each_stored_filter_s_fill() -> None:
     assert max(tree.filter(i).popcount() for i in range(tree.rows)) > 255  # beyond a byte-sized count
 
 
-@settings(max_examples=40, deadline=None)
+@scaled(40)
 @given(configs, streams, st.integers(0, 200))
 def test_leaves_computed_elsewhere_give_the_same_tree(config: TreeConfig, codes: list[int], cut: int) -> None:
     """add_leaves (the entry of leaf filters built outside, e.g. on Spark) is update's own leaf step."""

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from exact.errors import IndexCorrupt
 from sketch import persist
 from sketch.tree import BloomTree, TreeConfig
-from tests.generators import zipf_types
+from tests.generators import scaled, zipf_types
 
 
 def sample_tree(events: int = 3000, *, leaf_size: int = 16, fold: bool = True, seed: int = 3) -> BloomTree:
@@ -42,7 +42,7 @@ def test_save_load_keeps_the_digest_and_every_answer(tmp_path: Path, events: int
     assert not list(tmp_path.glob(".*tmp*"))  # no temporary file left behind
 
 
-@settings(max_examples=40, deadline=None)
+@scaled(40)
 @given(st.integers(0, 400), st.integers(0, 400), st.integers(1, 9), st.sampled_from([None, True, False]))
 def test_append_after_load_equals_building_at_once(first: int, second: int, leaf_size: int,
                                                    sparse: bool | None) -> None:

@@ -26,6 +26,7 @@ from schemathesis import GenerationMode
 from api.app import create_app
 from api.service import build_from_inputs as build_dataset
 from api.state import service_state
+from tests.generators import examples, scaled
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +117,8 @@ def check_answer(app: Flask, case: Any, response: Any, elapsed: float, before: t
             assert not errors, f"{where}: the answer does not fit its schema: {errors[0].message}"
 
 
-FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                       HealthCheck.function_scoped_fixture])
+# At least 60 examples under any profile: each run counts the operations it reached.
+FUZZ = scaled(60, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture, least=60, derandomize=True)
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
@@ -225,7 +225,7 @@ def test_generated_bodies_with_lone_surrogates_and_float_integers(app: Flask, sc
     poisoned: set[tuple[str, str]] = set()
     client = app.test_client()
 
-    @settings(FUZZ, max_examples=150)
+    @settings(FUZZ, max_examples=examples(150, least=60))
     @given(data=st.data())
     def run(data: st.DataObject) -> None:
         case = data.draw(strategy, label="case")
