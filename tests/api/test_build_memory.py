@@ -63,10 +63,20 @@ def test_a_build_too_large_for_one_process_is_refused_before_reading(tmp_path: P
 
 def test_the_limit_comes_from_the_environment_or_the_machine(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from api.service import build_memory
     from api.service.build_memory import available_memory, local_memory_limit
 
     monkeypatch.setenv("SEQSKETCH_LOCAL_MEMORY", "12345")
     assert local_memory_limit() == 12345 and local_memory_limit(99) == 99
     monkeypatch.delenv("SEQSKETCH_LOCAL_MEMORY")
-    available = available_memory()
-    assert available is None or local_memory_limit() == available // 2
+    # the machine's: MemAvailable of /proc/meminfo, and nothing where it cannot be read (so no limit)
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       16384000 kB\nMemFree:         1024000 kB\nMemAvailable:    8192000 kB\n")
+    assert available_memory(meminfo) == 8_192_000 * 1024
+    assert available_memory(tmp_path / "missing") is None
+    meminfo.write_text("MemTotal:       16384000 kB\n")
+    assert available_memory(meminfo) is None
+    monkeypatch.setattr(build_memory, "available_memory", lambda: 8_192_000 * 1024)
+    assert local_memory_limit() == 4_096_000 * 1024 and local_memory_limit(99) == 99
+    monkeypatch.setattr(build_memory, "available_memory", lambda: None)
+    assert local_memory_limit() is None

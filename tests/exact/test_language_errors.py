@@ -8,7 +8,19 @@ import json
 import pytest
 
 from exact.errors import QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
-from exact.query.ast import Between, Query, Single, Var, WithinEvents, WithinTime
+from exact.query.ast import (
+    Aggregate,
+    Between,
+    Condition,
+    Field,
+    Literal,
+    Query,
+    RunEvent,
+    Single,
+    Var,
+    WithinEvents,
+    WithinTime,
+)
 from exact.query.language import MAX_QUERY_BYTES, MAX_VARIABLES, from_json, load, parse, to_json, to_text
 
 
@@ -433,10 +445,24 @@ def test_run_operand_mistakes_are_refused_where_they_are(condition, cls, marker,
     _fails(_RUN + condition + " WITHIN 1 h", cls, marker, *fragments, occurrence=1)
 
 
-def test_run_operands_that_are_fine():
-    for condition in ("c.x > max(a.x)", "a[last].x > max(a.x)", "b.x < a[last].x", "a[i].x > a[1].x",
-                      "count(a) >= b.n", "min(a.ts) > '2012-01-01'", "a[ i - 1 ].x < a.x"):
-        parse(_RUN + condition + " WITHIN 1 h")
+@pytest.mark.parametrize(("condition", "meant"), [
+    ("c.x > max(a.x)", Condition(Field("c", "x"), ">", Aggregate("max", "a", "x"))),
+    ("a[last].x > max(a.x)", Condition(RunEvent("a", "x", "last"), ">", Aggregate("max", "a", "x"))),
+    ("b.x < a[last].x", Condition(Field("b", "x"), "<", RunEvent("a", "x", "last"))),
+    ("a[i].x > a[1].x", Condition(Field("a", "x"), ">", RunEvent("a", "x", "first"))),
+    ("count(a) >= b.n", Condition(Aggregate("count", "a"), ">=", Field("b", "n"))),
+    ("min(a.ts) > '2012-01-01'", Condition(Aggregate("min", "a", "ts"), ">", Literal(1_325_376_000_000_000))),
+    ("a[ i - 1 ].x < a.x", Condition(Field("a", "x", prev=True), "<", Field("a", "x"))),
+])
+def test_run_operands_that_are_fine(condition, meant):
+    """Run operands used as the language allows are accepted and mean what the docs say: ``a[i]`` is the
+    event joining the run, ``a[1]`` its first, ``a[i-1]`` the one before, a time literal is µs since the
+    epoch (UTC); the query prints back to itself in text and JSON."""
+    query = parse(_RUN + condition + " WITHIN 1 h")
+    assert query.where == (meant,)
+    assert query.within == WithinTime(3_600_000_000)
+    assert [type(e).__name__ for e in query.pattern] == ["Single", "Absent", "Single"]
+    assert parse(to_text(query)) == query and load(to_json(query)) == query
 
 
 def test_json_run_operand_errors_name_the_path():

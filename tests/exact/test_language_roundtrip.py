@@ -258,9 +258,11 @@ _ALPHABET = st.sampled_from(list("PATTERNSEQWHEREANDORNOTANYabcAB (){}[],.+-'\"=
 @given(st.text(_ALPHABET, max_size=80))
 def test_arbitrary_text_raises_only_our_errors(text):
     try:
-        parse(text)
+        query = parse(text)
     except SeqsketchError as error:
         _assert_position_inside(error, text)
+    else:  # what it accepts is a query that prints back to itself
+        assert parse(to_text(query)) == query
 
 
 _SEED_TEXTS = [

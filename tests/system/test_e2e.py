@@ -25,7 +25,6 @@ from api.client import (
     JobFailedError,
     NotFoundError,
     QueryError,
-    ServerError,
 )
 from api.state import service_state
 from exact.events import to_records
@@ -72,17 +71,6 @@ def test_build_info_and_listing(server: tuple[Client, Path]) -> None:
     assert set(client.openapi()["paths"]) >= {"/v1/datasets/{name}/query", "/v1/jobs/{job_id}"}
 
 
-def query_or_skip(client: Client, name: str, query: str, mode: str) -> Any:
-    """The answer in ``mode``; the test is skipped when this installation does not offer the mode yet."""
-    try:
-        return client.query(name, query, mode=mode)
-    except (QueryError, ServerError) as err:
-        if err.body and err.message and "mode" in err.message and ("index" in err.message or
-                                                                    err.code == "not_implemented"):
-            pytest.skip(f"mode {mode!r} is not available here: {err.message}")
-        raise
-
-
 def test_exact_queries_agree_with_the_definition(server: tuple[Client, Path]) -> None:
     client, home = server
     expected = pairs_in_case(stored_events(home, "running"), "register request", "pay compensation")
@@ -100,7 +88,7 @@ def test_exact_queries_agree_with_the_definition(server: tuple[Client, Path]) ->
 
 def test_verified_equals_exact(server: tuple[Client, Path]) -> None:
     client, _ = server
-    verified = query_or_skip(client, "running", PAIR_QUERY, "verified")
+    verified = client.query("running", PAIR_QUERY, mode="verified")
     exact = client.query("running", PAIR_QUERY, mode="exact")
     assert verified.mode == "verified"
     assert verified.matches == exact.matches and verified.count == exact.count  # guarantee 1
@@ -109,7 +97,7 @@ def test_verified_equals_exact(server: tuple[Client, Path]) -> None:
 
 def test_approximate_has_no_false_negatives(server: tuple[Client, Path]) -> None:
     client, home = server
-    approximate = query_or_skip(client, "running", PAIR_QUERY, "approximate")
+    approximate = client.query("running", PAIR_QUERY, mode="approximate")
     expected = pairs_in_case(stored_events(home, "running"), "register request", "pay compensation")
     assert approximate.exists and not approximate.matches
     for a, b in expected:  # guarantee 2: every match inside a candidate interval
