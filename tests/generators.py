@@ -9,8 +9,9 @@ Two families of streams and queries are kept apart on purpose, as their tests ne
   and queries on one attribute, held to the exact answer through the Bloom-filter tree.
 
 Seeded generators (:func:`zipf_codes`, :func:`zipf_types`, :func:`write_csv`, :func:`write_jsonl`) draw from a
-``numpy`` generator, so a seed always gives the same stream.  :func:`examples` and :func:`scaled` scale a test's example
-count by the Hypothesis profile in use (``HYPOTHESIS_PROFILE``, registered in ``tests/conftest.py``).
+``numpy`` generator, so a seed always gives the same stream.  :func:`examples` and :func:`scaled` scale a
+test's example count by the Hypothesis profile in use (``HYPOTHESIS_PROFILE``, registered in
+``tests/conftest.py``).
 """
 
 from __future__ import annotations

@@ -10,10 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from werkzeug.serving import make_server
 
-from api.app import create_app
-from api.state import service_state
 from exact.engine import Match
 from sketch.evaluate import Approximation
 from sketch.tree import BloomTree, TreeConfig
@@ -40,6 +37,11 @@ def inside_candidate(approx: Approximation, match: Match) -> bool:
 @contextmanager
 def serve(home: Path, shared_data: Path, **config: Any) -> Iterator[tuple[str, Any]]:
     """The app on 127.0.0.1, an OS-chosen port, in a background thread; yields (base URL, app)."""
+    from werkzeug.serving import make_server  # the service's imports only for the tests that serve it
+
+    from api.app import create_app
+    from api.state import service_state
+
     (home / "inputs").mkdir(parents=True, exist_ok=True)
     app = create_app({"SEQSKETCH_HOME": str(home),
                       "DATABASE_URL": f"sqlite:///{(home / 'catalog.db').as_posix()}",
