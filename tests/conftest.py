@@ -1,11 +1,32 @@
-"""Shared fixtures: the real data directory and a throw-away SEQSKETCH_HOME."""
+"""Shared fixtures (the real data directory, a throw-away SEQSKETCH_HOME, the SparkSession) and the Hypothesis
+profiles, registered once here and chosen by the ``HYPOTHESIS_PROFILE`` environment variable:
+
+* ``ci`` (the default): 100 examples for a test that says nothing, and as many as a test asks for through
+  :func:`tests.generators.scaled` — the counts CI has always run;
+* ``quick``: a tenth of those, for iterating locally (``HYPOTHESIS_PROFILE=quick pytest tests/exact``);
+* ``thorough``: five times as many, for a change to the engine or the index before it is merged.
+
+Every profile has no deadline (a shared CI machine's timings say nothing about correctness; a test that
+means to bound time says so itself, as the parser's fuzz test does) and suppresses the too-slow health check
+(the property tests draw whole streams and queries).  A test whose function-scoped fixtures are meant to be
+shared by its examples says so itself (``scaled(n, HealthCheck.function_scoped_fixture)``).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+from tests.generators import CI_EXAMPLES
+
+settings.register_profile("ci", max_examples=CI_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("quick", settings.get_profile("ci"), max_examples=CI_EXAMPLES // 10)
+settings.register_profile("thorough", settings.get_profile("ci"), max_examples=CI_EXAMPLES * 5)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

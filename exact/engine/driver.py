@@ -25,7 +25,7 @@ variable can bind take part (Cadonna's filtered windows, Thm. 5.1).  Then:
    negation (:mod:`exact.engine.negation`) drops the matches with a forbidden event in a negated gap.  Both need
    the bindings, so a query with either keeps them until they are applied.
 
-Semantics decided here, where the sources leave a choice (tested in tests/test_engine_*.py): stream order is
+Semantics decided here, where the sources leave a choice (tested in tests/exact/test_engine_*.py): stream order is
 seq (consecutive SEQ positions need a strictly larger seq; ``ts`` must not decrease along seq); a condition
 with a null or missing operand is false, values of different kinds are never equal; a condition on one
 variable holds for each of its events (∀), between two variables for every pair, ``prev`` for consecutive

@@ -37,7 +37,7 @@ stream:
   the relaxed query would have; then only the matches that lie inside one candidate interval are counted
   (there every event of the types read is at hand, so each is a match of the relaxed query in the whole
   history), and the window's relaxation finds matches a little longer than the window, not much longer
-  ones.  (``tests/test_explain_cause.py`` holds both claims to the whole stream.)
+  ones.  (``tests/sketch/test_explain_cause.py`` holds both claims to the whole stream.)
 
 A relaxation that would let a variable bind types verification did not read (dropping ``w.type = 'X'`` on
 an ``ANY`` variable) cannot be judged on these events and is left out (and said so).

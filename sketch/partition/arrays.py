@@ -20,7 +20,7 @@ the store.  Reading them back whole into the driver and building with general-pu
   :func:`sketch.partition.index.build_partition_tree` does.
 
 The result is the same layout and the same tree (``index_digest``) as :func:`build_partition_into` makes
-of the same events; ``tests/test_partition_arrays.py`` holds them equal.
+of the same events; ``tests/sketch/test_partition_arrays.py`` holds them equal.
 """
 
 from __future__ import annotations

@@ -1,0 +1,277 @@
+"""Catalog migrations: upgrade from empty, downgrade to base, the models agree with the migrations, and the
+app and CLI refuse a database that is not at head — on SQLite, and on a real PostgreSQL when one can start."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect, text
+
+from api import db
+from api.app import create_app
+from api.catalog import Base, DatasetState, open_catalog
+from api.cli import main
+from exact.errors import Conflict
+
+CATALOG_TABLES = {"datasets", "index_versions", "build_jobs", "tokens", "query_log"}
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path.as_posix()}"
+
+
+def tables(engine) -> set[str]:  # noqa: ANN001
+    return set(inspect(engine).get_table_names()) - {"alembic_version"}
+
+
+def test_upgrade_from_empty_creates_every_table_at_head(tmp_path: Path) -> None:
+    engine = db.make_engine(sqlite_url(tmp_path / "c.db"))
+    assert db.is_empty(engine) and db.current_revision(engine) is None
+    assert db.upgrade(engine) == db.head_revision()
+    assert tables(engine) == CATALOG_TABLES
+    db.check_at_head(engine)  # does not raise
+
+
+def test_models_match_the_migrations(tmp_path: Path) -> None:
+    """A model change without a migration (or the reverse) shows up as an autogenerate difference."""
+    engine = db.make_engine(sqlite_url(tmp_path / "c.db"))
+    db.upgrade(engine)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+
+
+def test_downgrade_to_base_removes_everything_and_upgrade_restores(tmp_path: Path) -> None:
+    engine = db.make_engine(sqlite_url(tmp_path / "c.db"))
+    db.upgrade(engine)
+    assert db.downgrade(engine, "0001") == "0001"
+    assert tables(engine) == {"datasets", "index_versions", "tokens"}
+    assert db.downgrade(engine, "base") is None
+    assert tables(engine) == set()
+    assert db.upgrade(engine) == db.head_revision()
+    assert tables(engine) == CATALOG_TABLES
+
+
+def test_data_survives_a_downgrade_and_upgrade_of_the_later_revision(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "c.db")
+    catalog = open_catalog(url)
+    catalog.upsert_dataset("kept", state=DatasetState.READY, events=42)
+    db.downgrade(catalog.engine, "0001")
+    db.upgrade(catalog.engine)
+    assert catalog.get_dataset("kept")["events"] == 42
+
+
+def test_app_refuses_a_database_behind_head(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "c.db")
+    engine = db.make_engine(url)
+    db.upgrade(engine, "0001")
+    behind = rf"revision 0001, behind the head {db.head_revision()}.*seqsketch db upgrade"
+    with pytest.raises(db.CatalogOutOfDate, match=behind):
+        create_app({"SEQSKETCH_HOME": str(tmp_path), "DATABASE_URL": url})
+    # nothing was migrated behind the operator's back
+    assert db.current_revision(engine) == "0001"
+
+
+def test_app_refuses_an_unknown_newer_revision(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "c.db")
+    engine = db.make_engine(url)
+    db.upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = 'ffff'"))
+    with pytest.raises(db.CatalogOutOfDate, match="does not know"):
+        create_app({"SEQSKETCH_HOME": str(tmp_path), "DATABASE_URL": url})
+
+
+def test_app_initialises_an_empty_sqlite_catalog_but_not_when_told_not_to(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "fresh.db")
+    with pytest.raises(db.CatalogOutOfDate, match="no seqsketch schema"):
+        create_app({"SEQSKETCH_HOME": str(tmp_path), "DATABASE_URL": url, "INIT_EMPTY_SQLITE": False})
+    app = create_app({"SEQSKETCH_HOME": str(tmp_path), "DATABASE_URL": url})
+    assert app.test_client().get("/v1/health").json["catalog_revision"] == db.head_revision()
+
+
+def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], home: Path,
+            *args: str) -> tuple[int, str, str]:
+    """``seqsketch ARGS`` in-process (the console script runs the same ``main``): exit code, out, err."""
+    monkeypatch.setenv("SEQSKETCH_HOME", str(home))
+    monkeypatch.delenv("SEQSKETCH_DATABASE_URL", raising=False)
+    capsys.readouterr()
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_db_commands_and_refusal_behind_head(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    def cli(*args: str) -> tuple[int, str, str]:
+        return run_cli(monkeypatch, capsys, tmp_path, *args)
+
+    assert cli("db", "upgrade", "--revision", "0001")[0] == 0
+    code, out, _ = cli("db", "current", "--json")
+    assert code == 0 and json.loads(out)["current"] == "0001" and json.loads(out)["at_head"] is False
+    # a command that needs the catalog refuses it: one clear line, nothing migrated
+    code, _, err = cli("token", "create", "ci", "--scope", "read")
+    assert code == 1
+    assert err.count("\n") == 1 and "behind the head" in err and "seqsketch db upgrade" in err
+    assert json.loads(cli("db", "current", "--json")[1])["current"] == "0001"
+    assert cli("db", "upgrade")[0] == 0
+    assert cli("token", "create", "ci", "--scope", "read")[0] == 0
+    code, out, _ = cli("db", "downgrade", "base", "--json")
+    assert code == 0 and json.loads(out)["current"] is None
+
+
+def test_an_installed_package_carries_its_migrations(tmp_path: Path) -> None:
+    """The wheel holds the top-level migrations and the web console's files, and the package installed from it
+    in a fresh virtual environment — run outside the checkout — migrates a new catalog to head with
+    ``seqsketch db upgrade``."""
+    import sys
+    import sysconfig
+    import zipfile
+
+    repo = Path(__file__).resolve().parents[2]
+    source = tmp_path / "source"  # built from a copy: a build writes into its source tree
+    shutil.copytree(repo, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info",
+                                                                 ".hypothesis", "__pycache__", "bench"))
+    wheels = tmp_path / "wheels"
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--quiet", "-w",
+                            str(wheels)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = wheels.glob("seqsketch-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    versions = [f"migrations/versions/{p.name}" for p in (repo / "migrations/versions").glob("0*.py")]
+    assert versions
+    console = [f"api/console/static/{p.name}" for p in (repo / "api/console/static").iterdir()]
+    for path in ("migrations/env.py", "migrations/script.py.mako", *versions, *console):
+        assert path in names, f"{path} is not in the wheel"
+    # a fresh venv whose only seqsketch is the wheel; its dependencies are borrowed from this environment's
+    # site-packages by a path entry (whose own .pth files, the editable install among them, are not run)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    fresh_python = venv / "bin" / "python"
+    fresh_site = Path(subprocess.run([str(fresh_python), "-c", "import sysconfig; "
+                                      "print(sysconfig.get_paths()['purelib'])"],
+                                     capture_output=True, text=True, check=True).stdout.strip())
+    (fresh_site / "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target",
+                    str(fresh_site), str(wheel)], check=True, capture_output=True, timeout=300)
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["SEQSKETCH_HOME"] = str(home)
+    where = subprocess.run([str(fresh_python), "-c", "import api, migrations; print(api.__file__); "
+                            "print(migrations.__file__)"], env=env, cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300)
+    assert where.returncode == 0, where.stderr[-2000:]
+    assert all(line.startswith(str(fresh_site)) for line in where.stdout.split()), where.stdout
+    script = "import sys; from api.cli import main; sys.exit(main(['db', 'upgrade', '--json']))"
+    done = subprocess.run([str(fresh_python), "-c", script], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["at_head"] is True
+    assert tables(db.make_engine(sqlite_url(home / "catalog.db"))) == CATALOG_TABLES
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------------------------
+
+
+def _pg_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for root in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (root / name).exists():
+            return str(root / name)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on a Unix socket, when the server binaries and psycopg are present."""
+    pytest.importorskip("psycopg")
+    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    if not initdb or not pg_ctl:
+        pytest.skip("PostgreSQL server binaries not installed")
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        runuser = shutil.which("runuser")
+        try:
+            import pwd
+
+            pwd.getpwnam("postgres")
+        except KeyError:
+            runuser = None
+        if not runuser:
+            pytest.skip("running as root without a postgres user to run the server as")
+        prefix = [runuser, "-u", "postgres", "--"]
+    base = Path(tempfile.mkdtemp(prefix="seqsketch-pg-"))
+    data, sock = base / "data", base / "sock"
+    sock.mkdir()
+    if prefix:
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+    port = _free_port()
+    try:
+        subprocess.run([*prefix, initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
+                       check=True, capture_output=True, timeout=120)
+        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-w", "-l", str(base / "log"), "-o",
+                        f"-p {port} -k {sock} -c listen_addresses='' -c fsync=off", "start"],
+                       check=True, capture_output=True, timeout=120)
+    except (subprocess.SubprocessError, OSError) as err:
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.skip(f"could not start PostgreSQL: {err}")
+    try:
+        yield f"postgresql+psycopg://postgres@/postgres?host={sock}&port={port}"
+    finally:
+        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True,
+                       timeout=60)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_postgresql_upgrade_downgrade_and_refusal(postgres_url: str, tmp_path: Path) -> None:
+    engine = db.make_engine(postgres_url)
+    try:
+        assert db.upgrade(engine) == db.head_revision()
+        assert tables(engine) == CATALOG_TABLES
+        with engine.connect() as conn:
+            assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        catalog = open_catalog(postgres_url)
+        row = catalog.upsert_dataset("pg", state=DatasetState.READY, events=7)
+        assert row["created"].endswith("+00:00")
+        version = catalog.record_index_version("pg", number=1, events=7, files=["v1.idx"], digest="ab" * 32,
+                                               config={"m": 1024, "k": 7})
+        assert version["config"] == {"m": 1024, "k": 7}
+        job = catalog.create_job("pg", ["x.xes"], {"engine": "local"})
+        assert catalog.get_job(job["id"])["state"] == "queued"
+        with pytest.raises(Conflict):  # the partial unique index: one active build per dataset
+            catalog.create_job("pg", ["y.xes"], {})
+        other = catalog.create_job("pg2", ["y.xes"], {})
+        claimed = [catalog.claim_job("r1"), catalog.claim_job("r2"), catalog.claim_job("r3")]
+        assert [c and c["id"] for c in claimed] == [job["id"], other["id"], None]  # oldest first, once each
+        assert catalog.fail_jobs([job["id"]], "gone") == [job["id"]]
+        assert catalog.create_job("pg", ["z.xes"], {})["state"] == "queued"
+        catalog.dispose()
+        db.downgrade(engine, "0001")
+        with pytest.raises(db.CatalogOutOfDate, match="behind the head"):
+            create_app({"SEQSKETCH_HOME": str(tmp_path), "DATABASE_URL": postgres_url})
+        # an empty PostgreSQL database is never initialised implicitly
+        db.downgrade(engine, "base")
+        assert tables(engine) == set()
+        with pytest.raises(db.CatalogOutOfDate, match="no seqsketch schema"):
+            open_catalog(postgres_url)
+    finally:
+        engine.dispose()

@@ -1,0 +1,162 @@
+"""Property tests: the exact engine equals the brute-force reference (exact.reference) on random small
+streams and random patterns, for every strategy, with and without two-phase evaluation and prefilter; and
+``starts=`` slicing agrees with filtering the full answer."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from exact.engine import evaluate, evaluate_table, match_ts, merge_intervals, ts_lookup
+from exact.events import micros
+from exact.prefilter import EventFrame
+from exact.query.ast import (
+    Condition,
+    Field,
+    Literal,
+    Query,
+    Return,
+    Single,
+    Strategy,
+    Var,
+    WithinEvents,
+    WithinTime,
+)
+from exact.reference import reference_matches, stream_table
+from tests.generators import ENGINE_TYPES, OPS, engine_queries, engine_streams, run_queries, scaled
+
+
+def dictionary_typed(table: pa.Table) -> pa.Table:
+    """``table`` with ``type`` dictionary-encoded as the event store reads it: one dictionary per chunk
+    (here two chunks, whose dictionaries differ in content and order)."""
+    half = table.num_rows // 2
+    chunks = [table.column("type").combine_chunks().slice(a, b - a).dictionary_encode()
+              for a, b in ((0, half), (half, table.num_rows))]
+    at = table.column_names.index("type")
+    return table.set_column(at, "type", pa.chunked_array(chunks, chunks[0].type))
+
+
+def frame_of(table: pa.Table) -> EventFrame:
+    """``table`` as a frame of its columns (as the event store reads seek files), its table made only when a
+    condition asks for a column."""
+    encoded = table.column("type").combine_chunks().dictionary_encode()
+    return EventFrame.of_columns(table.column("seq").to_numpy(), micros(table.column("ts")),
+                                 encoded.indices.to_numpy(), encoded.dictionary,
+                                 encoded.dictionary.to_pylist(), lambda: table)
+
+
+def _check(query: Query, rows: list[dict]) -> None:
+    table = stream_table(rows)
+    expected = reference_matches(query, table)
+    for two_phase in (True, False):
+        for prefilter in (True, False):
+            got = evaluate(query, table, two_phase=two_phase, prefilter=prefilter)
+            assert got == expected, (two_phase, prefilter, query)
+    assert evaluate(query, dictionary_typed(table)) == expected, query
+    assert evaluate(query, frame_of(table)) == expected, query
+    # the kernels alone (no vectorised chain), and what each RETURN keeps
+    assert evaluate_table(query, table, returns=Return.MATCHES, chains=False).matches() == expected, query
+    _check_returns(query, table, expected)
+
+
+def _check_returns(query: Query, table: pa.Table, expected: list) -> None:
+    """count, exists, intervals and a limit give what the full answer implies, for chains and kernels."""
+    spans = merge_intervals(expected)
+    for chains in (True, False):
+        counted = evaluate_table(query, table, returns=Return.COUNT, chains=chains)
+        assert counted.count == len(expected) and len(counted) == 0, (chains, query)
+        exists = evaluate_table(query, table, returns=Return.EXISTS, chains=chains)
+        assert exists.exists == bool(expected), (chains, query)
+        intervals = evaluate_table(query, table, returns=Return.INTERVALS, chains=chains)
+        assert [tuple(x) for x in intervals.spans.tolist()] == spans, (chains, query)
+        for limit in (1, 2):
+            cut = evaluate_table(query, table, returns=Return.MATCHES, limit=limit, chains=chains)
+            assert cut.matches(limit) == expected[:limit], (chains, limit, query)
+            if cut.count is not None:
+                assert cut.count == len(expected)
+            else:  # stopped early: only when more matches may follow
+                assert len(expected) >= limit and not cut.complete
+
+
+SETTINGS = scaled(200)
+
+
+@pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
+@SETTINGS
+@given(data=st.data())
+def test_engine_equals_reference(strategy: Strategy, data: st.DataObject) -> None:
+    query = data.draw(engine_queries(strategy))
+    rows = data.draw(engine_streams())
+    _check(query, rows)
+
+
+@pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
+@SETTINGS
+@given(data=st.data())
+def test_engine_equals_reference_on_run_conditions(strategy: Strategy, data: st.DataObject) -> None:
+    """SASE+ run operands and aggregates (``v[1]``, ``v[last]``, ``count``, ``sum``/``avg``/``min``/``max``
+    over a run or over ``v[..i-1]``), with partitions, event sets, OR, NOT reading runs and BETWEEN."""
+    query = data.draw(run_queries(strategy, more=True))
+    rows = data.draw(engine_streams())
+    _check(query, rows)
+
+
+@SETTINGS
+@given(query=engine_queries(), rows=engine_streams(), lo=st.integers(0, 12), width=st.integers(0, 8))
+def test_starts_slicing_matches_filtering(query: Query, rows: list[dict], lo: int, width: int) -> None:
+    table = stream_table(rows)
+    full = evaluate(query, table)
+    for two_phase in (True, False):
+        part = evaluate(query, table, starts=(lo, lo + width), two_phase=two_phase)
+        assert part == [m for m in full if lo <= m.start_seq <= lo + width]
+
+
+@st.composite
+def chain_queries(draw: st.DrawFn) -> Query:
+    """Skip-till-next-match over a SEQ of single, non-Kleene variables with properties only: the queries
+    the engine answers with one chain of bisections instead of windows (``_Evaluation._chain``)."""
+    n = draw(st.integers(1, 4))
+    elements = tuple(Single(Var(f"v{i}", draw(st.sampled_from(ENGINE_TYPES + (None,))))) for i in range(n))
+    conds = tuple(Condition(Field(f"v{draw(st.integers(0, n - 1))}", draw(st.sampled_from(("x", "y")))),
+                            draw(st.sampled_from(OPS)), Literal(draw(st.integers(0, 3))))
+                  for _ in range(draw(st.integers(0, 2))))
+    within = draw(st.sampled_from((None, WithinTime(draw(st.integers(0, 8))),
+                                   WithinEvents(draw(st.integers(1, 7))))))
+    return Query(elements, conds, (), within, None, Strategy.SKIP_TILL_NEXT_MATCH)
+
+
+@SETTINGS
+@given(query=chain_queries(), rows=engine_streams(), lo=st.integers(0, 12), width=st.integers(0, 8))
+def test_chain_queries_equal_reference(query: Query, rows: list[dict], lo: int, width: int) -> None:
+    """The chain of bisections gives the windows' matches (two_phase=False, prefilter=False run windows)."""
+    _check(query, rows)
+    table = stream_table(rows)
+    full = evaluate(query, table)
+    part = evaluate(query, table, starts=(lo, lo + width))
+    assert part == [m for m in full if lo <= m.start_seq <= lo + width]
+
+
+@SETTINGS
+@given(query=engine_queries(), rows=engine_streams(), cuts=st.lists(st.integers(0, 10), max_size=4))
+def test_match_times_are_the_events_times(query: Query, rows: list[dict], cuts: list[int]) -> None:
+    """match_ts finds the ts of every match's first and last event, however the table is chunked."""
+    table = stream_table(rows)
+    bounds = sorted({0, table.num_rows, *(c for c in cuts if c < table.num_rows)})
+    chunked = pa.Table.from_batches([b for lo, hi in zip(bounds, bounds[1:], strict=False)
+                                     for b in table.slice(lo, hi - lo).to_batches()], schema=table.schema)
+    matches = evaluate(query, chunked)
+    times = ts_lookup(table)
+    assert match_ts(chunked, matches) == {s: times[s] for m in matches for s in (m.start_seq, m.end_seq)}
+    assert match_ts(frame_of(table), matches) == match_ts(chunked, matches)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
+@scaled(1500)
+@given(data=st.data())
+def test_engine_equals_reference_many(strategy: Strategy, data: st.DataObject) -> None:
+    query = data.draw(engine_queries(strategy))
+    rows = data.draw(engine_streams(12))
+    _check(query, rows)

@@ -1,0 +1,130 @@
+"""Seek files: a part's ts and types, fixed-width, read in place.  Held to the arrays they were made from on
+random parts (every width of codes and steps), and to a brute-force selection of rows in ranges."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
+
+import exact.store.seek as seek_module
+from exact.store.seek import BLOCK, SeekUnavailable, encode, open_seek, select, ts_of, write
+from tests.generators import scaled
+
+SETTINGS = scaled(60, HealthCheck.function_scoped_fixture)
+
+
+@st.composite
+def parts(draw: st.DrawFn) -> tuple[np.ndarray, list[str]]:
+    """ts (not decreasing, in one of several granularities and gap sizes) and types of a part."""
+    n = draw(st.integers(1, 3 * BLOCK + 7))
+    unit = draw(st.sampled_from([1, 1000, 1_000_000]))
+    big = draw(st.sampled_from([3, 10**6, 10**9]))  # gaps in units: µs jitter … days between events
+    gaps = np.asarray(draw(st.lists(st.integers(0, big), min_size=n, max_size=n)), dtype=np.int64)
+    ts = 1_600_000_000_000_000 + np.cumsum(gaps) * unit
+    alphabet = draw(st.sampled_from([["A"], ["A", "B", "C"], [f"t{i}" for i in range(300)]]))
+    types = [alphabet[i] for i in draw(st.lists(st.integers(0, len(alphabet) - 1), min_size=n, max_size=n))]
+    return ts, types
+
+
+@SETTINGS
+@given(part=parts(), data=st.data())
+def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactory,
+                                         part: tuple[np.ndarray, list[str]], data: st.DataObject) -> None:
+    ts, types = part
+    n = len(ts)
+    path = tmp_path_factory.mktemp("seek") / "p.seek"
+    size = write(path, ts, pa.array(types))
+    assert size == path.stat().st_size
+    seek = open_seek(path, n)
+    assert seek.types == tuple(sorted(set(types)))
+    assert [seek.types[c] for c in seek.codes.tolist()] == types
+    assert ts_of([seek], [np.arange(n)]).tolist() == ts.tolist()
+    # rows in random sorted, disjoint ranges, of random wanted types, as a brute force picks them
+    points = sorted(data.draw(st.sets(st.integers(0, n), max_size=40)))
+    ranges = [(a, b - 1) for a, b in zip(points[::2], points[1::2], strict=False)]  # some of one row
+    wanted = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from(sorted(set(types)) + ["absent"]))))
+    bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+    compared = data.draw(st.sampled_from([0, 8, 10**9]))  # test codes by table look-up or by comparisons
+    saved = seek_module._COMPARED_CODES
+    seek_module._COMPARED_CODES = compared
+    try:
+        [(rows, codes)] = select([seek], [bounds], wanted)
+    finally:
+        seek_module._COMPARED_CODES = saved
+    want = [i for a, b in ranges for i in range(a, b + 1) if wanted is None or types[i] in wanted]
+    assert rows.tolist() == want
+    assert [seek.types[c] for c in codes.tolist()] == [types[i] for i in want]
+    assert ts_of([seek], [rows]).tolist() == ts[want].tolist()
+
+
+def test_files_are_selected_from_together_as_each_alone(tmp_path: Path) -> None:
+    """Rows of several files at once (those of the same types tested together) and their ts are each
+    file's own, a file without ranges giving none; files may differ in ts unit and in wide rows."""
+    rng = np.random.default_rng(7)
+    files = []
+    for i, alphabet in enumerate([["A", "B", "C"], ["A", "B", "C"], ["B", "D"], ["A", "B", "C"]]):
+        types = [alphabet[k] for k in rng.integers(0, len(alphabet), 500).tolist()]
+        gaps = rng.integers(0, 10, 500) * (1000 if i % 2 else 1)
+        gaps[rng.integers(0, 500, 5 * i)] = 10**13  # long pauses: rows kept apart as wide
+        ts = 1_600_000_000_000_000 + np.cumsum(gaps)
+        write(tmp_path / f"{i}.seek", ts, pa.array(types))
+        files.append((open_seek(tmp_path / f"{i}.seek", 500), types, ts))
+    ranges = [np.asarray(r, dtype=np.int64).reshape(-1, 2)
+              for r in ([(0, 9), (40, 40), (100, 499)], [(3, 5)], [(0, 499)], [])]
+    for wanted in (frozenset({"B"}), frozenset({"A", "D"}), None):
+        got = select([f for f, _, _ in files], ranges, wanted)
+        for (seek, types, _), r, (rows, codes) in zip(files, ranges, got, strict=True):
+            want = [i for a, b in r.tolist() for i in range(a, b + 1) if wanted is None or types[i] in wanted]
+            assert rows.tolist() == want
+            assert [seek.types[c] for c in codes.tolist()] == [types[i] for i in want]
+        rows = [rows for rows, _ in got]
+        assert ts_of([f for f, _, _ in files], rows).tolist() == np.concatenate(
+            [ts[r] for (_, _, ts), r in zip(files, rows, strict=True)]).tolist()
+
+
+def test_an_event_takes_about_five_bytes_unless_it_follows_a_long_pause(tmp_path: Path) -> None:
+    """A 1-byte type code and a 4-byte ts offset per event (and a block base per 32), whatever the ts
+    precision; only rows 2^32 units or more (71 minutes in µs) after their block's first row are kept
+    apart, at 16 bytes each."""
+    n = 10_000
+    ts = 1_600_000_000_000_000 + np.arange(n, dtype=np.int64) * 60_000_000 + np.arange(n) % 7  # µs jitter
+    types = pa.array(["A", "B"] * (n // 2))
+    overhead = 8 * (n // BLOCK + 1) + 1024  # block bases, header, alignment
+    assert len(encode(ts, types)) <= 5 * n + overhead
+    row = np.arange(n)
+    paused = ts + np.where(row >= 5010, 10**11, 0)  # a pause of 28 hours inside a block (4992..5023)
+    wide = [i for i in range(n) if paused[i] - paused[i - i % BLOCK] >= 2**32 - 1]
+    assert wide == list(range(5010, 5010 - 5010 % BLOCK + BLOCK))
+    write(tmp_path / "p.seek", paused, types)
+    seek = open_seek(tmp_path / "p.seek", n)
+    assert seek.wide_rows.tolist() == wide and seek.wide_ts.tolist() == paused[wide].tolist()
+    assert ts_of([seek], [row]).tolist() == paused.tolist()
+    assert ts_of([seek], [row[::-7]]).tolist() == paused[::-7].tolist()
+    assert len(encode(paused, types)) - len(encode(ts, types)) <= len(wide) * 16 + 2 * 64
+
+
+def test_a_seek_file_of_another_row_count_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "p.seek"
+    write(path, np.arange(10, dtype=np.int64), pa.array(["A"] * 10))
+    with pytest.raises(SeekUnavailable, match="holds 10 rows"):
+        open_seek(path, 11)
+    with pytest.raises(SeekUnavailable, match="missing"):
+        open_seek(tmp_path / "none.seek", 10)
+
+
+def test_files_deleted_or_replaced_leave_the_open_maps(tmp_path: Path) -> None:
+    """A mapped file keeps its disk space: opening another seek file lets go of those deleted or replaced."""
+    old, other = tmp_path / "old.seek", tmp_path / "other.seek"
+    write(old, np.arange(10, dtype=np.int64), pa.array(["A"] * 10))
+    open_seek(old, 10)
+    assert any(k[0] == str(old) for k in seek_module._OPEN)
+    old.unlink()
+    write(other, np.arange(5, dtype=np.int64), pa.array(["B"] * 5))
+    open_seek(other, 5)
+    assert not any(k[0] == str(old) for k in seek_module._OPEN)
+    assert any(k[0] == str(other) for k in seek_module._OPEN)

@@ -1,0 +1,60 @@
+"""Helpers more than one test file uses: the stream tree of a drawn stream, where a match must lie in an
+approximate answer, and the app served on a loopback port."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exact.engine import Match
+from sketch.evaluate import Approximation
+from sketch.tree import BloomTree, TreeConfig
+
+
+def build_tree(rows: list[dict], leaf_size: int, tiny: bool) -> BloomTree:
+    """The stream tree of drawn ``rows`` with leaves of ``leaf_size`` events: ``tiny`` filters (64 bits
+    folded down to 8, one hash) err often; the others (256 bits, three hashes) seldom."""
+    config = (TreeConfig(leaf_size=leaf_size, m=64, k=1, min_bits=8) if tiny
+              else TreeConfig(leaf_size=leaf_size, m=256, k=3))
+    tree = BloomTree(config)
+    if rows:
+        tree.update([r["type"] for r in rows], [r["ts"] for r in rows])
+    return tree
+
+
+def inside_candidate(approx: Approximation, match: Match) -> bool:
+    """The match lies in the candidate span of the unit holding its first event."""
+    spans = dict(zip(approx.starts.tolist(), approx.ends.tolist(), strict=True))
+    unit = int(approx.units.index_of_seq(np.asarray([match.start_seq]))[0])
+    return unit in spans and match.end_seq <= spans[unit]
+
+
+@contextmanager
+def serve(home: Path, shared_data: Path, **config: Any) -> Iterator[tuple[str, Any]]:
+    """The app on 127.0.0.1, an OS-chosen port, in a background thread; yields (base URL, app)."""
+    from werkzeug.serving import make_server  # the service's imports only for the tests that serve it
+
+    from api.app import create_app
+    from api.state import service_state
+
+    (home / "inputs").mkdir(parents=True, exist_ok=True)
+    app = create_app({"SEQSKETCH_HOME": str(home),
+                      "DATABASE_URL": f"sqlite:///{(home / 'catalog.db').as_posix()}",
+                      "INPUT_ROOTS": [str(shared_data), str(home / "inputs")], **config})
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, name="seqsketch-test-server", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", app
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+        state = service_state(app)
+        state.jobs.shutdown()  # type: ignore[union-attr]
+        state.catalog.dispose()

@@ -1,0 +1,235 @@
+"""``explain`` of an empty verified answer names the part of the query that rules the candidates out
+(:mod:`sketch.answer.cause`), on small hand-made streams through the stream tree's verified path.
+
+Each stream is built so that the cause is known by construction; the answer itself must stay the exact one.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import sketch.answer.cause as explain_cause
+from exact.engine import Budget, evaluate, evaluate_table
+from exact.errors import SeqsketchError
+from exact.query.ast import Query, Return
+from exact.query.language import parse
+from exact.query.normalize import normalize
+from exact.reference import stream_table
+from sketch.answer.cause import about, why_empty
+from sketch.answer.verify import TableSource, answer_indexed, verify
+from sketch.build import BuildOptions, build_from_table
+from sketch.evaluate import TreeIndex, approximate
+from tests.generators import index_queries, index_streams, scaled
+from tests.helpers import build_tree
+
+S = 1_000_000  # one second in µs
+
+
+def stream(*events: tuple) -> pa.Table:
+    """Events ``(type, seconds, attrs…)`` in stream order."""
+    rows = []
+    for i, (kind, sec, *attrs) in enumerate(events):
+        rows.append({"seq": i, "ts": int(sec * S), "type": kind, **(attrs[0] if attrs else {})})
+    return stream_table(rows)
+
+
+def verified(table: pa.Table, text: str, leaf_size: int = 4) -> dict:
+    tree, _ = build_from_table(table, BuildOptions(leaf_size=leaf_size))
+    source = TableSource(table)
+    query = parse(text)
+    body = answer_indexed(query, tree, source, mode="verified")
+    exact = answer_indexed(query, None, source, mode="exact")
+    for key in ("exists", "count", "matches", "intervals"):
+        assert body.get(key) == exact.get(key), key  # the answer is the exact one, whatever explain says
+    assert body["exists"] is False and body["stats"]["candidate_intervals"] >= 1
+    return body
+
+
+def cause(body: dict) -> str:
+    head, _, tail = body["explain"].partition(" hold no exact match: ")
+    assert head.endswith("events") and tail, body["explain"]
+    return tail
+
+
+def test_a_condition_that_holds_for_no_candidate_is_named() -> None:
+    table = stream(("A", 0, {"x": 1, "y": 7}), ("B", 1, {"y": 0}), ("A", 2, {"x": 1}), ("B", 3, {"y": 0}))
+    body = verified(table, "PATTERN SEQ(A a, B b) WHERE a.x = 1 AND b.y = 7")
+    # dropping a.x = 1 (the first) leaves no match; dropping b.y = 7 leaves the two pairs
+    assert cause(body) == ("they hold 2 matches of A then B meeting the other conditions, but `b.y = 7` "
+                           "holds for none of them")
+
+
+def test_the_partition_is_named() -> None:
+    table = stream(("A", 0, {"k": "p"}), ("B", 1, {"k": "q"}), ("A", 2, {"k": "q"}), ("B", 3, {"k": "r"}))
+    body = verified(table, "PATTERN SEQ(A a, B b) PARTITION BY k WITHIN 10 s")
+    assert cause(body) == "they hold 2 matches of A then B within 10 s, but none with the same k"
+
+
+def test_a_negation_between_elements_is_named() -> None:
+    table = stream(("A", 0), ("C", 1), ("B", 2), ("A", 3), ("C", 4), ("B", 5))
+    body = verified(table, "PATTERN SEQ(A a, NOT(C c), B b)")
+    assert cause(body) == ("they hold 2 matches of A then B, but each has a C between A and B, which "
+                           "`NOT(C c)` forbids")
+
+
+def test_a_trailing_negation_is_named() -> None:
+    table = stream(("A", 0), ("C", 4), ("A", 20), ("E", 25), ("C", 26))
+    body = verified(table, "PATTERN SEQ(A a, NOT(C c, D d)) WITHIN 10 s")
+    assert cause(body) == ("they hold 2 matches of A within 10 s, but each is followed within 10 s by a C or "
+                           "a D, which `NOT(C c, D d)` forbids")
+
+
+def test_the_window_is_named_with_the_shortest_match() -> None:
+    table = stream(("A", 0), ("X", 1), ("B", 5), ("A", 100), ("B", 107))
+    body = verified(table, "PATTERN SEQ(A a, B b) WITHIN 2 s", leaf_size=8)
+    assert cause(body) == "they hold 2 matches of A then B, but none within 2 s (the shortest takes 5 s)"
+    table = stream(("A", 0), ("X", 1), ("X", 2), ("B", 5), ("A", 100), ("X", 101), ("B", 107))
+    body = verified(table, "PATTERN SEQ(A a, B b) WITHIN 2 EVENTS", leaf_size=8)
+    assert cause(body) == ("they hold 2 matches of A then B, but none within 2 events (the shortest spans 3 "
+                           "events)")
+
+
+def test_the_strategy_is_named() -> None:
+    table = stream(("A", 0), ("X", 1), ("B", 2), ("Y", 3))
+    body = verified(table, "PATTERN SEQ(A a, B b) STRATEGY strict_contiguity")
+    # relaxed to skip_till_next_match first (the plain skip), which finds the match
+    assert cause(body) == ("they hold 1 match of A then B, but none under strict_contiguity, which binds "
+                           "every event between a match's first and last")
+
+
+def test_conditions_come_before_the_strategy() -> None:
+    # both the condition and the strategy rule the match out alone; the condition is named (it comes first)
+    table = stream(("A", 0, {"x": 1}), ("X", 1), ("B", 2), ("Y", 3))
+    body = verified(table, "PATTERN SEQ(A a, B b) WHERE a.x = 2 STRATEGY skip_till_any_match")
+    assert cause(body) == ("they hold 1 match of A then B under skip_till_any_match, but `a.x = 2` holds for "
+                           "none of them")
+
+
+def test_when_no_single_part_rules_them_out_it_says_so() -> None:
+    # every pair fails both conditions: dropping one leaves the other, dropping both leaves the pairs
+    table = stream(("A", 0, {"x": 0}), ("B", 0.5, {"y": 0}), ("A", 100, {"x": 0}), ("B", 100.5, {"y": 0}))
+    body = verified(table, "PATTERN SEQ(A a, B b) WHERE a.x = 1 AND b.y = 1 WITHIN 1 s", leaf_size=2)
+    assert cause(body) == ("no single part of the query rules them all out: without any one of `a.x = 1`, "
+                           "`b.y = 1` or WITHIN 1 s, or under skip_till_any_match, they hold no match, but "
+                           "without all of them they do")
+
+
+def test_when_the_order_rules_them_out_it_says_so() -> None:
+    table = stream(("B", 0), ("A", 1), ("X", 2), ("X", 3))
+    body = verified(table, "PATTERN SEQ(A a, B b)")
+    assert cause(body) == "none of them holds A then B, even under skip_till_any_match"
+
+
+def test_a_part_the_events_read_cannot_judge_is_left_out_and_said_so() -> None:
+    # dropping w.type = 'C' would let w bind any type, of which only C and B were read
+    table = stream(("B", 0), ("C", 1), ("X", 2), ("X", 3))
+    body = verified(table, "PATTERN SEQ(ANY w, B b) WHERE w.type = 'C'")
+    assert cause(body) == ("none of them holds C then B meeting the conditions, even under "
+                           "skip_till_any_match (dropping `w.type = 'C'` cannot be judged on the events "
+                           "read)")
+
+
+def test_kleene_and_event_set_labels() -> None:
+    table = stream(("A", 0, {"x": 1}), ("C", 1), ("B", 2), ("D", 3))
+    body = verified(table, "PATTERN SEQ(A+ a, {B b, C c}, D d) WHERE a.x > 1")
+    assert cause(body) == "they hold 1 match of A+ then {B, C} then D, but `a.x > 1` holds for none of them"
+    body = verified(table, "PATTERN SEQ(A+ a, OR(B b, E e), D d) WHERE a.x > 1")
+    assert cause(body) == "they hold 1 match of A+ then B | E then D, but `a.x > 1` holds for none of them"
+
+
+def _approx_and_read(table: pa.Table, text: str):
+    tree, _ = build_from_table(table, BuildOptions(leaf_size=4))
+    approx = approximate(parse(text), TreeIndex(tree))
+    return approx, verify(approx, TableSource(table))
+
+
+def test_the_search_stops_in_time_and_says_so() -> None:
+    table = stream(*[("A" if i % 2 == 0 else "B", i, {"x": 1}) for i in range(40)])
+    text = "PATTERN SEQ(A a, B b) WHERE a.x = 2 STRATEGY skip_till_any_match"
+    approx, result = _approx_and_read(table, text)
+    assert not result.found.exists
+    spent = Budget(time.monotonic() - 1.0, 5)  # the query's own budget, already spent
+    said = why_empty(approx.query, result.read, spans=approx.interval_bounds(), budget=spent)
+    assert said == ("conditions, negation, the window or the strategy rule them out; the search for which "
+                    "one ran out of time")
+    assert why_empty(approx.query, result.read, spans=approx.interval_bounds()) == (
+        "they hold 210 matches of A then B under skip_till_any_match, but `a.x = 2` holds for none of them")
+
+
+def test_the_search_is_skipped_over_too_many_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = stream(*[("A" if i % 2 == 0 else "B", i, {"x": 1}) for i in range(40)])
+    approx, result = _approx_and_read(table, "PATTERN SEQ(A a, B b) WHERE a.x = 2")
+    monkeypatch.setattr(explain_cause, "MAX_EVENTS", 10)
+    said = why_empty(approx.query, result.read, spans=approx.interval_bounds())
+    assert said.endswith("(the 40 events read are more than the 10 the search for which one looks through)")
+
+
+@pytest.mark.parametrize(("micros", "text"), [(41 * S, "41 s"), (int(2.5 * 3600 * S), "2.5 h"),
+                                               (86_400 * S, "1 day"), (int(31.24 * 86_400 * S), "31.2 days"),
+                                               (700 * 1000, "700 ms"), (90 * 60 * S, "1.5 h")])
+def test_durations_read_well(micros: int, text: str) -> None:
+    assert about(micros) == text
+
+
+@scaled(200)
+@given(index_queries(), index_streams(), st.sampled_from((1, 2, 4)))
+def test_what_the_relaxations_count_is_true_of_the_whole_stream(query: Query, rows: list[dict],
+                                                                leaf_size: int) -> None:
+    """Where a relaxation leaves the candidates as they are, the matches it finds in what verification read
+    are all the relaxed query's matches in the whole stream; where it would widen them (the window, strict
+    contiguity), each match it counts — one inside a candidate interval — is one of them (the docs' claims).
+    And the search never fails."""
+    table = stream_table(rows)
+    tree = build_tree(rows, leaf_size, tiny=False)
+    approx = approximate(query, TreeIndex(tree))  # every drawn query is one the engine takes
+    result = verify(approx, TableSource(table))
+    if result.found.exists or not approx.exists:
+        return
+    spans = approx.interval_bounds()
+    assert why_empty(query, result.read, spans=spans)
+    search = explain_cause._Search(query, result.read, spans, None, Budget())
+    for relaxation in explain_cause._relaxations(query, normalize(query), None):
+        relaxed = relaxation.query
+        if not (explain_cause._valid(relaxed) and explain_cause._readable(relaxed, result.read.types)):
+            continue
+        whole = evaluate(relaxed, table)
+        found = search.run(relaxed)
+        if search.same_candidates(relaxed):
+            assert found is not None and found.count == len(whole), relaxation.part
+            continue
+        counted = []
+        for events, starts in result.read.pieces:
+            matches = evaluate_table(relaxed, events, returns=Return.MATCHES, starts=starts)
+            counted += matches.take(explain_cause._inside(matches, spans)).matches()
+        assert found is not None and found.count == len(counted)
+        assert set(counted) <= set(whole), relaxation.part
+
+
+def test_the_search_is_budgeted_by_what_verification_took() -> None:
+    """A multiple of verification's time, within a floor and a ceiling, and never past the query's own
+    deadline; windows that outgrow it are given up early (the search only serves a hint)."""
+    ec = explain_cause
+    floor, factor, most = ec.EXPLAIN_FLOOR_MS, ec.EXPLAIN_FACTOR, ec.EXPLAIN_MS
+    assert explain_cause._budget(None, 0.1).timeout_ms == floor
+    assert explain_cause._budget(None, 2 * floor / factor).timeout_ms == 2 * floor
+    assert explain_cause._budget(None, 10 * most).timeout_ms == most
+    assert explain_cause._budget(None, None).timeout_ms == most
+    own = Budget(time.monotonic() + 0.001, 1)
+    assert explain_cause._budget(own, 10 * most).deadline == own.deadline
+    assert explain_cause._budget(None, 1.0).stop_early
+
+
+def test_a_search_that_stops_early_gives_up_before_its_deadline_passes() -> None:
+    """Skip-till-any-match with no window over a growing run of candidates: with ``stop_early`` the engine
+    gives up when its next, four times larger bound would end past the deadline."""
+    table = stream(*[("A" if i % 3 == 0 else "B", i, {"x": 1}) for i in range(600)])
+    query = parse("PATTERN SEQ(A a, B b, A c, B d, A e, B f) WHERE f.x > a.x STRATEGY skip_till_any_match")
+    budget = Budget(time.monotonic() + 2.0, 2_000, window_steps=100, stop_early=True)
+    with pytest.raises(SeqsketchError, match="took longer than the limit"):
+        evaluate_table(query, table, budget=budget, returns=Return.EXISTS)
+    assert time.monotonic() < budget.deadline

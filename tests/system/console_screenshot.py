@@ -1,0 +1,64 @@
+"""The picture of the web console in the README:
+``python tests/system/console_screenshot.py [--out docs/console.png]``.
+
+It does what a person would: starts ``seqsketch serve`` (gunicorn and its job runner) on a loopback port with
+a fresh home, builds BPI 2012 through the API, opens the console in the system's headless Chromium, picks the
+dataset, asks the demo's first question, opens a match, and takes the screenshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO)]
+
+QUESTION = "PATTERN SEQ(O_SENT o1, O_SENT o2, O_DECLINED d) PARTITION BY case WITHIN 30 days"
+
+
+def main() -> int:
+    from playwright.sync_api import sync_playwright
+
+    from api.client import Client
+    from api.service import shared_data_dirs
+    from bench.load import served
+    from tests.system.test_console_browser import ARGS, CHROMIUM
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", default=str(REPO / "docs" / "console.png"))
+    parser.add_argument("--match", type=int, default=2, help="which match to open (0-based)")
+    args = parser.parse_args()
+    data = next(d for d in shared_data_dirs() if (d / "bpic2012.xes.gz").is_file())
+    with tempfile.TemporaryDirectory(prefix="seqsketch-shot-") as tmp:
+        home = Path(tmp) / "home"
+        home.mkdir()
+        with served(home, server="gunicorn", workers=2, env={"SEQSKETCH_INPUT_ROOTS": str(data)}) as url:
+            client = Client(url, timeout=120)
+            client.wait(client.build("bpi2012", ["bpic2012.xes.gz"], engine="local")["job_id"], timeout=600)
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch_persistent_context(
+                    str(Path(tmp) / "profile"), executable_path=str(CHROMIUM), args=ARGS, headless=True,
+                    viewport={"width": 1440, "height": 1200}, device_scale_factor=1)
+                page = browser.new_page()
+                page.goto(url + "/")
+                page.click("#datasets li[data-name='bpi2012']")
+                page.wait_for_function(
+                    "() => document.querySelector('#info-title').textContent === 'bpi2012'")
+                page.fill("#query", QUESTION)
+                page.click("#run")
+                page.wait_for_selector("#timeline rect.match")
+                page.click(f"#match-list tbody tr[data-i='{args.match}']")
+                page.wait_for_selector("#match-detail table tbody tr")
+                page.mouse.move(0, 0)
+                page.wait_for_timeout(300)
+                page.screenshot(path=args.out, full_page=False)
+                browser.close()
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
