@@ -301,7 +301,8 @@ def write_layout(folder: Path, layout: Layout, version: int) -> dict[str, Any]:
 
 def _bytes_of(arr: np.ndarray) -> memoryview:
     """The bytes of a contiguous array, without a copy (the order of a large stream is hundreds of MB)."""
-    return memoryview(arr).cast("B")
+    # (NumPy's stubs declare the buffer protocol of arrays for Python 3.12+ only; 3.11 arrays have it too)
+    return memoryview(arr).cast("B")  # type: ignore[arg-type]
 
 
 _LOADED: dict[tuple[str, int, int, int], Layout] = {}

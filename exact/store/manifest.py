@@ -110,7 +110,7 @@ class Snapshot:
         return (np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64),
                 np.asarray(part_of, dtype=np.int64), np.asarray(index, dtype=np.int64))
 
-    def groups_of(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[PartInfo, list[int]]]:
+    def groups_of(self, ranges: Sequence[tuple[int, int]] | np.ndarray) -> list[tuple[PartInfo, list[int]]]:
         """The parts and row groups (sorted) that the seq ``ranges`` (inclusive) meet, each group once."""
         firsts, lasts, part_of, index = self.group_layout
         bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)

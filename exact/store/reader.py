@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from numpy.typing import NDArray
 
 from exact.arrays import joined, run_positions
 from exact.errors import Conflict, StoreCorrupt
@@ -107,8 +108,8 @@ class StoreReader(StoreBase):
         schema = snap.read_schema(cols, True, names)
         pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, True)
         if len(pieces) == 1 and isinstance(pieces[0], list) and schema.names == [SEQ, TS, TYPE]:
-            seq, ts, codes, dictionary, names = _seek_columns(pieces[0])
-            return EventFrame.of_columns(seq, ts, codes, dictionary, names,
+            seq, ts, codes, dictionary, type_names = _seek_columns(pieces[0])
+            return EventFrame.of_columns(seq, ts, codes, dictionary, type_names,
                                          lambda: _columns_table(seq, ts, codes, dictionary, schema)), decoded
         return EventFrame.build(_pieces_table(pieces, schema)), decoded
 
@@ -389,7 +390,7 @@ def _rows_in_ranges(part: PartInfo, groups: list[int], bounds: np.ndarray) -> tu
 
 
 def type_mask(column: pa.ChunkedArray | pa.Array, value_set: pa.Array, rows: np.ndarray | None = None
-              ) -> np.ndarray:
+              ) -> NDArray[np.bool_]:
     """Per row (of ``rows`` only, when given): is its type in ``value_set``?  Dictionary-encoded chunks (as
     the store reads ``type``) share one dictionary, which is tested once; rows are then looked up by index."""
     if isinstance(column, pa.ChunkedArray):
@@ -399,8 +400,11 @@ def type_mask(column: pa.ChunkedArray | pa.Array, value_set: pa.Array, rows: np.
     if pa.types.is_dictionary(column.type) and column.null_count == 0:
         lut = pc.is_in(column.dictionary, value_set=value_set).to_numpy(zero_copy_only=False)
         index = column.indices.to_numpy(zero_copy_only=False)
-        return lut[index if rows is None else index[rows]]
+        by_index: NDArray[np.bool_] = lut[index if rows is None else index[rows]]
+        return by_index
     if rows is not None:
         column = column.take(pa.array(rows))
-    return pc.fill_null(pc.is_in(column, value_set=value_set), False).to_numpy(zero_copy_only=False)
+    mask: NDArray[np.bool_] = pc.fill_null(pc.is_in(column, value_set=value_set), False).to_numpy(
+        zero_copy_only=False)
+    return mask
 
