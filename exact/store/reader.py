@@ -26,7 +26,7 @@ from exact.arrays import joined, run_positions
 from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
-from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, Snapshot, StoreBase
+from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
 from exact.store.seek import SeekFile, SeekUnavailable, open_seek, seek_name, ts_of
 from exact.store.seek import select as select_rows
 
@@ -76,7 +76,7 @@ class StoreReader(StoreBase):
             table = table.slice(lo, max(hi - lo, 0))
             yield from conform_columns(table, cols, attrs, type_dictionary=type_dictionary).to_batches()
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str] | None = None,
+    def read_ranges(self, ranges: SeqRanges, columns: Sequence[str] | None = None,
                     types: frozenset[str] | None = None, snapshot: Snapshot | None = None, *,
                     type_dictionary: bool = False) -> tuple[pa.Table, int]:
         """The events inside the seq ``ranges`` (inclusive, sorted, disjoint) — only those of ``types``
@@ -96,7 +96,7 @@ class StoreReader(StoreBase):
         pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, type_dictionary)
         return _pieces_table(pieces, schema), decoded
 
-    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str] | None = None,
+    def read_frame(self, ranges: SeqRanges, columns: Sequence[str] | None = None,
                    types: frozenset[str] | None = None, snapshot: Snapshot | None = None
                    ) -> tuple[EventFrame, int]:
         """:meth:`read_ranges` (``type`` dictionary-encoded) as the exact engine's frame.  When every part
@@ -113,7 +113,7 @@ class StoreReader(StoreBase):
                                          lambda: _columns_table(seq, ts, codes, dictionary, schema)), decoded
         return EventFrame.build(_pieces_table(pieces, schema)), decoded
 
-    def _range_pieces(self, snap: Snapshot, ranges: Sequence[tuple[int, int]], cols: list[str],
+    def _range_pieces(self, snap: Snapshot, ranges: SeqRanges, cols: list[str],
                       names: tuple[str, ...] | None, types: frozenset[str] | None, type_dictionary: bool
                       ) -> tuple[list[pa.Table | list[_SeekRows]], int]:
         """What :meth:`read_ranges` reads, in stream order: tables of parts read from Parquet, and for each
