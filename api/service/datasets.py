@@ -185,7 +185,7 @@ def records_for_append(records: Sequence[Mapping[str, Any]]) -> list[dict[str, A
 
 
 #: The JSON kinds an attribute of each stored type accepts (ints into a double only where exact).
-_ACCEPTS = {"string": {str}, "int64": {int}, "double": {int, float}, "bool": {bool}}
+_ACCEPTS: dict[str, set[type]] = {"string": {str}, "int64": {int}, "double": {int, float}, "bool": {bool}}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _EXACT_IN_DOUBLE = 1 << 53
 
