@@ -56,7 +56,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.from_mapping(default_config())
     if config:
         app.config.from_mapping(config)
-    app.json.sort_keys = False  # keep CONTRACT §3's field order
+    # keep CONTRACT §3's field order (app.json is Flask's default provider, typed as the base class)
+    app.json.sort_keys = False  # type: ignore[attr-defined]
 
     home = Path(app.config["SEQSKETCH_HOME"])
     url = app.config["DATABASE_URL"] or database_url(home)

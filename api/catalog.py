@@ -382,7 +382,8 @@ class Catalog:
                     .values(state=JobState.RUNNING.value, runner=runner, started=utcnow(),
                             message="starting")
                     .execution_options(synchronize_session=False))
-                if claimed.rowcount == 1:
+                # (an UPDATE's result is a CursorResult; SQLAlchemy types execute() as returning a Result)
+                if claimed.rowcount == 1:  # type: ignore[attr-defined]
                     job = s.get(BuildJob, job_id)
                     assert job is not None
                     s.refresh(job)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import NDArray
 
 from exact.errors import InputError
 
@@ -152,7 +153,7 @@ MIN_MICROS = (datetime(1, 1, 1, tzinfo=UTC) - EPOCH) // _US
 MAX_MICROS = (datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC) - EPOCH) // _US
 
 
-def micros(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+def micros(column: pa.Array | pa.ChunkedArray) -> NDArray[np.int64]:
     """An int64 array of a ``ts`` (or ``seq``) column: UTC microseconds of a timestamp column (any unit),
     the values of an integer one.  A microsecond timestamp column is viewed as it is, without a compute
     call; a chunked array without chunks is answered directly (pyarrow would convert it through pandas, a
@@ -163,8 +164,10 @@ def micros(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if pa.types.is_timestamp(typ):
         if typ.unit != "us":
             column = pc.cast(column, pa.timestamp("us", tz=typ.tz))
-        return column.to_numpy(zero_copy_only=False).view(np.int64)
-    return column.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        viewed: NDArray[np.int64] = column.to_numpy(zero_copy_only=False).view(np.int64)
+        return viewed
+    values: NDArray[np.int64] = column.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return values
 
 
 def checked_micros(us: int) -> int:

@@ -14,12 +14,14 @@ is never equal (``=`` false, ``!=`` true for present values, orderings false).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import NDArray
 
 from exact.errors import InputError
 from exact.events import micros
@@ -66,12 +68,12 @@ class EventFrame:
     as the event store reads them), whose table is then made only if a condition asks for a column."""
 
     _table: pa.Table | None
-    seq: np.ndarray
-    ts: np.ndarray
+    seq: NDArray[np.int64]
+    ts: NDArray[np.int64]
     _cache: dict[str, pa.Array] = field(default_factory=dict)
-    _lists: dict[str, list] = field(default_factory=dict)
-    _codes: tuple[np.ndarray, pa.Array] | None = None
-    _names: list[str | None] | None = None
+    _lists: dict[str, list[Any]] = field(default_factory=dict)
+    _codes: tuple[NDArray[np.integer[Any]], pa.Array] | None = None
+    _names: Sequence[str | None] | None = None
     _make_table: Callable[[], pa.Table] | None = None
     #: per attribute, a code per event standing for its value (equal codes ⇔ equal values, -1: none), as a
     #: store's partition layout knows them; the partition and "x is present" use them instead of the values
@@ -87,7 +89,7 @@ class EventFrame:
 
     @classmethod
     def of_columns(cls, seq: np.ndarray, ts: np.ndarray, codes: np.ndarray, distinct: pa.Array,
-                   names: list[str | None], make_table: Callable[[], pa.Table]) -> EventFrame:
+                   names: Sequence[str | None], make_table: Callable[[], pa.Table]) -> EventFrame:
         """A frame of events given as columns: seqs (increasing), ts (UTC µs, never decreasing), and type
         codes into ``distinct`` (whose values are ``names``); ``make_table`` makes the same events as a
         table in the stream schema, when a condition needs a column."""
@@ -165,7 +167,7 @@ class EventFrame:
     def __len__(self) -> int:
         return len(self.seq)
 
-    def type_codes(self) -> tuple[np.ndarray, pa.Array]:
+    def type_codes(self) -> tuple[NDArray[np.integer[Any]], pa.Array]:
         """Each event's type as a code into the frame's distinct types (made once per frame)."""
         if self._codes is None:
             column = self.table.column("type")
@@ -179,7 +181,7 @@ class EventFrame:
             self._codes = (encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary)
         return self._codes
 
-    def type_names(self) -> list[str | None] | None:
+    def type_names(self) -> Sequence[str | None] | None:
         """The distinct types of :meth:`type_codes` as Python strings, when there are few enough that
         testing them in Python beats a ``pyarrow.compute`` call (which costs tens of µs even on a
         dictionary of twenty types); None for many distinct types."""
@@ -228,20 +230,25 @@ class EventFrame:
         self._cache[attr] = arr
         return arr
 
-    def values(self, attr: str, positions: np.ndarray | None = None) -> list:
+    def values(self, attr: str, positions: np.ndarray | None = None) -> list[Any]:
         """Python values of ``attr`` (all events, or at the sorted, distinct ``positions``)."""
         if positions is None or len(positions) == len(self):
             if attr not in self._lists:
                 self._lists[attr] = self.array(attr).to_pylist()
             return self._lists[attr]
-        if attr == "seq":
-            return self.seq[positions].tolist()
-        if attr == "ts":
-            return self.ts[positions].tolist()
-        return self.array(attr).take(pa.array(positions, pa.int64())).to_pylist()
+        column = self.seq if attr == "seq" else self.ts if attr == "ts" else None
+        values: list[Any] = (column[positions].tolist() if column is not None
+                             else self.array(attr).take(pa.array(positions, pa.int64())).to_pylist())
+        return values
 
 
-def _literal_mask(arr: pa.Array, op: str, value: object) -> np.ndarray:
+def _mask(arr: pa.Array | pa.ChunkedArray) -> NDArray[np.bool_]:
+    """A boolean Arrow array without nulls as a NumPy mask."""
+    mask: NDArray[np.bool_] = arr.to_numpy(zero_copy_only=False)
+    return mask
+
+
+def _literal_mask(arr: pa.Array, op: str, value: object) -> NDArray[np.bool_]:
     n = len(arr)
     col_kind = _column_kind(arr.type)
     lit_kind = value_kind(value)
@@ -250,16 +257,16 @@ def _literal_mask(arr: pa.Array, op: str, value: object) -> np.ndarray:
     valid = pc.is_valid(arr)
     if col_kind != lit_kind:
         if op == "!=":
-            return valid.to_numpy(zero_copy_only=False)
+            return _mask(valid)
         return np.zeros(n, dtype=bool)
     if pa.types.is_timestamp(arr.type):
         arr = arr.cast(pa.int64())
     scalar = pa.scalar(value, type=arr.type) if col_kind != "n" else pa.scalar(value)
     res = getattr(pc, _PC_OPS[op])(arr, scalar)
-    return pc.fill_null(res, False).to_numpy(zero_copy_only=False)
+    return _mask(pc.fill_null(res, False))
 
 
-def _field_field_mask(a: pa.Array, op: str, b: pa.Array) -> np.ndarray:
+def _field_field_mask(a: pa.Array, op: str, b: pa.Array) -> NDArray[np.bool_]:
     n = len(a)
     ka, kb = _column_kind(a.type), _column_kind(b.type)
     if ka is None or kb is None:
@@ -267,17 +274,17 @@ def _field_field_mask(a: pa.Array, op: str, b: pa.Array) -> np.ndarray:
     both = pc.and_(pc.is_valid(a), pc.is_valid(b))
     if ka != kb:
         if op == "!=":
-            return both.to_numpy(zero_copy_only=False)
+            return _mask(both)
         return np.zeros(n, dtype=bool)
     if pa.types.is_timestamp(a.type):
         a = a.cast(pa.int64())
     if pa.types.is_timestamp(b.type):
         b = b.cast(pa.int64())
     res = getattr(pc, _PC_OPS[op])(a, b)
-    return pc.fill_null(res, False).to_numpy(zero_copy_only=False)
+    return _mask(pc.fill_null(res, False))
 
 
-def condition_mask(frame: EventFrame, cond: Condition) -> np.ndarray:
+def condition_mask(frame: EventFrame, cond: Condition) -> NDArray[np.bool_]:
     """Evaluate a one-variable, non-prev condition over every event of ``frame``."""
     left, op, right = cond.left, cond.op, cond.right
     if isinstance(left, Literal) and isinstance(right, Field):
@@ -285,6 +292,7 @@ def condition_mask(frame: EventFrame, cond: Condition) -> np.ndarray:
     assert isinstance(left, Field)
     if isinstance(right, Literal):
         return _literal_mask(frame.array(left.attr), op, right.value)
+    assert isinstance(right, Field)  # a property has no run operands (v[1], v[last], aggregates)
     if right.attr == left.attr and left.attr in frame.keys:
         # ``v.x = v.x`` on an attribute the frame knows by codes: present where it has a code
         if op in ("=", "<=", ">="):
@@ -295,12 +303,12 @@ def condition_mask(frame: EventFrame, cond: Condition) -> np.ndarray:
         # ``v.x = v.x`` (PARTITION BY's "x is present"): a value equals itself unless it is null (or NaN,
         # hence not for floating columns)
         if op in ("=", "<=", ">="):
-            return pc.is_valid(arr).to_numpy(zero_copy_only=False)
+            return _mask(pc.is_valid(arr))
         return np.zeros(len(arr), dtype=bool)
     return _field_field_mask(arr, op, frame.array(right.attr))
 
 
-def type_mask(frame: EventFrame, types: frozenset[str] | None) -> np.ndarray:
+def type_mask(frame: EventFrame, types: frozenset[str] | None) -> NDArray[np.bool_]:
     """Per event: is its type one of ``types`` (None = any)?  Types are tested on the frame's distinct
     types, then looked up per event by code, so a query's variables cost one pass over the stream each
     instead of one string comparison per event."""
@@ -308,10 +316,11 @@ def type_mask(frame: EventFrame, types: frozenset[str] | None) -> np.ndarray:
         return np.ones(len(frame), dtype=bool)
     if not types:
         return np.zeros(len(frame), dtype=bool)
-    return _type_lut(frame, types)[frame.type_codes()[0]]
+    mask: NDArray[np.bool_] = _type_lut(frame, types)[frame.type_codes()[0]]
+    return mask
 
 
-def _type_lut(frame: EventFrame, types: frozenset[str]) -> np.ndarray:
+def _type_lut(frame: EventFrame, types: frozenset[str]) -> NDArray[np.bool_]:
     """Per distinct type of ``frame``: is it one of ``types``?"""
     names = frame.type_names()
     if names is None:
@@ -319,13 +328,13 @@ def _type_lut(frame: EventFrame, types: frozenset[str]) -> np.ndarray:
     return np.array([name in types for name in names], dtype=bool)
 
 
-def _distinct_in(distinct: pa.Array, types: frozenset[str]) -> np.ndarray:
+def _distinct_in(distinct: pa.Array, types: frozenset[str]) -> NDArray[np.bool_]:
     """Per distinct type of a frame: is it one of ``types``?"""
     lut = pc.fill_null(pc.is_in(distinct, value_set=pa.array(sorted(types), pa.string())), False)
-    return lut.to_numpy(zero_copy_only=False)
+    return _mask(lut)
 
 
-def _with_properties(frame: EventFrame, mask: np.ndarray, var: VarPlan) -> np.ndarray:
+def _with_properties(frame: EventFrame, mask: NDArray[np.bool_], var: VarPlan) -> NDArray[np.bool_]:
     """``mask`` (the events of ``var``'s types; changed in place) narrowed by its properties."""
     for cond in var.properties:
         if not mask.any():
@@ -334,7 +343,7 @@ def _with_properties(frame: EventFrame, mask: np.ndarray, var: VarPlan) -> np.nd
     return mask
 
 
-def property_mask(frame: EventFrame, var: VarPlan) -> np.ndarray:
+def property_mask(frame: EventFrame, var: VarPlan) -> NDArray[np.bool_]:
     """Θ^p_v over the frame: the events ``var`` can bind on their own (type and properties)."""
     return _with_properties(frame, np.array(type_mask(frame, var.types), dtype=bool, copy=True), var)
 
@@ -373,7 +382,7 @@ def variable_bits(frame: EventFrame, variables: Iterable[VarPlan], *, counts: bo
     return bits, (out if counts else None)
 
 
-def _type_bits(frame: EventFrame, variables: list[VarPlan], dtype: type) -> np.ndarray:
+def _type_bits(frame: EventFrame, variables: list[VarPlan], dtype: type[np.unsignedinteger[Any]]) -> np.ndarray:
     """Per distinct type of ``frame``, the bits of the ``variables`` whose types include it."""
     names = frame.type_names()
     if names is None:
@@ -398,7 +407,7 @@ def _type_bits(frame: EventFrame, variables: list[VarPlan], dtype: type) -> np.n
 
 
 def variable_masks(plan: Plan, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame
-                   ) -> dict[str, np.ndarray]:
+                   ) -> dict[str, NDArray[np.bool_]]:
     """Per variable (positive and negated) of ``plan``: which events of ``events`` satisfy its type and
     properties — the filter of Thm. 5.1, vectorised; a superset of the events it can bind."""
     frame = events if isinstance(events, EventFrame) else EventFrame.build(events)

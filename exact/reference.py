@@ -131,10 +131,10 @@ def read_events(table: pa.Table) -> list[Ev]:
 
 
 def _micros(dt: Any) -> int:
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime, timedelta
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    delta = dt - datetime(1970, 1, 1, tzinfo=UTC)
+    delta: timedelta = dt - datetime(1970, 1, 1, tzinfo=UTC)
     return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
@@ -154,8 +154,8 @@ class _Pattern:
 
 
 def _structure(query: Query) -> _Pattern:
-    elements = []
-    negated = []
+    elements: list[tuple[tuple[Var, ...], ...]] = []
+    negated: list[tuple[Var, int]] = []
     for el in query.pattern:
         if isinstance(el, Absent):
             negated.extend((v, len(elements)) for v in el.vars)
@@ -515,7 +515,7 @@ def contiguous_matches(query: Query, events: Sequence[Ev], gamma: list[Binding],
     out = []
     for g in gamma:
         xs = sorted(_flat(g))
-        between = range(xs[0], xs[-1] + 1)
+        between: Sequence[int] = range(xs[0], xs[-1] + 1)
         if by_partition and query.partition_by:
             between = [y for y in between if _partition_ok(query, events, [xs[0], y])]
         if set(between) == set(xs):

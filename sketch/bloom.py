@@ -24,6 +24,7 @@ from itertools import repeat
 import mmh3
 import numpy as np
 from bitarray import bitarray
+from numpy.typing import NDArray
 
 from exact.errors import SeqsketchError
 
@@ -53,7 +54,7 @@ def is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def key_positions(keys: Sequence[str], k: int, m: int = 1 << 32) -> np.ndarray:
+def key_positions(keys: Sequence[str], k: int, m: int = 1 << 32) -> NDArray[np.uint32]:
     """The ``k`` bit positions of every key, as a ``uint32`` array of shape ``(len(keys), k)``.
 
     With the default ``m = 2**32`` the raw 32-bit hashes are returned; a filter of any power-of-two size
@@ -123,8 +124,9 @@ class BloomFilter:
         self.bits = bits
 
     # -- construction -------------------------------------------------------------------------------------
-    def positions(self, key: str) -> np.ndarray:
-        return key_positions([key], self.k, self.m)[0]
+    def positions(self, key: str) -> NDArray[np.uint32]:
+        row: NDArray[np.uint32] = key_positions([key], self.k, self.m)[0]
+        return row
 
     def add(self, key: str) -> None:
         self.add_positions(self.positions(key))

@@ -115,7 +115,7 @@ class _LoadedIndexes:
 
     def __init__(self, capacity: int = 8) -> None:
         self.capacity = capacity
-        self._trees: OrderedDict[tuple, BloomTree] = OrderedDict()
+        self._trees: OrderedDict[tuple[str, int, int, int], BloomTree] = OrderedDict()
         self._lock = threading.Lock()
 
     def load(self, path: Path) -> BloomTree:
@@ -251,6 +251,7 @@ class Dataset:
             if (self.root / ref.file).exists() or ref.file in self._trees:
                 return DatasetSnapshot(snap, self._load(ref, snap), ref)
             # Appends published two newer versions since the manifest was read and pruned this one: reread.
+        assert ref is not None  # (the loop returned when the manifest named no index)
         return DatasetSnapshot(snap, self._load(ref, snap), ref)  # a missing file is reported as such
 
     def _load(self, ref: IndexRef, snap: Snapshot) -> BloomTree:
@@ -269,6 +270,7 @@ class Dataset:
         if not ref:
             return None
         layout = layout_of(self.store.root, snap.extra)
+        assert layout is not None  # (a partition build publishes its layout with its tree)
         tree = _LOADED.load(self.root / ref["file"])
         return _PARTITIONS.get(tree, layout)
 
@@ -283,6 +285,7 @@ class Dataset:
                                "`seqsketch build … --partition-key ATTR`", where=self.name)
             key = ref["key"]
             config = TreeConfig.from_dict(ref["config"])
+            assert config.fpq is not None  # (a build records the target it sized the tree for)
             options = BuildOptions(leaf_size=config.leaf_size // PARTITION_LEAVES, fpq=config.fpq,
                                    fanout=config.fanout, fold=config.fold, query_length=config.query_length)
             version = _file_version(ref["file"]) + 1
@@ -446,7 +449,7 @@ class _PartitionCache:
         self._found: OrderedDict[tuple[int, int], PartitionIndex] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, tree: BloomTree, layout) -> PartitionIndex:  # noqa: ANN001 - an exact.store.grouping.Layout
+    def get(self, tree: BloomTree, layout: Layout) -> PartitionIndex:
         key = (id(tree), id(layout))
         with self._lock:
             found = self._found.get(key)

@@ -44,11 +44,13 @@ import mmap
 import os
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from exact.errors import IndexCorrupt
 from sketch.tree import BloomTree, TreeConfig
+from sketch.tree.bits import Bits
 from sketch.tree.layout import (
     ALIGN,
     COLUMNS,
@@ -76,7 +78,7 @@ def serialize(tree: BloomTree) -> bytes:
     return bytes(out)
 
 
-def save(tree: BloomTree, path: str | os.PathLike) -> int:
+def save(tree: BloomTree, path: str | os.PathLike[str]) -> int:
     """Write the tree atomically (temp file in the same directory, fsync, rename); returns its size."""
     path = Path(path)
     data = serialize(tree)
@@ -98,7 +100,7 @@ def save(tree: BloomTree, path: str | os.PathLike) -> int:
     return len(data)
 
 
-def load(path: str | os.PathLike, *, verify: bool = True) -> BloomTree:
+def load(path: str | os.PathLike[str], *, verify: bool = True) -> BloomTree:
     """Map an index file and return its tree; a damaged file raises :class:`IndexCorrupt`."""
     path = Path(path)
     try:
@@ -116,7 +118,7 @@ def deserialize(data: bytes, *, verify: bool = True) -> BloomTree:
     return _parse(data, "<bytes>", verify=verify)
 
 
-def _parse(buffer, where: str, *, verify: bool) -> BloomTree:
+def _parse(buffer: bytes | mmap.mmap, where: str, *, verify: bool) -> BloomTree:
     view = memoryview(buffer)
     if len(view) < ALIGN:
         raise IndexCorrupt(f"index data is truncated ({len(view)} bytes)", where=where)
@@ -151,7 +153,7 @@ def _parse(buffer, where: str, *, verify: bool) -> BloomTree:
     return tree
 
 
-def _section(view: memoryview, section: dict, dtype: str, where: str, limit: int, verify: bool) -> np.ndarray:
+def _section(view: memoryview, section: dict[str, Any], dtype: str, where: str, limit: int, verify: bool) -> np.ndarray:
     name, offset, length = section["name"], int(section["offset"]), int(section["length"])
     if section["dtype"] != np.dtype(dtype).str or offset % ALIGN or offset < ALIGN or offset + length > limit:
         raise IndexCorrupt(f"section {name!r} has a bad dtype or extent", where=where)
@@ -164,7 +166,7 @@ def _section(view: memoryview, section: dict, dtype: str, where: str, limit: int
     return np.frombuffer(raw, dtype=np.dtype(dtype)).reshape(shape) if length else np.zeros(shape, dtype)
 
 
-def _assemble(config: TreeConfig, header: dict, arrays: dict[str, np.ndarray], where: str) -> BloomTree:
+def _assemble(config: TreeConfig, header: dict[str, Any], arrays: dict[str, np.ndarray], where: str) -> BloomTree:
     rows = int(header["rows"])
     for name in ("level", "log2"):
         if arrays[name].shape != (rows,):
@@ -188,7 +190,7 @@ def _assemble(config: TreeConfig, header: dict, arrays: dict[str, np.ndarray], w
     return tree
 
 
-def _restore_open(tree: BloomTree, header: dict, extra: np.ndarray, positions: np.ndarray,
+def _restore_open(tree: BloomTree, header: dict[str, Any], extra: np.ndarray, positions: np.ndarray,
                   where: str) -> None:
     m = tree.config.m
     row_bytes = m // 8
@@ -197,6 +199,7 @@ def _restore_open(tree: BloomTree, header: dict, extra: np.ndarray, positions: n
     for node, level, mode, count in header["open"]:
         if not 0 <= node < tree.rows:
             raise IndexCorrupt(f"open node {node} is out of range", where=where)
+        bits: Bits
         if mode == SPARSE:
             bits = positions[spot:spot + count].astype(np.int64)
             spot += count

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -98,12 +99,14 @@ def leaf_count(events: int, leaf_size: int) -> int:
 
 def leaves_per_subtree(h: int, fanout: int) -> int:
     """Eq. 4.10 for fanout F: ``l = F^(h−1)``."""
-    return fanout ** (h - 1)
+    leaves: int = fanout ** (h - 1)  # (h ≥ 1: an int; typeshed's int ** int allows a float)
+    return leaves
 
 
 def nodes_per_subtree(h: int, fanout: int) -> int:
     """Eq. 4.11 for fanout F: ``d = Σ_{i<h} F^i = (F^h − 1)/(F − 1)``."""
-    return (fanout**h - 1) // (fanout - 1)
+    nodes: int = (fanout**h - 1) // (fanout - 1)
+    return nodes
 
 
 def total_nodes(leaves: int, h: int, fanout: int) -> int:
@@ -118,7 +121,8 @@ def bits_for(n: int, fp: float) -> float:
 
 def heaps_distinct(events: float, K: float = HEAPS_K, beta: float = HEAPS_BETA) -> float:
     """Eq. 4.16: Heaps' law ``n = K n̂^β``, the expected distinct keys among ``n̂`` events."""
-    return K * events**beta
+    distinct: float = K * events**beta
+    return distinct
 
 
 def hashes_for(fp: float) -> int:
@@ -150,11 +154,12 @@ class DistinctProfile:
     vocabulary: int
     measured: bool = True
 
-    def _extrapolate(self, values: tuple, level: int) -> float:
+    def _extrapolate(self, values: tuple[float, ...], level: int) -> float:
         if level < len(values):
             return float(values[level])
         last = len(values) - 1
-        return float(values[last]) * (self.fanout ** ((level - last) * HEAPS_BETA))
+        growth: float = self.fanout ** ((level - last) * HEAPS_BETA)
+        return float(values[last]) * growth
 
     def max_at(self, level: int) -> int:
         return max(1, math.ceil(self._extrapolate(self.maximum, level)))
@@ -256,7 +261,7 @@ class Sizing:
     def filter_fp(self) -> float:
         return self.chosen.fp
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         c = self.chosen
         return {"fpq": self.fpq, "leaf_size": self.leaf_size, "fanout": self.fanout, "events": self.events,
                 "leaves": self.leaves, "query_length": self.query_length, "memory_bytes": self.memory_bytes,

@@ -239,8 +239,9 @@ def _query_text(result: dict[str, Any], partition: tuple[list[str], list[str]] |
                 f"{result.get('expected_false_positive_rate', 0):.2g}  [approximate, "
                 f"{result.get('strategy', '')}, {stats.get('total_ms', 0):.1f} ms, "
                 f"{stats.get('nodes_probed', 0):,} nodes probed]")
-        rows = [(str(i["start_seq"]), str(i["end_seq"]), i["start_ts"], i["end_ts"], str(i.get("level", 0)))
-                for i in result.get("intervals", [])]
+        rows: list[tuple[str, ...]] = [
+            (str(i["start_seq"]), str(i["end_seq"]), i["start_ts"], i["end_ts"], str(i.get("level", 0)))
+            for i in result.get("intervals", [])]
         body = f"\n{table(('START', 'END', 'START_TS', 'END_TS', 'LEVEL'), rows)}" if rows else ""
         why = f"\n{result['explain']}" if result.get("explain") else ""
         return f"{head}{body}{why}"

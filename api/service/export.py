@@ -80,7 +80,7 @@ def _within(batch: pa.RecordBatch, between: tuple[int, int] | None) -> pa.Record
         return batch
     ts = micros(batch.column(TS))
     lo, hi = np.searchsorted(ts, between[0], "left"), np.searchsorted(ts, between[1], "right")
-    return batch.slice(int(lo), int(max(hi - lo, 0)))
+    return batch.slice(int(lo), max(int(hi - lo), 0))
 
 
 @contextmanager

@@ -22,6 +22,7 @@ import numpy as np
 
 from exact.arrays import run_positions
 from exact.engine.automaton import Automaton
+from exact.query.ast import Condition, Field
 from exact.query.normalize import Plan
 
 _I64 = np.int64
@@ -61,12 +62,16 @@ def chain_shape(plan: Plan, aut: Automaton, dropped: frozenset[str]) -> ChainSha
     return ChainShape(tuple(masks), tuple(members), tuple(kleene))
 
 
-def _partition_relation(c, dropped: frozenset[str]) -> bool:  # noqa: ANN001 - a Condition
-    return c.op == "=" and c.left.attr == c.right.attr and c.left.attr in dropped
+# (relations and prev conditions compare two fields: a run operand makes a run condition, and a literal a
+# property, or, for prev, an error)
+def _partition_relation(c: Condition, dropped: frozenset[str]) -> bool:
+    return (c.op == "=" and isinstance(c.left, Field) and isinstance(c.right, Field)
+            and c.left.attr == c.right.attr and c.left.attr in dropped)
 
 
-def _partition_prev(c, dropped: frozenset[str]) -> bool:  # noqa: ANN001
-    return c.op == "=" and c.left.attr == c.right.attr and c.left.attr in dropped
+def _partition_prev(c: Condition, dropped: frozenset[str]) -> bool:
+    return (c.op == "=" and isinstance(c.left, Field) and isinstance(c.right, Field)
+            and c.left.attr == c.right.attr and c.left.attr in dropped)
 
 
 def branches(shape: ChainShape, em: np.ndarray) -> bool:
@@ -94,9 +99,11 @@ class Chains:
     def last(self) -> np.ndarray:
         """Per match, the position of its last event."""
         k = len(self.first) - 1
-        if self.run_hi[k] is None:
+        hi = self.run_hi[k]
+        if hi is None:
             return self.first[k]
-        return self.enc[k][self.run_hi[k] - 1] % self.base
+        last: np.ndarray = self.enc[k][hi - 1] % self.base
+        return last
 
 
 def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends: np.ndarray,
@@ -165,10 +172,11 @@ def chain_rows(shape: ChainShape, chains: Chains, em: np.ndarray, take: np.ndarr
     k = len(shape.masks)
     lengths = []
     for i in range(k):
-        if chains.run_lo[i] is None:
+        lo, hi = chains.run_lo[i], chains.run_hi[i]
+        if lo is None or hi is None:  # (both, or neither: element i is not a Kleene one)
             lengths.append(np.ones(len(take), dtype=_I64))
         else:
-            lengths.append((chains.run_hi[i][take] - chains.run_lo[i][take]).astype(_I64))
+            lengths.append((hi[take] - lo[take]).astype(_I64))
     per_match = np.sum(lengths, axis=0) if k else np.zeros(len(take), dtype=_I64)
     off = np.zeros(len(take) + 1, dtype=_I64)
     off[1:] = np.cumsum(per_match)
@@ -178,13 +186,14 @@ def chain_rows(shape: ChainShape, chains: Chains, em: np.ndarray, take: np.ndarr
     before = off[:-1].copy()
     for i in range(k):
         length = lengths[i]
-        if chains.run_lo[i] is None:
+        lo = chains.run_lo[i]
+        if lo is None:
             at = chains.first[i][take]
             var[before] = _first_member(shape.members[i], em, at)
             pos[before] = at
         else:
             rows = run_positions(before, length)
-            src = run_positions(chains.run_lo[i][take], length)
+            src = run_positions(lo[take], length)
             var[rows] = shape.kleene[i]
             pos[rows] = chains.enc[i][src] % chains.base
         before = before + length

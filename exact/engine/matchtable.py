@@ -139,10 +139,10 @@ class MatchTable:
             grid = self.var[rows].reshape(-1, k)
             if bool((grid == grid[0]).all()) and len(set(grid[0].tolist())) == k:
                 # every match binds the same variables once each (a SEQ of single variables): by columns
-                names = [self.names[v] for v in grid[0].tolist()]
+                bound = [self.names[v] for v in grid[0].tolist()]
                 values = self.seq[rows].reshape(-1, k, 1).tolist()  # each binding a one-seq list already
                 return [{"start_seq": a, "end_seq": b, "start_ts": text[a], "end_ts": text[b],
-                         "bindings": dict(zip(names, row, strict=True))}
+                         "bindings": dict(zip(bound, row, strict=True))}
                         for a, b, row in zip(starts, ends, values, strict=True)]
         owner = np.repeat(np.arange(len(order), dtype=_I64), lengths)
         var = self.var[rows]
@@ -227,36 +227,36 @@ def answer(query: Query, found: MatchTable | Sequence[Match],
     """The query-dependent parts of a CONTRACT §3 answer: ``strategy``, ``exists``, ``count`` (None when
     the search stopped at ``limit``), ``truncated``, and by ``RETURN`` the ``matches`` (the first ``limit``
     in answer order) and ``intervals``.  ``ts_of`` maps a seq to its UTC microseconds."""
-    if not isinstance(found, MatchTable):
-        found = _ListTable(sorted(found))
+    table = found if isinstance(found, MatchTable) else _ListTable(sorted(found))
     lookup: Callable[[int], int] = ts_of.__getitem__ if isinstance(ts_of, Mapping) else ts_of
     # RETURN exists asks only the yes/no: the search stops at the first match, so the count is not known
-    count = (None if found.exists else 0) if query.returns == Return.EXISTS else found.count
-    out: dict[str, Any] = {"strategy": query.strategy.value, "exists": found.exists, "count": count}
+    count = (None if table.exists else 0) if query.returns == Return.EXISTS else table.count
+    out: dict[str, Any] = {"strategy": query.strategy.value, "exists": table.exists, "count": count}
     shown: list[Match] = []
     shown_ends = np.zeros((0, 2), dtype=_I64)
     spans: np.ndarray = np.zeros((0, 2), dtype=_I64)
     truncated = False
+    order: np.ndarray | None = None  # a match table's matches to show, in answer order
     if query.returns == Return.MATCHES:
-        order = found.answer_order(limit) if isinstance(found, MatchTable) else None
-        shown = found.matches(limit) if order is None else []
-        if order is None:
-            shown_ends = np.asarray([(m.start_seq, m.end_seq) for m in shown], dtype=_I64).reshape(-1, 2)
+        if isinstance(table, MatchTable):
+            order = table.answer_order(limit)
+            shown_ends = np.stack([table.start[order], table.end[order]], axis=1)
         else:
-            shown_ends = np.stack([found.start[order], found.end[order]], axis=1)
-        total = found.count if found.count is not None else len(found)
-        truncated = not found.complete or len(shown_ends) < total
+            shown = table.matches(limit)
+            shown_ends = np.asarray([(m.start_seq, m.end_seq) for m in shown], dtype=_I64).reshape(-1, 2)
+        total = table.count if table.count is not None else len(table)
+        truncated = not table.complete or len(shown_ends) < total
     if query.returns in (Return.MATCHES, Return.INTERVALS):
-        if found.spans is not None:
-            spans = found.spans
+        if table.spans is not None:
+            spans = table.spans
         else:  # the search stopped early: the spans of what it found
             spans = merge_spans(shown_ends[:, 0], shown_ends[:, 1])
     seqs = np.unique(np.concatenate([shown_ends.ravel(), np.asarray(spans, dtype=_I64).ravel()])).tolist()
     text = dict(zip(seqs, iso_ts_many([lookup(s) for s in seqs]), strict=True))
     if query.returns == Return.MATCHES:
-        if order is not None:
+        if isinstance(table, MatchTable) and order is not None:
             with without_collector():
-                out["matches"] = found.match_dicts(order, text)
+                out["matches"] = table.match_dicts(order, text)
         else:
             out["matches"] = [
                 {"start_seq": m.start_seq, "end_seq": m.end_seq, "start_ts": text[m.start_seq],
@@ -323,7 +323,8 @@ def _micros_at(column: pa.ChunkedArray, positions: np.ndarray) -> np.ndarray:
     """The UTC microseconds of ``column`` at the sorted ``positions``, from the chunks holding them."""
     chunks = [c for c in column.chunks if len(c)]
     if len(chunks) == 1:
-        return micros(chunks[0])[positions]
+        at: np.ndarray = micros(chunks[0])[positions]
+        return at
     offsets = np.cumsum([0] + [len(c) for c in chunks])
     which = offsets.searchsorted(positions, "right") - 1
     out = np.empty(len(positions), dtype=np.int64)

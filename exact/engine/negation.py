@@ -21,7 +21,7 @@ import numpy as np
 
 from exact.engine.matchtable import MatchTable
 from exact.prefilter import EventFrame, property_mask
-from exact.query.ast import Aggregate, Field, Literal, RunEvent, WithinEvents, WithinTime
+from exact.query.ast import Aggregate, Condition, Field, Literal, RunEvent, WithinEvents, WithinTime
 from exact.query.normalize import FLIPPED, Plan, compare
 from exact.query.operands import aggregate
 
@@ -86,7 +86,7 @@ def negation_filter(plan: Plan, frame: EventFrame, table: MatchTable,
     return keep
 
 
-def _partition_relation(c, name: str, by: tuple[str, ...]) -> bool:  # noqa: ANN001 - a Condition
+def _partition_relation(c: Condition, name: str, by: tuple[str, ...]) -> bool:
     """``n.X = w.X`` with X partitioned by: made true by comparing partition codes."""
     return (c.op == "=" and isinstance(c.left, Field) and isinstance(c.right, Field)
             and c.left.attr == c.right.attr and c.left.attr in by)
@@ -95,13 +95,16 @@ def _partition_relation(c, name: str, by: tuple[str, ...]) -> bool:  # noqa: ANN
 def _window_bound(plan: Plan, frame: EventFrame, first_pos: np.ndarray) -> np.ndarray:
     """Per match, the last frame position within the window of its first event (for a trailing NOT)."""
     within = plan.query.within
+    bound: np.ndarray
     if isinstance(within, WithinTime):
-        return frame.ts.searchsorted(frame.ts[first_pos] + within.micros, "right") - 1
+        bound = frame.ts.searchsorted(frame.ts[first_pos] + within.micros, "right") - 1
+        return bound
     assert isinstance(within, WithinEvents)
-    return frame.seq.searchsorted(frame.seq[first_pos] + within.count - 1, "right") - 1
+    bound = frame.seq.searchsorted(frame.seq[first_pos] + within.count - 1, "right") - 1
+    return bound
 
 
-def _relation_check(plan: Plan, frame: EventFrame, name: str, rels: list, table: MatchTable
+def _relation_check(plan: Plan, frame: EventFrame, name: str, rels: list[Condition], table: MatchTable
                     ) -> Callable[[int, list[int]], bool]:
     """``check(match, positions)``: does one of the candidate events at ``positions`` satisfy every
     condition of negated variable ``name`` on the positive variables bound in the match (∀ over their
@@ -113,6 +116,9 @@ def _relation_check(plan: Plan, frame: EventFrame, name: str, rels: list, table:
         left, op, right = c.left, c.op, c.right
         if isinstance(left, Literal) or left.var != name:
             left, op, right = right, FLIPPED[op], left
+        # the negated variable's side is a field (it is never Kleene: no prev, no run); the other names a
+        # positive variable
+        assert isinstance(left, Field) and not isinstance(right, Literal)
         oriented.append((left.attr, op, index[right.var], right))
     rows_var, rows_seq, off = table.var.tolist(), table.seq.tolist(), table.off.tolist()
 

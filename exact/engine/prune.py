@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from exact.engine.automaton import Automaton
 
@@ -111,7 +112,8 @@ def necessary_starts(aut: Automaton, evmask: np.ndarray, keys: np.ndarray, end: 
         for gm in gs:
             done = np.maximum(done, next_in_partition(gm, firsts, bound, strictly=i > 0))
         bound = done
-    return firsts[bound <= end[firsts]]
+    within: NDArray[np.bool_] = bound <= end[firsts]  # the earliest possible last event lies in the window
+    return firsts[within]
 
 
 def _bits(mask: int) -> list[int]:

@@ -49,6 +49,7 @@ from exact.query.ast import (
     Operand,
     Query,
     RunEvent,
+    Scalar,
     Single,
     Var,
     WithinEvents,
@@ -256,7 +257,7 @@ class _UnionFind:
             self.parent[rb] = ra
 
 
-def _lit_key(lit: Literal) -> tuple[str, Any]:
+def _lit_key(lit: Literal) -> tuple[str, str | None, Scalar]:
     # bool and int hash alike in Python; keep them apart
     return ("lit", value_kind(lit.value), lit.value)
 
@@ -267,7 +268,7 @@ def _operand_key(o: Field | Literal) -> Any:
 
 def canonical(cond: Condition) -> Condition:
     """A canonical orientation, so equal conditions written differently compare equal."""
-    def key(o: Operand) -> tuple:
+    def key(o: Operand) -> tuple[int | str | bool, ...]:
         if isinstance(o, Literal):
             return (4, value_kind(o.value) or "", repr(o.value))
         if isinstance(o, RunEvent):
@@ -286,9 +287,10 @@ def _closure(query: Query, conds: list[Condition], core: set[str], alternatives:
     uf = _UnionFind()
     members: dict[Any, Field | Literal] = {}
     for c in conds:
-        if c.op != "=" or c.has_run_operand():
+        left, right = c.left, c.right
+        if c.op != "=" or not isinstance(left, Field | Literal) or not isinstance(right, Field | Literal):
             continue  # run operands (v[1], v[last], aggregates) take no part in the closure
-        ops = (c.left, c.right)
+        ops = (left, right)
         if any(isinstance(o, Field) and (o.prev or o.var not in core) for o in ops):
             continue
         if isinstance(c.left, Field) and isinstance(c.right, Field) and c.left.var == c.right.var:
@@ -296,7 +298,7 @@ def _closure(query: Query, conds: list[Condition], core: set[str], alternatives:
             continue
         for o in ops:
             members[_operand_key(o)] = o
-        uf.union(_operand_key(c.left), _operand_key(c.right))
+        uf.union(_operand_key(left), _operand_key(right))
     classes: dict[Any, list[Field | Literal]] = {}
     for k, o in members.items():
         classes.setdefault(uf.find(k), []).append(o)
@@ -317,10 +319,11 @@ def _closure(query: Query, conds: list[Condition], core: set[str], alternatives:
     # an alternative equal to a core field equals its whole class
     field_class = {_operand_key(m): uf.find(_operand_key(m)) for m in members.values()}
     for c in conds:
-        if c.op != "=" or c.has_run_operand() or (isinstance(c.left, Field) and isinstance(c.right, Field)
-                                                  and c.left.var == c.right.var):
-            continue
-        for a, b in ((c.left, c.right), (c.right, c.left)):
+        left, right = c.left, c.right
+        if (c.op != "=" or not isinstance(left, Field | Literal) or not isinstance(right, Field | Literal)
+                or (isinstance(left, Field) and isinstance(right, Field) and left.var == right.var)):
+            continue  # run operands, as above
+        for a, b in ((left, right), (right, left)):
             if (isinstance(a, Field) and not a.prev and a.var in alternatives
                     and _operand_key(b) in field_class):
                 for m in classes[field_class[_operand_key(b)]]:

@@ -81,7 +81,7 @@ def _sample(path: Path, marker: bytes | None) -> tuple[bytes, float, bool]:
                     out += inflate.decompress(block)
                 except zlib.error:  # damaged: the reader will say so; estimate from what was read
                     break
-            if body is None:
+            if body is None and marker is not None:  # (body is None only while a marker is sought)
                 at = out.find(marker, max(0, before - len(marker)))
                 body = None if at < 0 else at
             if inflate is not None and inflate.eof:

@@ -59,6 +59,8 @@ class _XesHandler:
             else:
                 target = self.trace if depth == self.trace_depth + 1 else None
             if target is not None:
+                key: str | None
+                value: str | None
                 if len(attrs) == 4 and attrs[0] == "key" and attrs[2] == "value":
                     key, value = attrs[1], attrs[3]
                 else:

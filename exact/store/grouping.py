@@ -34,6 +34,7 @@ import os
 import struct
 import threading
 import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,7 @@ class Layout:
         idx = np.repeat(start - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(n)
         return self.order[idx].astype(np.int64)
 
-    def groups_holding(self, type_sets: list[frozenset[str] | None],
+    def groups_holding(self, type_sets: Sequence[frozenset[str] | None],
                        among: np.ndarray | None = None) -> np.ndarray:
         """The groups (of ``among``, default all) that hold an event of every type set (None = any type)."""
         candidates = np.arange(self.groups) if among is None else among
@@ -301,7 +302,8 @@ def write_layout(folder: Path, layout: Layout, version: int) -> dict[str, Any]:
 
 def _bytes_of(arr: np.ndarray) -> memoryview:
     """The bytes of a contiguous array, without a copy (the order of a large stream is hundreds of MB)."""
-    return memoryview(arr).cast("B")
+    # (NumPy's stubs declare the buffer protocol of arrays for Python 3.12+ only; 3.11 arrays have it too)
+    return memoryview(arr).cast("B")  # type: ignore[arg-type]
 
 
 _LOADED: dict[tuple[str, int, int, int], Layout] = {}
@@ -361,7 +363,7 @@ def _read(path: Path) -> Layout:
         raise StoreCorrupt(f"damaged partition layout file: {err}", where=str(path)) from None
 
 
-def layout_of(store_root: Path, extra: dict[str, Any] | None) -> Layout | None:
+def layout_of(store_root: Path, extra: Mapping[str, Any] | None) -> Layout | None:
     """The layout a store snapshot's manifest names (``extra``), or None."""
     ref = (extra or {}).get(LAYOUT_KEY)
     if not ref:

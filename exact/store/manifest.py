@@ -29,6 +29,9 @@ from exact.errors import NotFound, SeqsketchError
 from exact.events import ATTRS, SEQ, TS, TYPE, event_schema, type_from_name
 from exact.store.seek import seek_name
 
+#: Seq ranges, inclusive, sorted and disjoint: as (first, last) pairs or an (n, 2) integer array.
+SeqRanges = Sequence[tuple[int, int]] | np.ndarray
+
 FORMAT = "seqsketch-event-store"
 FORMAT_VERSION = 1
 DEFAULT_ROW_GROUP_SIZE = 8192
@@ -110,7 +113,7 @@ class Snapshot:
         return (np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64),
                 np.asarray(part_of, dtype=np.int64), np.asarray(index, dtype=np.int64))
 
-    def groups_of(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[PartInfo, list[int]]]:
+    def groups_of(self, ranges: SeqRanges) -> list[tuple[PartInfo, list[int]]]:
         """The parts and row groups (sorted) that the seq ``ranges`` (inclusive) meet, each group once."""
         firsts, lasts, part_of, index = self.group_layout
         bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)

@@ -20,12 +20,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from numpy.typing import NDArray
 
 from exact.arrays import joined, run_positions
 from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
-from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, Snapshot, StoreBase
+from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
 from exact.store.seek import SeekFile, SeekUnavailable, open_seek, seek_name, ts_of
 from exact.store.seek import select as select_rows
 
@@ -75,7 +76,7 @@ class StoreReader(StoreBase):
             table = table.slice(lo, max(hi - lo, 0))
             yield from conform_columns(table, cols, attrs, type_dictionary=type_dictionary).to_batches()
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str] | None = None,
+    def read_ranges(self, ranges: SeqRanges, columns: Sequence[str] | None = None,
                     types: frozenset[str] | None = None, snapshot: Snapshot | None = None, *,
                     type_dictionary: bool = False) -> tuple[pa.Table, int]:
         """The events inside the seq ``ranges`` (inclusive, sorted, disjoint) — only those of ``types``
@@ -95,7 +96,7 @@ class StoreReader(StoreBase):
         pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, type_dictionary)
         return _pieces_table(pieces, schema), decoded
 
-    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str] | None = None,
+    def read_frame(self, ranges: SeqRanges, columns: Sequence[str] | None = None,
                    types: frozenset[str] | None = None, snapshot: Snapshot | None = None
                    ) -> tuple[EventFrame, int]:
         """:meth:`read_ranges` (``type`` dictionary-encoded) as the exact engine's frame.  When every part
@@ -107,12 +108,12 @@ class StoreReader(StoreBase):
         schema = snap.read_schema(cols, True, names)
         pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, True)
         if len(pieces) == 1 and isinstance(pieces[0], list) and schema.names == [SEQ, TS, TYPE]:
-            seq, ts, codes, dictionary, names = _seek_columns(pieces[0])
-            return EventFrame.of_columns(seq, ts, codes, dictionary, names,
+            seq, ts, codes, dictionary, type_names = _seek_columns(pieces[0])
+            return EventFrame.of_columns(seq, ts, codes, dictionary, type_names,
                                          lambda: _columns_table(seq, ts, codes, dictionary, schema)), decoded
         return EventFrame.build(_pieces_table(pieces, schema)), decoded
 
-    def _range_pieces(self, snap: Snapshot, ranges: Sequence[tuple[int, int]], cols: list[str],
+    def _range_pieces(self, snap: Snapshot, ranges: SeqRanges, cols: list[str],
                       names: tuple[str, ...] | None, types: frozenset[str] | None, type_dictionary: bool
                       ) -> tuple[list[pa.Table | list[_SeekRows]], int]:
         """What :meth:`read_ranges` reads, in stream order: tables of parts read from Parquet, and for each
@@ -409,7 +410,7 @@ def _rows_in_ranges(part: PartInfo, groups: list[int], bounds: np.ndarray) -> tu
 
 
 def type_mask(column: pa.ChunkedArray | pa.Array, value_set: pa.Array, rows: np.ndarray | None = None
-              ) -> np.ndarray:
+              ) -> NDArray[np.bool_]:
     """Per row (of ``rows`` only, when given): is its type in ``value_set``?  Dictionary-encoded chunks (as
     the store reads ``type``) share one dictionary, which is tested once; rows are then looked up by index."""
     if isinstance(column, pa.ChunkedArray):
@@ -419,8 +420,11 @@ def type_mask(column: pa.ChunkedArray | pa.Array, value_set: pa.Array, rows: np.
     if pa.types.is_dictionary(column.type) and column.null_count == 0:
         lut = pc.is_in(column.dictionary, value_set=value_set).to_numpy(zero_copy_only=False)
         index = column.indices.to_numpy(zero_copy_only=False)
-        return lut[index if rows is None else index[rows]]
+        by_index: NDArray[np.bool_] = lut[index if rows is None else index[rows]]
+        return by_index
     if rows is not None:
         column = column.take(pa.array(rows))
-    return pc.fill_null(pc.is_in(column, value_set=value_set), False).to_numpy(zero_copy_only=False)
+    mask: NDArray[np.bool_] = pc.fill_null(pc.is_in(column, value_set=value_set), False).to_numpy(
+        zero_copy_only=False)
+    return mask
 

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from exact.arrays import joined, run_positions
 from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs
@@ -101,8 +102,8 @@ def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedAr
     rank[order] = np.arange(len(names))
     sorted_names = [names[i] for i in order]
     codes_dtype = _codes_dtype(len(names))
-    codes = (rank[encoded.indices.to_numpy(zero_copy_only=False)] if rows else np.zeros(0, np.int64)
-             ).astype(codes_dtype)
+    codes = (rank[encoded.indices.to_numpy(zero_copy_only=False)] if encoded is not None
+             else np.zeros(0, np.int64)).astype(codes_dtype)
     base = ts[::BLOCK].copy()
     offsets = ts - np.repeat(base, BLOCK)[:rows]
     unit = int(np.gcd.reduce(offsets)) if rows else 1
@@ -239,11 +240,11 @@ class _CodeTest:
     """The codes of a part's types that a read keeps (``allowed``: a bool per code), and those it keeps and
     refuses as lists."""
 
-    allowed: np.ndarray
+    allowed: NDArray[np.bool_]
     kept: list[int]
     refused: list[int]
 
-    def mask(self, codes: np.ndarray) -> np.ndarray:
+    def mask(self, codes: np.ndarray) -> NDArray[np.bool_]:
         """``allowed[codes]``.  numpy looks a small integer up in a table at about the cost of eight
         comparisons per element, so the fewer of the kept and the refused codes are compared with each code
         instead when they are at most :data:`_COMPARED_CODES`."""
@@ -252,7 +253,7 @@ class _CodeTest:
             return np.take(self.allowed, codes)
         if not few:
             return np.full(len(codes), bool(self.kept))
-        mask = codes == few[0]  # Python ints: compared in the codes' own width
+        mask: NDArray[np.bool_] = codes == few[0]  # Python ints: compared in the codes' own width
         for code in few[1:]:
             mask |= codes == code
         return mask if few is self.kept else ~mask

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from exact.engine import Budget, MatchTable, evaluate_table, match_ts
 from exact.errors import QueryLimitError, SeqsketchError
@@ -294,7 +295,7 @@ class _Search:
         return _Found(count, least)
 
 
-def _positive_types(plan: Plan) -> tuple:
+def _positive_types(plan: Plan) -> tuple[tuple[int, frozenset[str] | None], ...]:
     return tuple((v.group, v.types) for v in plan.positives)
 
 
@@ -303,7 +304,8 @@ def _inside(found: MatchTable, spans: np.ndarray | None) -> np.ndarray:
     if spans is None or not len(found.start):
         return np.ones(len(found.start), dtype=bool)
     at = np.searchsorted(spans[:, 0], found.start, "right") - 1
-    return (at >= 0) & (found.end <= spans[np.maximum(at, 0), 1])
+    inside: NDArray[np.bool_] = (at >= 0) & (found.end <= spans[np.maximum(at, 0), 1])
+    return inside
 
 
 def _widths(query: Query, events: EventFrame | pa.Table, found: MatchTable, keep: np.ndarray) -> np.ndarray:
@@ -311,7 +313,8 @@ def _widths(query: Query, events: EventFrame | pa.Table, found: MatchTable, keep
     counted in events."""
     start, end = found.start[keep], found.end[keep]
     if isinstance(query.within, WithinEvents):
-        return (end - start + 1).astype(_I64)
+        events_from_first: NDArray[np.int64] = (end - start + 1).astype(_I64)
+        return events_from_first
     ts = match_ts(events, found)
     return np.asarray([ts[b] - ts[a] for a, b in zip(start.tolist(), end.tolist(), strict=True)], dtype=_I64)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -48,11 +48,15 @@ from exact.events import ATTRS, micros
 from exact.prefilter import EventFrame
 from exact.query.ast import Query, Return, Strategy
 from exact.query.normalize import Plan, normalize
-from exact.store import type_mask
+from exact.store import EventStore, Snapshot, type_mask
+from exact.store.manifest import SeqRanges
 from sketch.answer.cause import Read, why_empty
 from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
 from sketch.partition.answer import columns_without_key, keyed_frame, partition_body, runs_of, served, tail_of
 from sketch.partition.index import PartitionIndex
+
+if TYPE_CHECKING:
+    from sketch.tree.nodes import TreeNodes
 
 _I64 = np.int64
 MODES = ("approximate", "verified", "exact")
@@ -63,13 +67,13 @@ class EventSource(Protocol):
 
     events_total: int
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+    def read_ranges(self, ranges: SeqRanges, columns: Sequence[str],
                     types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
         """The rows in ``ranges`` (only ``columns``; only rows of ``types`` unless None), and the number of
         rows decoded to get them."""
         ...
 
-    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+    def read_frame(self, ranges: SeqRanges, columns: Sequence[str],
                    types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
         """:meth:`read_ranges` as the exact engine's frame."""
         ...
@@ -87,7 +91,7 @@ class TableSource:
         self.seq = int_column(table, "seq")
         self.events_total = table.num_rows
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+    def read_ranges(self, ranges: SeqRanges, columns: Sequence[str],
                     types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
         cols = self._columns(columns)
         pieces = []
@@ -100,7 +104,7 @@ class TableSource:
             table = table.filter(type_mask(table.column("type"), pa.array(sorted(types), pa.string())))
         return table, decoded
 
-    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+    def read_frame(self, ranges: SeqRanges, columns: Sequence[str],
                    types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
         table, decoded = self.read_ranges(ranges, columns, types)
         return EventFrame.build(table), decoded
@@ -122,7 +126,7 @@ class StoreSource:
     needed row group once (neighbouring ranges within one row group are read together); ``type`` comes
     dictionary-encoded as stored, which the exact engine works on directly."""
 
-    def __init__(self, store, snapshot=None) -> None:
+    def __init__(self, store: EventStore, snapshot: Snapshot | None = None) -> None:
         self.store = store
         self.snapshot = snapshot if snapshot is not None else store.snapshot()
         self.events_total = int(self.snapshot.events)
@@ -131,13 +135,13 @@ class StoreSource:
         """``columns`` without ``attrs`` when the stream has no attributes (the store has no such column)."""
         return [c for c in columns if not (c == ATTRS or c.startswith(ATTRS + ".")) or self.snapshot.attrs]
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+    def read_ranges(self, ranges: SeqRanges, columns: Sequence[str],
                     types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
         """:meth:`EventStore.read_ranges <exact.store.EventStore.read_ranges>` on the snapshot."""
         return self.store.read_ranges(ranges, self._columns(columns), types, snapshot=self.snapshot,
                                       type_dictionary=True)
 
-    def read_frame(self, ranges: Sequence[tuple[int, int]], columns: Sequence[str],
+    def read_frame(self, ranges: SeqRanges, columns: Sequence[str],
                    types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
         """:meth:`EventStore.read_frame <exact.store.EventStore.read_frame>` on the snapshot."""
         return self.store.read_frame(ranges, self._columns(columns), types, snapshot=self.snapshot)
@@ -261,6 +265,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         ts_of.update(match_ts(table, found))
         return found
 
+    ranges: SeqRanges
     if not stop_at_first and not contiguous:
         # The automaton strategies in one engine call over all regions' rows: a run from a start in one
         # region cannot reach the next one's rows (that would be a match of the positive pattern ending
@@ -326,10 +331,10 @@ def combined(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable
                      np.concatenate([t.end for t in tables]),
                      np.concatenate(offs + [np.asarray([base], dtype=_I64)]),
                      np.concatenate([t.var for t in tables]), np.concatenate([t.seq for t in tables]))
-    counts = [t.count for t in tables]
-    out.count = None if any(c is None for c in counts) else sum(counts)
-    spans = [t.spans for t in tables]
-    out.spans = None if any(x is None for x in spans) else _merged(np.concatenate(spans))
+    counts = [t.count for t in tables if t.count is not None]
+    out.count = None if len(counts) < len(tables) else sum(counts)
+    spans = [t.spans for t in tables if t.spans is not None]
+    out.spans = None if len(spans) < len(tables) else _merged(np.concatenate(spans))
     return out
 
 
@@ -369,7 +374,7 @@ def approximate_body(approx: Approximation, *, events_total: int) -> dict[str, A
     return body
 
 
-def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "verified",
+def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *, mode: str = "verified",
                    limit: int | None = None, granularity: int = 0, partition: PartitionIndex | None = None,
                    budget: Budget | None = None) -> dict[str, Any]:
     """The CONTRACT §3 answer (without ``dataset`` and ``index_version``) of ``query`` in ``mode``.
@@ -395,6 +400,7 @@ def answer_indexed(query: Query, tree, source: EventSource, *, mode: str = "veri
                              "nodes_probed": 0, "candidate_intervals": 0, "events_scanned": 0,
                              "events_total": source.events_total}
 
+    assert tree is not None  # (only the exact mode goes without a tree)
     index = TreeIndex.shared(tree, granularity)
     if mode == "approximate" and query.returns == Return.EXISTS:
         # Only the yes/no is asked: stop at the first prefix of the stream with a candidate.

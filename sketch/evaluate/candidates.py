@@ -24,7 +24,7 @@ import numpy as np
 from exact.query.ast import Between, Query, WithinEvents
 from exact.query.normalize import normalize
 from sketch.evaluate.approximation import Approximation
-from sketch.evaluate.explain import absent_text, explain_chain, positions_of, window_text
+from sketch.evaluate.explain import Position, absent_text, explain_chain, positions_of, window_text
 from sketch.evaluate.units import TypeIndex, union
 from sketch.evaluate.windows import (
     contiguity_bound,
@@ -38,6 +38,12 @@ from sketch.evaluate.windows import (
 )
 
 _I64 = np.int64
+
+
+def _types(position: Position) -> frozenset[str]:
+    """The types of a position that has them (not ANY)."""
+    assert position.types is not None
+    return position.types
 
 
 def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int] | None = None
@@ -74,7 +80,7 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
     # one walk; a position found nowhere ends the walk early and the query at once.  Each is the sorted
     # list of units it may occur in (inside BETWEEN).
     typed = [p for element in positions for p in element if p.types is not None]
-    keys = sum(len(p.types) for p in typed)  # type: ignore[arg-type]
+    keys = sum(len(_types(p)) for p in typed)
     neg_types = negated_types(plan)
     found_of: dict[int, np.ndarray] = {}
     allowed = None
@@ -84,14 +90,14 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
         # alone, then the others only near it.  For a start unit s whose chain passes the rarest
         # position's unit h, every unit from s to s's window bound (chain, reach, a trailing NOT's window)
         # meets the window around h, so nothing a candidate needs is left unprobed.
-        rare = min(typed, key=lambda p: sum(type_counts.get(t, 0) for t in p.types))  # type: ignore[union-attr]
-        rare_hits = index.occurrences([rare.types], between)[0]  # type: ignore[list-item]
+        rare = min(typed, key=lambda p: sum(type_counts.get(t, 0) for t in _types(p)))
+        rare_hits = index.occurrences([_types(rare)], between)[0]
         if not len(rare_hits):
             return result(empty, empty, empty, no_relevant, absent_text(rare, between), keys)
         found_of[id(rare)] = rare_hits
         allowed = window_neighbourhood(query, units, rare_hits)
         rest = [p for p in typed if p is not rare]
-    found = index.occurrences([p.types for p in rest] + ([neg_types] if neg_types else []),  # type: ignore[misc]
+    found = index.occurrences([_types(p) for p in rest] + ([neg_types] if neg_types else []),
                               between, required=len(rest), allowed=allowed)
     found_of.update({id(p): h for p, h in zip(rest, found, strict=False)})
     neg_hits = found[-1] if neg_types else None

@@ -20,11 +20,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from exact.query.ast import Between
 from sketch.evaluate.units import EMPTY, Runs, clip_runs, expand_runs, in_runs, runs_before, union, units_at
+
+if TYPE_CHECKING:
+    from sketch.tree.nodes import TreeNodes
 
 _I64 = np.int64
 #: Descent shortcut: once a level of at least this many probed nodes keeps this share of them, the walk
@@ -41,7 +46,7 @@ class TreeIndex:
     """Occurrence from the Bloom tree, found top-down (Baltus §4.3): probe the top-level nodes, descend
     only into nodes that may contain a key, stop at the units' level."""
 
-    def __init__(self, tree, granularity: int = 0) -> None:
+    def __init__(self, tree: TreeNodes, granularity: int = 0) -> None:
         self.tree = tree
         self.units = units_at(tree, granularity)
         cols = tree.intervals()
@@ -82,13 +87,13 @@ class TreeIndex:
             self._top_bounds = np.concatenate((top_first, top_last))
 
     @classmethod
-    def shared(cls, tree, granularity: int = 0) -> TreeIndex:
+    def shared(cls, tree: TreeNodes, granularity: int = 0) -> TreeIndex:
         """The index of ``tree`` at ``granularity`` kept with the tree, so the queries a service answers on
         one index version share its units and probe answers (dropped with the tree, or when it changes)."""
         return tree.cached(("tree-index", granularity), lambda: cls(tree, granularity))
 
     @classmethod
-    def prepare(cls, tree) -> TreeIndex:
+    def prepare(cls, tree: TreeNodes) -> TreeIndex:
         """:meth:`shared` at the leaves, made now: what every query of an index version needs first (its
         units, which units each node spans, the top-level filters' densities) is computed once when the
         version is loaded instead of by its first query."""
@@ -148,7 +153,7 @@ class TreeIndex:
         filters."""
         if self._sliced is None:
             return self.tree.probe(nodes, keys)
-        col = self._sliced_col[nodes]
+        col: NDArray[np.int64] = self._sliced_col[nodes]
         have = col >= 0
         if have.all():
             return self._sliced.probe(keys)[col]
@@ -162,7 +167,7 @@ class TreeIndex:
     def _within(self, nodes: np.ndarray, between: Between | None) -> np.ndarray:
         if between is None:
             return nodes
-        keep = (self._hi_ts[nodes] >= between.start) & (self._lo_ts[nodes] <= between.end)
+        keep: NDArray[np.bool_] = (self._hi_ts[nodes] >= between.start) & (self._lo_ts[nodes] <= between.end)
         return nodes[keep]
 
     def occurrence(self, types: frozenset[str], between: Between | None) -> np.ndarray:
@@ -186,11 +191,13 @@ class TreeIndex:
         (sorted indices); and the same as a flag per unit.  One sliced probe per key and
         :class:`TreeIndex`, remembered (LRU, bounded in keys and bytes like :meth:`_probe`'s answers)."""
         with self._lock:
-            known = self._memo.get(key)
+            # (with sliced filters the memo holds these triples only, not :meth:`_probe`'s pairs)
+            known = cast("tuple[np.ndarray, np.ndarray, np.ndarray] | None", self._memo.get(key))
             if known is not None:
                 self._memo.move_to_end(key)
                 return known
-        hit = self._sliced.probe([key])[:, 0]  # type: ignore[union-attr]
+        assert self._sliced is not None  # (asked only of an index with sliced filters)
+        hit = self._sliced.probe([key])[:, 0]
         U = len(self.units)
         flags = hit[:U].copy()
         known = (hit[self._top_col], flags.nonzero()[0], flags)
@@ -370,7 +377,8 @@ class TreeIndex:
 
     def _meets(self, nodes: np.ndarray, csum: np.ndarray) -> np.ndarray:
         """Per node: does it cover an allowed unit (``csum``: prefix sums of the allowed mask)?"""
-        return csum[self._last_unit[nodes]] > csum[self._first_unit[nodes]]
+        meets: NDArray[np.bool_] = csum[self._last_unit[nodes]] > csum[self._first_unit[nodes]]
+        return meets
 
     def _over(self, nodes: np.ndarray, csum: np.ndarray | None) -> np.ndarray:
         return nodes if csum is None or not nodes.size else nodes[self._meets(nodes, csum)]

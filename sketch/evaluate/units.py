@@ -16,12 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from exact.arrays import run_positions
 from exact.query.ast import Between
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from sketch.tree.nodes import TreeNodes
 
 _I64 = np.int64
 EMPTY = np.zeros(0, dtype=_I64)
@@ -59,7 +64,7 @@ class Units:
         return lo, max(lo, int(np.searchsorted(self.lo_ts, between.end, "right")))
 
 
-def units_at(tree, granularity: int = 0) -> Units:
+def units_at(tree: TreeNodes, granularity: int = 0) -> Units:
     """The units of ``tree`` at level ``granularity`` (0 = leaves): every top-level node opened down to it."""
     if granularity < 0:
         raise ValueError(f"granularity must be a tree level ≥ 0, got {granularity}")
@@ -154,7 +159,8 @@ class PerfectIndex:
     evaluation on it defines the false positives of the tree's answers (see :func:`false_positives`).
     """
 
-    def __init__(self, units: Units, seq: np.ndarray, types) -> None:
+    def __init__(self, units: Units, seq: np.ndarray,
+                 types: Sequence[str] | np.ndarray | pa.Array | pa.ChunkedArray) -> None:
         """``seq`` and ``types`` of every event (types as a list, numpy or Arrow array of strings)."""
         import pyarrow as pa
         import pyarrow.compute as pc

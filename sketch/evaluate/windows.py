@@ -79,10 +79,13 @@ def position_count(plan: Plan) -> int:
 def window_bound(query: Query, units: Units, starts: np.ndarray) -> np.ndarray:
     """Per start unit, the last unit a match starting in it may reach by its window alone."""
     w = query.within
+    bound: np.ndarray
     if isinstance(w, WithinTime):
-        return np.searchsorted(units.lo_ts, units.hi_ts[starts] + w.micros, "right") - 1
+        bound = np.searchsorted(units.lo_ts, units.hi_ts[starts] + w.micros, "right") - 1
+        return bound
     if isinstance(w, WithinEvents):
-        return np.searchsorted(units.lo_seq, units.hi_seq[starts] + (w.count - 1), "right") - 1
+        bound = np.searchsorted(units.lo_seq, units.hi_seq[starts] + (w.count - 1), "right") - 1
+        return bound
     return np.full(len(starts), len(units) - 1, dtype=_I64)
 
 

@@ -71,7 +71,8 @@ def partition_tree_from_columns(layout: Layout, code: np.ndarray, ts: np.ndarray
 
 
 @njit(cache=True, nogil=True)
-def _grouped_order(group, group_off, code, width):  # pragma: no cover - compiled
+def _grouped_order(group: np.ndarray, group_off: np.ndarray, code: np.ndarray,  # pragma: no cover - compiled
+                   width: int) -> np.ndarray:
     """The events' seqs by group, then type, then stream position: two stable counting sorts (by type,
     then by group), each one pass over the events."""
     type_off = np.zeros(width + 1, dtype=np.int64)
@@ -95,7 +96,8 @@ def _grouped_order(group, group_off, code, width):  # pragma: no cover - compile
 
 
 @njit(cache=True, nogil=True)
-def _group_types(order, group_off, code):  # pragma: no cover - compiled
+def _group_types(order: np.ndarray, group_off: np.ndarray, code: np.ndarray,  # pragma: no cover - compiled
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per group its distinct type codes (``type_off`` into ``type_codes``, sorted: the order is by type
     within a group) and the events of each (``type_counts``)."""
     groups = len(group_off) - 1
@@ -116,7 +118,7 @@ def _group_types(order, group_off, code):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _slot_starts(sizes, leaf_size):  # pragma: no cover - compiled
+def _slot_starts(sizes: np.ndarray, leaf_size: int) -> tuple[np.ndarray, int]:  # pragma: no cover - compiled
     """:func:`sketch.partition.index.slot_starts`: per group its first slot, and the number of slots."""
     starts = np.empty(len(sizes), dtype=np.int64)
     pos = 0
@@ -130,7 +132,8 @@ def _slot_starts(sizes, leaf_size):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _slots(order, group_off, starts, code, ts, total):  # pragma: no cover - compiled
+def _slots(order: np.ndarray, group_off: np.ndarray, starts: np.ndarray,  # pragma: no cover - compiled
+           code: np.ndarray, ts: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
     """Type code (-1: padding) and time of every slot; a padding slot takes the time of the slot before."""
     slot_code = np.full(total, -1, dtype=np.int32)
     slot_ts = np.zeros(total, dtype=np.int64)
@@ -150,7 +153,7 @@ def _slots(order, group_off, starts, code, ts, total):  # pragma: no cover - com
 
 
 @njit(cache=True, nogil=True)
-def _leaf_pairs(slot_code, leaf_size, width):  # pragma: no cover - compiled
+def _leaf_pairs(slot_code: np.ndarray, leaf_size: int, width: int) -> np.ndarray:  # pragma: no cover - compiled
     """The distinct (leaf, type) pairs of the filled slots, sorted, as ``leaf * width + code``."""
     leaves = (len(slot_code) + leaf_size - 1) // leaf_size
     out = np.empty(min(len(slot_code), leaves * width), dtype=np.int64)

@@ -33,7 +33,7 @@ def window_columns(stream: pa.Table, key: str, path: Path) -> int:
     ``path``: the key values and types dictionary-encoded, the times as µs.  Returns how many of its
     events lack a key value (the default key is taken only when none does)."""
     values = key_values(stream, key).combine_chunks()
-    missing = values.null_count
+    missing: int = values.null_count
     if ATTRS in stream.column_names:
         missing = max(missing, stream.column(ATTRS).null_count)
     table = pa.table({"key": pc.dictionary_encode(values),

@@ -59,7 +59,8 @@ def slot_of_clustered(layout: Layout, starts: np.ndarray) -> np.ndarray:
     """The slot of each clustered position (``layout.order``'s index)."""
     sizes = layout.sizes()
     group = np.repeat(np.arange(layout.groups, dtype=_I64), sizes)
-    return starts[group] + np.arange(len(layout.order), dtype=_I64) - layout.group_off[group]
+    slots: np.ndarray = starts[group] + np.arange(len(layout.order), dtype=_I64) - layout.group_off[group]
+    return slots
 
 
 def build_partition_tree(layout: Layout, type_codes: np.ndarray, micros: np.ndarray,

@@ -384,7 +384,7 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
             progress(0.9, "publishing")
             publish(store, result, write_index(stage, result.tree, 1), expect_version=snap.version)
             timings.lap("publish")
-            if result.partition_columns is not None:
+            if result.partition_columns is not None and result.partition_key is not None:  # (both or neither)
                 progress(0.93, "clustering by partition key")
                 partition_from_columns(stage, store, result.partition_key, result.partition_columns, options)
                 timings.lap("partition")

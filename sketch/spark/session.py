@@ -108,7 +108,8 @@ def spark_session(master: str | None = None, *, events: int | None = None) -> An
         raise SeqsketchError(f"Spark did not start: {first}; the JVM's messages are in {log}",
                              where="spark") from err
     spark.sparkContext.setLogLevel("ERROR")
-    if not spark.sparkContext.master.startswith("local"):
+    # (PySpark types ``master`` as optional; a context that started has one, it refuses to start without)
+    if not spark.sparkContext.master.startswith("local"):  # type: ignore[union-attr]
         ship_code(spark)
     return spark
 

@@ -27,13 +27,13 @@ _I64 = np.int64
 def encode_types(types: pa.Array | pa.ChunkedArray | Sequence[str] | np.ndarray,
                  ) -> tuple[np.ndarray, list[str]]:
     """Dictionary-encode event types: ``(codes int32, vocabulary)``, so each distinct type is hashed once."""
-    if isinstance(types, np.ndarray | list | tuple):
-        types = pa.array(types, type=pa.string())
-    if isinstance(types, pa.ChunkedArray):
-        types = types.combine_chunks()
-    if types.null_count:
+    arrow: pa.Array | pa.ChunkedArray = (pa.array(types, type=pa.string())
+                                         if isinstance(types, np.ndarray | list | tuple) else types)
+    if isinstance(arrow, pa.ChunkedArray):
+        arrow = arrow.combine_chunks()
+    if arrow.null_count:
         raise SeqsketchError("event types must not be null", where="type")
-    encoded = pc.dictionary_encode(types)
+    encoded = pc.dictionary_encode(arrow)
     return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32), encoded.dictionary.to_pylist()
 
 

@@ -19,7 +19,7 @@ nodes that may still merge (the tail of the forest) and the partial leaf; every 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -58,6 +58,10 @@ class _Open(NamedTuple):
     hi_seq: int
     lo_ts: int
     hi_ts: int
+
+
+#: :func:`dense_leaf_bits` or :func:`sparse_leaf_bits`: (m, positions, pair_code, pair_bounds, lo, hi) → bits
+_LeafBits = Callable[[int, np.ndarray, np.ndarray, np.ndarray, int, int], Sequence[Bits]]
 
 
 class _Pending:
@@ -189,7 +193,7 @@ class BloomTree(TreeNodes):
             chunk = max(1, _CHUNK_BYTES // (16 * len(pairs) * self.config.k // n_leaves + 1 if sparse else m))
             for chunk_start in range(0, n_leaves, chunk):
                 chunk_end = min(n_leaves, chunk_start + chunk)
-                make = sparse_leaf_bits if sparse else dense_leaf_bits
+                make: _LeafBits = sparse_leaf_bits if sparse else dense_leaf_bits
                 leaf_bits = make(m, positions, pair_code, pair_bounds, chunk_start, chunk_end)
                 for local, bits in enumerate(leaf_bits, start=chunk_start):
                     leaf = first_leaf + local
@@ -254,6 +258,7 @@ class BloomTree(TreeNodes):
         else:
             folded, size = bits_to_int(bits, cfg.m), cfg.m
         pending = self._pending
+        assert pending is not None, "nodes are stored during an update"
         node = pending.first_id + len(pending.rows)
         pending.rows.append((level, lo_seq, hi_seq, lo_ts, hi_ts, size.bit_length() - 1))
         pending.children.append(tuple(children) if children else pending.no_children)
@@ -319,7 +324,7 @@ class BloomTree(TreeNodes):
         self._partial_bits = None
         return out
 
-    def open_node(self, node: int, level: int, bits: int) -> _Open:
+    def open_node(self, node: int, level: int, bits: Bits) -> _Open:
         """The merge state of a stored node (used when restoring a persisted tree)."""
         return _Open(node, level, bits, int(self._lo_seq.data[node]), int(self._hi_seq.data[node]),
                      int(self._lo_ts.data[node]), int(self._hi_ts.data[node]))
@@ -344,7 +349,7 @@ class BloomTree(TreeNodes):
         twin._positions = dict(self._positions)
         return twin
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         """The ``index`` section of ``seqsketch info`` (CONTRACT §4)."""
         stored = self.stored_bytes()
         return {"leaf_size": self.config.leaf_size, "fanout": self.config.fanout, "m": self.config.m,

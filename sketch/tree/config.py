@@ -9,6 +9,7 @@ sizing targets of §4.4 for reports.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from exact.errors import SeqsketchError
 from sketch.bloom import HASH_SCHEME, MIN_BITS, is_power_of_two
@@ -44,16 +45,16 @@ class TreeConfig:
         if self.fanout < 2:
             raise SeqsketchError(f"fanout must be ≥ 2, got {self.fanout}")
 
-    def canonical(self) -> dict:
+    def canonical(self) -> dict[str, Any]:
         """The fields that determine the bits (and so the digest), with the hashing scheme."""
         return {"leaf_size": self.leaf_size, "m": self.m, "k": self.k, "fanout": self.fanout,
                 "fold": self.fold, "min_bits": self.min_bits, "hash": HASH_SCHEME}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> TreeConfig:
+    def from_dict(cls, d: dict[str, Any]) -> TreeConfig:
         fields = cls.__dataclass_fields__
         return cls(**{key: value for key, value in d.items() if key in fields})
 
@@ -69,8 +70,5 @@ class Node:
     lo_ts: int  # UTC microseconds of the first event
     hi_ts: int  # UTC microseconds of the last event
     children: tuple[int, ...]
-    size: int  # bits stored (m, or m folded)
-    partial: bool = False
-
     size: int  # bits stored (m, or m folded)
     partial: bool = False

@@ -15,9 +15,10 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TypeVar, cast
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from exact.errors import SeqsketchError
 from sketch.bloom import BloomFilter, key_positions
@@ -27,6 +28,7 @@ from sketch.tree.probe import SLICED_MAX_BITS, SlicedFilters, probe_words, slice
 
 _I64 = np.int64
 _CACHED_LOCK = threading.Lock()
+_T = TypeVar("_T")
 
 
 class Column:
@@ -39,7 +41,7 @@ class Column:
         self.n = len(data) if n is None else n
 
     @classmethod
-    def empty(cls, dtype: np.dtype, width: int | None = None) -> Column:
+    def empty(cls, dtype: DTypeLike, width: int | None = None) -> Column:
         shape = (16,) if width is None else (16, width)
         return cls(np.zeros(shape, dtype=dtype), 0)
 
@@ -109,6 +111,7 @@ class TreeNodes:
         # The partly filled last leaf, if any: its unfolded bits (it is the last row of the columns).
         self._partial_bits: Bits | None = None
         self._positions: dict[str, np.ndarray] = {}
+        # derived values by key; each key always holds the same kind of value (hence the casts that read it)
         self._cache: dict[object, object] = {}
 
     # ---------------------------------------------------------------------------------------- sizes
@@ -138,7 +141,7 @@ class TreeNodes:
 
     # ---------------------------------------------------------------------------------------- structure
     def _parents(self) -> np.ndarray:
-        parents = self._cache.get("parents")
+        parents = cast("np.ndarray | None", self._cache.get("parents"))
         if parents is None:
             parents = np.full(self.rows, -1, dtype=_I64)
             children = self._children.view()
@@ -146,7 +149,7 @@ class TreeNodes:
             mask = children >= 0
             parents[children[mask]] = owners[mask]
             self._cache["parents"] = parents
-        return parents  # type: ignore[return-value]
+        return parents
 
     def node(self, node: int) -> Node:
         if not 0 <= node < self.rows:
@@ -178,23 +181,23 @@ class TreeNodes:
         """The id of the leaf covering ``seq``."""
         if not 0 <= seq < self.n_events:
             raise SeqsketchError(f"seq {seq} is outside the indexed stream [0, {self.n_events - 1}]")
-        leaves = self._cache.get("leaves")
+        leaves = cast("np.ndarray | None", self._cache.get("leaves"))
         if leaves is None:
             leaves = self._cache["leaves"] = np.flatnonzero(self._level.view() == 0)
-        return int(leaves[seq // self.config.leaf_size])  # type: ignore[index]
+        return int(leaves[seq // self.config.leaf_size])
 
     def intervals(self) -> dict[str, np.ndarray]:
         """Column views of every row: level, lo_seq, hi_seq, lo_ts, hi_ts, children, size (bits).
 
         Computed once per tree state (cached until the next update); treat the arrays as read-only.
         """
-        cols = self._cache.get("intervals")
+        cols = cast("dict[str, np.ndarray] | None", self._cache.get("intervals"))
         if cols is None:
             cols = self._cache["intervals"] = {
                 "level": self._level.view(), "lo_seq": self._lo_seq.view(), "hi_seq": self._hi_seq.view(),
                 "lo_ts": self._lo_ts.view(), "hi_ts": self._hi_ts.view(), "children": self._children.view(),
                 "size": np.left_shift(1, self._log2.view().astype(_I64))}
-        return cols  # type: ignore[return-value]
+        return cols
 
     def nodes_covering(self, lo_seq: int, hi_seq: int) -> list[int]:
         """The fewest nodes whose intervals cover every leaf that meets ``[lo_seq, hi_seq]`` (§4.3.4).
@@ -270,7 +273,7 @@ class TreeNodes:
         """Forget every derived value (as a process that just loaded the tree has none)."""
         self._cache.clear()
 
-    def cached(self, key: object, make: Callable[[], object]) -> Any:
+    def cached(self, key: object, make: Callable[[], _T]) -> _T:
         """A value derived from the tree, made once (by ``make``) and kept until the tree changes."""
         value = self._cache.get(key)
         if value is None:
@@ -278,16 +281,16 @@ class TreeNodes:
                 value = self._cache.get(key)
                 if value is None:
                     value = self._cache[key] = make()
-        return value
+        return cast(_T, value)  # (a key is always made by the same ``make``)
 
     def _words(self) -> np.ndarray:
         """The bit pool's whole 64-bit words, little-endian (bit p of a word-aligned filter is bit p mod 64
         of its word p // 64, as in the byte layout)."""
         pool, n = self._pool.data, self._pool.n
-        cached = self._cache.get("words")
+        cached = cast("tuple[np.ndarray, int, np.ndarray] | None", self._cache.get("words"))
         if cached is None or cached[0] is not pool or cached[1] != n:
             cached = self._cache["words"] = (pool, n, pool[: n - n % 8].view("<u8"))
-        return cached[2]  # type: ignore[index]
+        return cached[2]
 
     def filter(self, node: int) -> BloomFilter:
         """The node's filter as stored (possibly folded) as a :class:`BloomFilter`."""
@@ -298,13 +301,13 @@ class TreeNodes:
 
     def density(self, nodes: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         """Fraction of stored bits set, per node."""
-        every = self._cache.get("density")
+        every = cast("np.ndarray | None", self._cache.get("density"))
         if every is None:
             counts = np.bitwise_count(self._pool.view()).astype(_I64)
             starts = self._offsets.view()
             per_node = np.add.reduceat(counts, starts) if len(starts) else np.zeros(0, _I64)
             every = self._cache["density"] = per_node / np.left_shift(1, self._log2.view().astype(_I64))
-        return every if nodes is None else every[np.asarray(nodes, dtype=_I64)]  # type: ignore[index]
+        return every if nodes is None else every[np.asarray(nodes, dtype=_I64)]
 
     # ---------------------------------------------------------------------------------------- accuracy
     def expected_fpq(self, query_length: int | None = None) -> float:

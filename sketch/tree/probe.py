@@ -67,12 +67,12 @@ def probe_words(words: np.ndarray, out: np.ndarray, rows: np.ndarray, word_at: n
         return
     one = np.uint64(1)
     for j in range(bit.shape[0]):
-        mask: dict[int, np.uint64] = {}
+        word_masks: dict[int, np.uint64] = {}  # the key's bits, per word
         for b in bit[j].tolist():
-            mask[b >> 6] = mask.get(b >> 6, np.uint64(0)) | (one << np.uint64(b & 63))
+            word_masks[b >> 6] = word_masks.get(b >> 6, np.uint64(0)) | (one << np.uint64(b & 63))
         alive = np.arange(len(rows))
         at = word_at
-        for w, m in mask.items():
+        for w, m in word_masks.items():
             got = words[at + w]
             keep = (got & m) == m
             if not keep.all():

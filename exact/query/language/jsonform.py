@@ -26,8 +26,8 @@ errors go through the same checks as text (:mod:`exact.query.language.checks`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, overload
 
 import exact.query.language.lexical as lexical
 import exact.query.language.temporal as temporal
@@ -113,7 +113,7 @@ class _PathLocator(Locator):
             suffix = {"var": "", "var_name": ".name", "var_type": ".type"}[kind]
             return self._var_paths[index] + suffix if index >= 0 else "pattern"
         side = {0: "left", 1: "right"}
-        paths = {
+        paths: dict[str, Callable[[], str]] = {
             "element": lambda: f"pattern[{key[1]}]",
             "cond": lambda: f"where[{key[1]}]",
             "op": lambda: f"where[{key[1]}].op",
@@ -132,6 +132,13 @@ def _shape_error(message: str, path: str) -> QuerySyntaxError:
     return QuerySyntaxError(message, where=f"JSON {path}")
 
 
+_T = TypeVar("_T")
+
+
+@overload
+def _expect(value: Any, kind: type[_T], what: str, path: str) -> _T: ...
+@overload
+def _expect(value: Any, kind: tuple[type, ...], what: str, path: str) -> Any: ...
 def _expect(value: Any, kind: type | tuple[type, ...], what: str, path: str) -> Any:
     ok = isinstance(value, kind) and not (isinstance(value, bool) and bool not in _as_tuple(kind))
     if not ok:
@@ -230,7 +237,8 @@ def _pattern(raw: Any) -> tuple[tuple[Element, ...], list[str]]:
 def _make_element(kind: str, group: tuple[Var, ...]) -> Element:
     if kind == "var":
         return Single(group[0])
-    return {"set": EventSet, "or": AnyOf, "not": Absent}[kind](group)
+    make: dict[str, Callable[[tuple[Var, ...]], Element]] = {"set": EventSet, "or": AnyOf, "not": Absent}
+    return make[kind](group)
 
 
 def _var(raw: Any, path: str) -> tuple[str | None, str | None, bool]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from lark import Lark, Token, Tree
+from lark import Lark, ParseTree, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 import exact.query.language.lexical as lexical
@@ -100,15 +100,15 @@ def _error(cls: type[SeqsketchError], message: str, token: Token) -> SeqsketchEr
     return cls(message, line=token.line, column=token.column)
 
 
-def _tokens(tree: Tree) -> list[Token]:
+def _tokens(tree: ParseTree) -> list[Token]:
     return [c for c in tree.children if isinstance(c, Token)]
 
 
-def _subtrees(tree: Tree, data: str | None = None) -> list[Tree]:
+def _subtrees(tree: ParseTree, data: str | None = None) -> list[ParseTree]:
     return [c for c in tree.children if isinstance(c, Tree) and (data is None or c.data == data)]
 
 
-def _first_token(node: Tree | Token) -> Token:
+def _first_token(node: ParseTree | Token) -> Token:
     while isinstance(node, Tree):
         node = node.children[0]
     return node
@@ -123,9 +123,11 @@ class _TreeReader:
         self.negated: set[str] = set()
 
     def _mark(self, key: Key, token: Token) -> None:
-        self.positions[key] = (token.line, token.column)
+        # the parser's tokens always carry their position (Lark's types leave it optional for hand-made ones)
+        if token.line is not None and token.column is not None:
+            self.positions[key] = (token.line, token.column)
 
-    def read(self, tree: Tree) -> Query:
+    def read(self, tree: ParseTree) -> Query:
         pattern_tree, *clauses = _subtrees(tree)
         self._mark(("query",), _first_token(tree))
         pattern = self._pattern(pattern_tree)
@@ -136,7 +138,7 @@ class _TreeReader:
 
     # pattern ------------------------------------------------------------------------------------------------
 
-    def _pattern(self, tree: Tree) -> tuple[Element, ...]:
+    def _pattern(self, tree: ParseTree) -> tuple[Element, ...]:
         element_trees = _subtrees(tree) if tree.data == "seq" else [tree]
         drafts: list[tuple[str, list[_VarDraft]]] = []
         for k, element in enumerate(element_trees):
@@ -150,14 +152,14 @@ class _TreeReader:
             self._mark(("var_name", i), draft.name_token or draft.type_token)
         variables = iter(Var(name, d.type, d.kleene) for name, d in zip(names, flat, strict=True))
         elements = tuple(_element(kind, tuple(next(variables) for _ in vs)) for kind, vs in drafts)
-        for element in elements:
-            for var in element.vars:
+        for elem in elements:
+            for var in elem.vars:
                 self.variables.setdefault(var.name, var)
-                if isinstance(element, Absent):
+                if isinstance(elem, Absent):
                     self.negated.add(var.name)
         return elements
 
-    def _var(self, tree: Tree) -> _VarDraft:
+    def _var(self, tree: ParseTree) -> _VarDraft:
         vtype, *rest = tree.children
         type_token = _first_token(vtype)
         if type_token.type == "ANY":
@@ -174,10 +176,10 @@ class _TreeReader:
 
     # WHERE --------------------------------------------------------------------------------------------------
 
-    def _clause_where(self, tree: Tree) -> dict[str, object]:
+    def _clause_where(self, tree: ParseTree) -> dict[str, object]:
         conditions = []
         for j, cond in enumerate(_subtrees(tree, "cond")):
-            left, op_token, right = cond.children
+            (left, right), (op_token,) = _subtrees(cond), _tokens(cond)  # operand, operator, operand
             self._mark(("cond", j), _first_token(left))
             self._mark(("op", j), op_token)
             operands = [self._operand(node, j, side) for side, node in enumerate((left, right))]
@@ -185,7 +187,7 @@ class _TreeReader:
             conditions.append(Condition(operands[0], op, operands[1]))
         return {"where": tuple(conditions)}
 
-    def _operand(self, node: Tree, j: int, side: int) -> Operand:
+    def _operand(self, node: ParseTree, j: int, side: int) -> Operand:
         self._mark(("operand", j, side), _first_token(node))
         if node.data == "literal":
             return Literal(self._literal(_tokens(node)[0]))
@@ -198,7 +200,7 @@ class _TreeReader:
             return self._run_field(str(var_token), attr, _subtrees(node, "run_index")[0])
         return Field(str(var_token), attr, prev=node.data == "prev_field")
 
-    def _run_field(self, var: str, attr: str, index: Tree) -> Operand:
+    def _run_field(self, var: str, attr: str, index: ParseTree) -> Operand:
         """``v[i].x`` is ``v.x``, ``v[i-1].x`` is ``prev(v.x)``; ``v[1].x`` and ``v[last].x`` are the run's
         ends."""
         tokens = _tokens(index)
@@ -220,7 +222,7 @@ class _TreeReader:
         self._require_kleene(var, f"{var}[{written}]", tokens[0])
         return operand
 
-    def _aggregate(self, node: Tree, j: int, side: int) -> Aggregate:
+    def _aggregate(self, node: ParseTree, j: int, side: int) -> Aggregate:
         func_token, _, var_token, *_ = _tokens(node)
         self._mark(("operand_var", j, side), var_token)
         func = str(func_token).lower()
@@ -250,7 +252,7 @@ class _TreeReader:
         raise _error(QuerySemanticError, f"{written} indexes the events of a Kleene run, but '{var}' binds a "
                      f"single event (declared without '+'); write {var}.x for its field", token)
 
-    def _attr(self, tree: Tree) -> str:
+    def _attr(self, tree: ParseTree) -> str:
         token = _tokens(tree)[0]
         if token.type == "STRING":
             value = self._string(token)
@@ -277,14 +279,14 @@ class _TreeReader:
 
     # other clauses ------------------------------------------------------------------------------------------
 
-    def _clause_partition(self, tree: Tree) -> dict[str, object]:
+    def _clause_partition(self, tree: ParseTree) -> dict[str, object]:
         attrs = []
         for j, attr in enumerate(_subtrees(tree, "attr")):
             self._mark(("partition", j), _first_token(attr))
             attrs.append(self._attr(attr))
         return {"partition_by": tuple(attrs)}
 
-    def _clause_within_time(self, tree: Tree) -> dict[str, object]:
+    def _clause_within_time(self, tree: ParseTree) -> dict[str, object]:
         keyword, number, unit = _tokens(tree)
         self._mark(("within",), keyword)
         self._mark(("within_value",), number)
@@ -295,7 +297,7 @@ class _TreeReader:
             raise _error(QuerySyntaxError if bad is unit else QuerySemanticError, str(exc), bad) from None
         return {"within": WithinTime(micros)}
 
-    def _clause_within_events(self, tree: Tree) -> dict[str, object]:
+    def _clause_within_events(self, tree: ParseTree) -> dict[str, object]:
         keyword, number, _ = _tokens(tree)
         self._mark(("within",), keyword)
         self._mark(("within_value",), number)
@@ -303,7 +305,7 @@ class _TreeReader:
             raise _error(QuerySemanticError, f"WITHIN n EVENTS needs a whole number, not {number}", number)
         return {"within": WithinEvents(int(str(number)))}
 
-    def _clause_between(self, tree: Tree) -> dict[str, object]:
+    def _clause_between(self, tree: ParseTree) -> dict[str, object]:
         keyword, start, _, end = _tokens(tree)
         self._mark(("between",), keyword)
         self._mark(("between_start",), start)
@@ -316,7 +318,7 @@ class _TreeReader:
                 raise _error(QuerySemanticError, f"BETWEEN: {exc}", token) from None
         return {"between": Between(bounds[0], bounds[1])}
 
-    def _clause_strategy(self, tree: Tree) -> dict[str, object]:
+    def _clause_strategy(self, tree: ParseTree) -> dict[str, object]:
         name = _tokens(tree)[1]
         self._mark(("strategy",), name)
         try:
@@ -326,7 +328,7 @@ class _TreeReader:
             message = f"unknown strategy '{name}'; expected one of {valid}"
             raise _error(QuerySyntaxError, message, name) from None
 
-    def _clause_returns(self, tree: Tree) -> dict[str, object]:
+    def _clause_returns(self, tree: ParseTree) -> dict[str, object]:
         name = _tokens(tree)[1]
         self._mark(("returns",), name)
         try:
@@ -353,7 +355,7 @@ def _element(kind: str, variables: tuple[Var, ...]) -> Element:
 def _syntax_error(exc: UnexpectedInput, text: str) -> QuerySyntaxError:
     """A Lark error in words: what was found where, and what would have been valid there."""
     if isinstance(exc, UnexpectedCharacters):
-        char = text[exc.pos_in_stream]
+        char = text[exc.pos_in_stream]  # type: ignore[index]  # Lark types it optional; this subclass sets it
         if char in "'\"":
             return QuerySyntaxError(f"unterminated quoted string; expected a closing {char}", line=exc.line,
                                     column=exc.column)
