@@ -1,4 +1,4 @@
-"""The Flask application: ``create_app(config=None)``, a flaskr-style factory serving CONTRACT §5 at ``/v1``.
+"""The Flask application: ``create_app(config=None)``, a flaskr-style factory serving docs/contract.md §5 at ``/v1``.
 
 Configuration comes from the environment, overridden by ``config``:
 
@@ -56,7 +56,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.from_mapping(default_config())
     if config:
         app.config.from_mapping(config)
-    # keep CONTRACT §3's field order (app.json is Flask's default provider, typed as the base class)
+    # keep docs/contract.md §3's field order (app.json is Flask's default provider, typed as the base class)
     app.json.sort_keys = False  # type: ignore[attr-defined]
 
     home = Path(app.config["SEQSKETCH_HOME"])

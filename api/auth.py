@@ -1,4 +1,4 @@
-"""API tokens: creation, revocation, and checking ``Authorization: Bearer …`` against scopes (CONTRACT §5).
+"""API tokens: creation, revocation, and checking ``Authorization: Bearer …`` against scopes (docs/contract.md §5).
 
 A token is a random secret shown once; the catalog keeps only its SHA-256.  Checking a presented secret hashes
 it and compares that digest with every active token's digest using :func:`hmac.compare_digest`, without

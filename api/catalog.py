@@ -40,7 +40,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, rela
 from api.db import database_url, open_catalog_engine, session_factory, session_scope
 from exact.errors import Conflict, NotFound
 
-#: Longest dataset name (CONTRACT §1: ``[a-z0-9][a-z0-9_-]{0,63}``).
+#: Longest dataset name (docs/contract.md §1: ``[a-z0-9][a-z0-9_-]{0,63}``).
 NAME_LENGTH = 64
 
 

@@ -1,4 +1,4 @@
-"""The seqsketch Python SDK: a thin, typed client of the HTTP API (CONTRACT §5–6), standard library only.
+"""The seqsketch Python SDK: a thin, typed client of the HTTP API (docs/contract.md §5–6), standard library only.
 
 >>> from api.client import Client
 >>> c = Client("http://127.0.0.1:8080", token="ssk_…")
@@ -122,7 +122,7 @@ def error_for(status: int, body: Any) -> SeqsketchAPIError:
 
 @dataclass(frozen=True)
 class QueryResult:
-    """A query answer (CONTRACT §3); ``raw`` is the whole JSON object."""
+    """A query answer (docs/contract.md §3); ``raw`` is the whole JSON object."""
 
     raw: JSON = field(repr=False)
 
@@ -259,7 +259,7 @@ class Client:
         return list(self._request("GET", "/datasets", idempotent=True)["datasets"])
 
     def info(self, name: str) -> JSON:
-        """A dataset's description: events, time range, types, store size, index (CONTRACT §4 ``info``)."""
+        """A dataset's description: events, time range, types, store size, index (docs/contract.md §4.1 ``info``)."""
         return self._request("GET", f"/datasets/{self._name(name)}", idempotent=True)
 
     def delete(self, name: str) -> JSON:

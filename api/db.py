@@ -52,7 +52,7 @@ class CatalogOutOfDate(SeqsketchError):
 
 def seqsketch_home(home: str | os.PathLike[str] | None = None) -> Path:
     """The data root: ``home`` if given, else the store's (``$SEQSKETCH_HOME``, else ``./.seqsketch``;
-    CONTRACT §4)."""
+    docs/contract.md §4)."""
     return Path(home) if home is not None else store_home()
 
 

@@ -1,4 +1,4 @@
-"""Cross-site rules for every request, before any route runs (CONTRACT §5, docs/operations.md §Guarantees).
+"""Cross-site rules for every request, before any route runs (docs/contract.md §5, docs/operations.md §Guarantees).
 
 A page open in the user's browser can send requests to a server on the user's machine: form posts and
 ``fetch`` with a "simple" content type go out without a CORS preflight, and DNS rebinding lets a foreign

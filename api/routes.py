@@ -1,4 +1,4 @@
-"""The ``/v1`` blueprint: every endpoint of CONTRACT §5, thin — parse, authorise, call the service, serialise.
+"""The ``/v1`` blueprint: every endpoint of docs/contract.md §5, thin — parse, authorise, call the service, serialise.
 
 Each view is declared with :func:`operation`, which registers the route, checks the token scope, parses and
 validates the JSON body against the view's :class:`~api.schemas.Operation` schema, and attaches that
@@ -127,7 +127,7 @@ def list_datasets() -> Any:
 
 @operation("/datasets/<name>", "GET", sc.Operation(
     summary="Describe a dataset", scope="read", tag="datasets",
-    description="events, time range, types, store size, the live index (CONTRACT §4 `info`) and its "
+    description="events, time range, types, store size, the live index (docs/contract.md §4.1 `info`) and its "
                 "catalog state",
     responses={200: ("the dataset", sc.DATASET)}))
 def get_dataset(name: str) -> Any:
@@ -226,7 +226,7 @@ def get_job(job_id: str) -> Any:
     description="Modes: approximate (the Bloom-filter tree alone), verified (default; exact on the "
                 "candidates), exact (the whole stream). Answers beyond the server's match limit are "
                 "truncated (truncated: true); a query over the time or scan limit fails with query_limit.",
-    responses={200: ("the answer (CONTRACT §3)", sc.QUERY_ANSWER)}))
+    responses={200: ("the answer (docs/contract.md §3)", sc.QUERY_ANSWER)}))
 def query(name: str, body: dict[str, Any]) -> Any:
     st = state()
     cfg = current_app.config

@@ -120,7 +120,7 @@ HEALTH = Schema("Health", {
 
 _INDEX = {
     "type": ["object", "null"],
-    "description": "the live index: sizing, shape and index_digest (CONTRACT §4 info)",
+    "description": "the live index: sizing, shape and index_digest (docs/contract.md §4.1 info)",
     "properties": {
         "leaf_size": {"type": "integer"}, "fanout": {"type": "integer"}, "m": {"type": "integer"},
         "k": {"type": "integer"}, "levels": {"type": "integer"}, "nodes": {"type": "integer"},
@@ -257,7 +257,7 @@ QUERY_REQUEST = Schema("QueryRequest", {
     "properties": {
         "query": {
             "anyOf": [{"type": "string", "minLength": 1}, {"type": "object"}],
-            "description": "the query text (CONTRACT §2) or its JSON form",
+            "description": "the query text (docs/contract.md §2) or its JSON form",
         },
         "mode": {"enum": ["approximate", "verified", "exact"], "default": "verified"},
         "limit": {"type": ["integer", "null"], "minimum": 1,
@@ -300,7 +300,7 @@ _MATCH = {
 
 QUERY_ANSWER = Schema("QueryAnswer", {
     "type": "object",
-    "description": "the answer of CONTRACT §3",
+    "description": "the answer of docs/contract.md §3",
     "required": ["dataset", "mode", "exists"],
     "properties": {
         "dataset": {"type": "string"},

@@ -2,7 +2,7 @@
 
 :class:`Scale` says how much of each protocol to run (``full`` follows the seeds' sizes, ``quick`` and
 ``tiny`` shrink them); :func:`prepare` stores a stream and builds its tree; :func:`run_modes` answers one
-query approximately, verified and exactly and checks CONTRACT §3's guarantees on the way (verified =
+query approximately, verified and exactly and checks docs/contract.md §3.5's guarantees on the way (verified =
 exact; every exact match inside an approximate candidate interval), which :func:`raise_on` turns into a
 :class:`bench.timing.RecallError`.  The protocols themselves are :mod:`bench.protocols_baltus` (Baltus 2021,
 ch. 5) and :mod:`bench.protocols_cadonna` (Cadonna 2013); :mod:`bench.protocols` lists them.
@@ -180,7 +180,7 @@ def count_violations(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 def raise_on(violations: dict[str, int], where: str) -> None:
     if any(violations.values()):
-        raise RecallError(f"{where}: {violations} — a CONTRACT §3 guarantee is broken")
+        raise RecallError(f"{where}: {violations} — a docs/contract.md §3.5 guarantee is broken")
 
 
 def seq_query(types: Sequence[str], **kw: Any) -> Query:

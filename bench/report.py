@@ -87,7 +87,7 @@ def section_guarantees(records: dict[str, dict[str, Any]]) -> str:
             rows.append((f"accuracy, {name}, fpq {r['fpq']:g} ({r['exact_matches']:,} exact matches)",
                          r["queries"], None, r["exact_matches_missed"]))
     failed = [n for n in PROTOCOLS if (records.get(n) or {}).get("error")]
-    text = ("Measured while benchmarking (CONTRACT §3): *verified = exact* (same matches and bindings) and "
+    text = ("Measured while benchmarking (docs/contract.md §3): *verified = exact* (same matches and bindings) and "
             "*no false negatives* (every exact match inside an approximate candidate interval). Any "
             "violation makes `python -m bench all` fail after writing its figures.\n\n")
     text += table(("where", "queries checked", "verified ≠ exact", "exact matches missed"), rows) if rows \

@@ -37,4 +37,4 @@ def ratio(numerator: float | None, denominator: float | None, digits: int = 1) -
 
 class RecallError(AssertionError):
     """An exact match outside every approximate candidate interval, or a verified answer different from the
-    exact one: a broken guarantee (CONTRACT §3), never a figure to report quietly."""
+    exact one: a broken guarantee (docs/contract.md §3), never a figure to report quietly."""

@@ -1,4 +1,4 @@
-"""The event model (CONTRACT §1) and its one Arrow form.
+"""The event model (docs/contract.md §1) and its one Arrow form.
 
 A stream of events is held as an Arrow table with exactly this schema, which the exact engine, the index and
 the Spark job all rely on::

@@ -1,4 +1,4 @@
-"""Ingest: inputs → one stream table in stream order, with ``seq`` assigned (CONTRACT §1).
+"""Ingest: inputs → one stream table in stream order, with ``seq`` assigned (docs/contract.md §1).
 
 Stream order is ts order with ties kept in input order: within one input, the order its reader yields;
 across several inputs, the order they are given in.  All work after reading is columnar (one stable Arrow

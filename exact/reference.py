@@ -18,9 +18,10 @@ streams (a dozen events), and meant to be obviously right.
   the match's partition (``PARTITION BY``; without it, the whole stream).
 * **skip-till-next-match** (Def. 6.1): no strict prefix ``γ̂`` (the first i events of γ) extends by an
   event ``e`` strictly between its last event and γ's next event, for any variable v, to a match of a
-  prefix of the pattern; plus the trailing-Kleene rule of the automaton (digest A3): γ itself extends by
-  no event after its last one within the window of its first.  Prefix patterns use the *normalised*
-  conditions (the equality closure of :mod:`exact.query.normalize`), on which the strategy depends (digest A8),
+  prefix of the pattern; plus the trailing-Kleene rule of the automaton (docs/semantics.md A3): γ itself
+  extends by no event after its last one within the window of its first.  Prefix patterns use the *normalised*
+  conditions (the equality closure of :mod:`exact.query.normalize`), on which the strategy depends
+  (docs/semantics.md A8),
   each once it is decidable on the prefix: a condition reading the finished run of v (``v[last]``,
   ``count(v)``, ``avg(v.x)``) only once an event of a later element is bound — so it never applies to the
   extension of a trailing Kleene run, which grows maximally and is then judged whole.
@@ -451,7 +452,7 @@ def _after_in_window(query: Query, events: Sequence[Ev], first: int, last: int) 
 
 
 def next_matches(query: Query, events: Sequence[Ev], gamma: list[Binding]) -> list[Binding]:
-    """Def. 6.1 with the trailing-Kleene rule (digest A3) over the normalised conditions."""
+    """Def. 6.1 with the trailing-Kleene rule (docs/semantics.md A3) over the normalised conditions."""
     pattern = _structure(query)
     conds = _normalised_conditions(query)
     names = [v.name for v in pattern.positive_vars()]

@@ -306,7 +306,7 @@ class Dataset:
         return self.snapshot()
 
     def index_info(self) -> dict[str, Any] | None:
-        """The ``index`` section of ``info`` (CONTRACT §4) with the version, or None without an index."""
+        """The ``index`` section of ``info`` (docs/contract.md §4) with the version, or None without an index."""
         snap = self.snapshot()
         return None if snap.tree is None else _info_of(snap.tree, snap.index)
 
@@ -396,7 +396,7 @@ class Dataset:
 
 
 def dataset_info(home: Path, name: str) -> dict[str, Any]:
-    """The ``info`` object of a dataset (CONTRACT §4), from its event store and the index its manifest names.
+    """The ``info`` object of a dataset (docs/contract.md §4), from its event store and the index its manifest names.
 
     ``name, events, start_ts, end_ts, types`` (type → count, most frequent first), ``store_bytes``,
     ``attrs`` (attribute → type) and ``index`` (None without one).
@@ -419,7 +419,7 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
 
 def index_section(dataset_root: Path, snap: Snapshot) -> dict[str, Any] | None:
     """The ``index`` section of ``seqsketch info`` for a store snapshot: ``leaf_size, fanout, m, k, levels,
-    nodes, bytes, bytes_per_event, expected_fpq, index_digest`` (CONTRACT §4) and more — with a partition
+    nodes, bytes, bytes_per_event, expected_fpq, index_digest`` (docs/contract.md §4) and more — with a partition
     key, ``partition`` describes the partition tree the same way, with its key, groups and the events it
     covers (those after are the tail, until ``compact``); None without index."""
     ref = _index_ref(snap)

@@ -1,4 +1,4 @@
-"""The ``seqsketch`` command line (CONTRACT §4): a thin door onto :mod:`api.service`.
+"""The ``seqsketch`` command line (docs/contract.md §4): a thin door onto :mod:`api.service`.
 
 :mod:`api.cli.data` holds the commands on datasets, :mod:`api.cli.serving` those that run the service
 (``serve``, ``jobs run``), :mod:`api.cli.admin` those that administer it, :mod:`api.cli.output` what they

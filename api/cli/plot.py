@@ -38,7 +38,7 @@ def _pack(spans: Sequence[tuple[float, float]], min_width: float) -> list[int]:
 
 def plot_answer(path: str | Path, *, query: str, info: Mapping[str, Any], density: Mapping[str, Any],
                 answer: Mapping[str, Any], candidates: Mapping[str, Any] | None) -> Path:
-    """Draw ``answer`` (CONTRACT §3) on the timeline of dataset ``info`` and write it to ``path`` (PNG, or
+    """Draw ``answer`` (docs/contract.md §3) on the timeline of dataset ``info`` and write it to ``path`` (PNG, or
     whatever matplotlib makes of the suffix)."""
     try:
         import matplotlib

@@ -31,7 +31,7 @@ from sketch.build import DEFAULT_OPTIONS, BuildOptions
 from sketch.dataset import AUTO_KEY, Dataset, build_index_into
 from sketch.dataset import dataset_info as _dataset_info
 
-#: The ``info`` object of a dataset (CONTRACT §4): ``name``, ``events``, ``start_ts``, ``end_ts``, ``types``,
+#: The ``info`` object of a dataset (docs/contract.md §4): ``name``, ``events``, ``start_ts``, ``end_ts``, ``types``,
 #: ``store_bytes``, ``attrs``, ``partition_key`` and the live ``index`` (None without one).
 DatasetInfo: TypeAlias = dict[str, Any]
 #: What a build returns: the ``info`` object plus ``seconds`` and ``timings`` (``ingest``, ``index``).
@@ -68,7 +68,7 @@ def dataset_exists(home: Path, name: str) -> bool:
 
 
 def dataset_info(home: Path, name: str) -> DatasetInfo:
-    """The ``info`` object of a dataset (CONTRACT §4)."""
+    """The ``info`` object of a dataset (docs/contract.md §4)."""
     return _dataset_info(home, check_dataset_name(name))
 
 

@@ -1,4 +1,4 @@
-"""Queries: the three modes of CONTRACT §3 on a dataset, under the caller's limits, and the query log.
+"""Queries: the three modes of docs/contract.md §3 on a dataset, under the caller's limits, and the query log.
 
 ``exact`` runs the exact engine over the whole stream; ``approximate`` and ``verified`` answer from the
 Bloom-filter index (:func:`indexed_query`).  :func:`limited_query` is what the CLI calls: it applies the
@@ -34,7 +34,7 @@ from sketch.dataset import Dataset, require_index
 if TYPE_CHECKING:
     from api.catalog import Catalog
 
-#: An answer of CONTRACT §3 (``dataset``, ``index_version``, ``exists``, ``count``, ``matches`` or
+#: An answer of docs/contract.md §3 (``dataset``, ``index_version``, ``exists``, ``count``, ``matches`` or
 #: ``intervals``, ``truncated``, ``stats`` …; which fields depends on the mode and the query's RETURN).
 QueryAnswer: TypeAlias = dict[str, Any]
 #: A query as a caller may give it: text, JSON text, the JSON form, or parsed.
@@ -143,7 +143,7 @@ def _check_unicode(text: str) -> None:
 def indexed_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified",
                   limit: int | None = None, granularity: int | None = None,
                   budget: Budget | None = None) -> QueryAnswer:
-    """The ``approximate`` and ``verified`` modes of CONTRACT §3 on dataset ``name``'s index snapshot.
+    """The ``approximate`` and ``verified`` modes of docs/contract.md §3 on dataset ``name``'s index snapshot.
 
     The store snapshot and the tree come from one manifest, so the answer sees the events the index covers.
     """

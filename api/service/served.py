@@ -30,7 +30,7 @@ from exact.errors import Conflict, NotFound
 if TYPE_CHECKING:
     from api.catalog import Catalog
 
-#: A dataset as a server describes it: the ``info`` object (CONTRACT §4) plus the catalog's ``state``,
+#: A dataset as a server describes it: the ``info`` object (docs/contract.md §4) plus the catalog's ``state``,
 #: ``index_version`` and ``created`` — or, for a dataset whose first build is queued, running or failed
 #: (nothing on disk), only ``name``, ``events``, ``state``, ``index_version`` and ``created``.
 DatasetView: TypeAlias = dict[str, Any]

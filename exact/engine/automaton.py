@@ -5,8 +5,8 @@ automaton of one event set ``Bi`` has a transition ``(q, v, Θ_δ)`` for every s
 every ``v ∈ Bi \\ q``, and a loop ``(q, v, Θ_δ)`` for every Kleene ``v ∈ q``; the set automata are
 concatenated by merging accept and start states, so ``B_{i+1}`` transitions become available once all of
 ``Bi`` is bound and the loops of ``Bi`` survive at the merged state but not after a ``B_{i+1}`` variable
-is bound (digest §3.2).  ``Θ_δ`` consists of ``v``'s properties (checked through a precomputed bitmask per
-event), every relationship between ``v`` and an already bound variable, read symmetrically (digest A2)
+is bound (docs/semantics.md §3.4).  ``Θ_δ`` consists of ``v``'s properties (checked through a precomputed bitmask per
+event), every relationship between ``v`` and an already bound variable, read symmetrically (docs/semantics.md A2)
 and evaluated with ∀-semantics over Kleene bindings, and — on loops only — ``prev(v.A) φ v.B``.
 
 OR elements are *groups*: one position whose alternatives are separate variables of which at most one is

@@ -8,10 +8,10 @@ a window runs one instance: from the state after element ``i`` only element ``i+
 element ``i`` can fire, and where no event satisfies both (checked on the data) nothing branches.  That
 instance binds each element to the first event of its position after the element before it was entered;
 a Kleene element takes every event of its variable from its first one up to (not including) the next
-element's event, or, last, up to the window's end (the trailing-Kleene rule, digest A3).  So every window
+element's event, or, last, up to the window's end (the trailing-Kleene rule, docs/semantics.md A3).  So every window
 is a chain of bisections in per-position sorted arrays (positions encoded as ``key · B + position``, one
 array serving every partition), with no loop per window.  An event satisfying several alternatives of an
-OR binds the first of them, as one match (CONTRACT §2).
+OR binds the first of them, as one match (docs/contract.md §2).
 """
 
 from __future__ import annotations

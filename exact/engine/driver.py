@@ -1,4 +1,4 @@
-"""The exact engine: the matches of a query in a stream, under its strategy (CONTRACT §2, §3).
+"""The exact engine: the matches of a query in a stream, under its strategy (docs/contract.md §2, §3).
 
 :func:`evaluate_table` is the one entry point (:func:`evaluate` returns its matches as a sorted list).  It
 normalises the query (:mod:`exact.query.normalize`), takes the stream's columns (:class:`~exact.prefilter.
@@ -464,7 +464,7 @@ class _Evaluation:
 
     def _merge_alternatives(self, table: MatchTable) -> MatchTable:
         """An OR position bound to the same events under several alternatives is one match, reported under
-        the first alternative (pattern order) — CONTRACT §2: bound by exactly one alternative."""
+        the first alternative (pattern order) — docs/contract.md §2: bound by exactly one alternative."""
         ors = [m for m in set(self.plan.group_members) if len(m) > 1]
         if not ors or not len(table):
             return table

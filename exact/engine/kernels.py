@@ -4,9 +4,9 @@ Each kernel runs the automaton of a :class:`~exact.engine.program.Program` — s
 conditions as flat arrays — over the events of the program, one match window per first event in ``starts``
 (given in stream order).  Strategies (Cadonna 2013):
 
-* :func:`next_match` — skip-till-next-match, Algorithm 2 with the corrected line 12 (digest A1): an instance
+* :func:`next_match` — skip-till-next-match, Algorithm 2 with the corrected line 12 (docs/semantics.md A1): an instance
   takes every transition that fires on an event and skips the events that fire none; instances live to the
-  window's end, so a trailing Kleene variable extends maximally (digest A3).  An instance in a final state
+  window's end, so a trailing Kleene variable extends maximally (docs/semantics.md A3).  An instance in a final state
   with no transition left can never change: it is reported at once and dropped.
 * :func:`robust_next_match` — Algorithm 4: the same with an execution tree, and backtracking of the last
   transition of an instance that is not final at the window's end, unless that node has siblings (Lemma

@@ -1,4 +1,4 @@
-"""Matches as columns, and the parts of a CONTRACT §3 answer made from them.
+"""Matches as columns, and the parts of a docs/contract.md §3 answer made from them.
 
 A :class:`MatchTable` holds what an evaluation found: for the matches it kept, the seq of each one's first
 and last event and its bindings as rows ``(variable, seq)`` (offsets per match, rows in stream order);
@@ -129,7 +129,7 @@ class MatchTable:
         return np.asarray(out[:want], dtype=_I64)
 
     def match_dicts(self, order: np.ndarray, text: Mapping[int, str]) -> list[dict[str, Any]]:
-        """The matches ``order`` as CONTRACT §3 objects (``text``: seq → ISO time of their ends), made
+        """The matches ``order`` as docs/contract.md §3 objects (``text``: seq → ISO time of their ends), made
         from the columns in one pass: rows grouped by match and variable, lists cut from one list."""
         lengths = np.diff(self.off)[order]
         rows = run_positions(self.off[:-1][order], lengths)
@@ -211,7 +211,7 @@ def merge_intervals(matches: Iterable[Match]) -> list[tuple[int, int]]:
 
 
 def iso_ts(micros: int) -> str:
-    """UTC microseconds → ISO 8601 with microseconds and offset, as in CONTRACT §3."""
+    """UTC microseconds → ISO 8601 with microseconds and offset, as in docs/contract.md §3."""
     return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(micros))).isoformat(
         timespec="microseconds")
 
@@ -224,7 +224,7 @@ def iso_ts_many(micros: np.ndarray | Sequence[int]) -> list[str]:
 
 def answer(query: Query, found: MatchTable | Sequence[Match],
            ts_of: Mapping[int, int] | Callable[[int], int], *, limit: int | None = None) -> dict[str, Any]:
-    """The query-dependent parts of a CONTRACT §3 answer: ``strategy``, ``exists``, ``count`` (None when
+    """The query-dependent parts of a docs/contract.md §3 answer: ``strategy``, ``exists``, ``count`` (None when
     the search stopped at ``limit``), ``truncated``, and by ``RETURN`` the ``matches`` (the first ``limit``
     in answer order) and ``intervals``.  ``ts_of`` maps a seq to its UTC microseconds."""
     table = found if isinstance(found, MatchTable) else _ListTable(sorted(found))

@@ -1,4 +1,4 @@
-"""SASE+ negation as a filter on the positive pattern's matches (CONTRACT §2, Agrawal et al. 2008).
+"""SASE+ negation as a filter on the positive pattern's matches (docs/contract.md §2, Agrawal et al. 2008).
 
 A match is dropped when an event satisfying a negated variable — its type and properties, its partition
 (``PARTITION BY``: the match's), and its conditions on positive variables (∀ over their bindings) — lies

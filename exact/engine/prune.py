@@ -5,7 +5,7 @@
   conditions of Thm. 5.2 — (5.1) ``|W| ≥ m``; (5.2) the first event satisfies a ``B1`` variable; (5.3)
   every variable has an event in W; (5.4) for consecutive sets, some event of each ``Bi`` variable precedes
   some event of each ``B_{i+1}`` variable.  The printed counters' decrement undoes increments that never
-  happened (digest A5, T30); this is the exact alternative the digest gives, with sorted arrays.
+  happened (docs/semantics.md A5 (T30)); this is the exact alternative the digest gives, with sorted arrays.
 * :func:`necessary_starts` — rarest group first (Kolchinsky & Schuster: the rarest variable decides
   fastest whether a window can match), every group needs an event within the window in the first event's
   partition; then the ordered chain of Thm. 5.2 (5.4): the events of ``B_{i+1}`` follow the earliest

@@ -1,6 +1,6 @@
 """The typed, frozen pattern AST shared by the parser, the exact engine and the index.
 
-One query in the language of CONTRACT §2 becomes one :class:`Query`.  Every node is a frozen dataclass, so
+One query in the language of docs/contract.md §2 becomes one :class:`Query`.  Every node is a frozen dataclass, so
 ASTs are hashable, comparable and safe to cache by value (the exact engine caches automata per AST).
 
 Shape::
@@ -65,7 +65,7 @@ Scalar = str | int | float | bool | None
 
 
 class Strategy(str, Enum):
-    """Event selection strategies (CONTRACT §2; Cadonna 2013 ch. 1, 3, 6; Agrawal et al. 2008)."""
+    """Event selection strategies (docs/semantics.md §3; Cadonna 2013 ch. 1, 3, 6; Agrawal et al. 2008)."""
 
     STRICT_CONTIGUITY = "strict_contiguity"
     PARTITION_CONTIGUITY = "partition_contiguity"

@@ -1,4 +1,4 @@
-"""Normalisation of a query into an evaluation :class:`Plan` (Cadonna 2013, Def. 3.1 and digest A7/A8).
+"""Normalisation of a query into an evaluation :class:`Plan` (Cadonna 2013, Def. 3.1 and docs/semantics.md A7/A8).
 
 The plan is what the automaton, the strategies, the two-phase driver and the index read; the raw
 :class:`~exact.query.ast.Query` is only read here.  Normalising does four things:
@@ -8,11 +8,12 @@ The plan is what the automaton, the strategies, the two-phase driver and the ind
    conditions** (``prev(v.A) φ v.B`` on a Kleene variable, always stored with ``prev`` on the left), **run
    conditions** (those reading a Kleene run as a whole: ``v[1]``, ``v[last]``, aggregates; see
    :mod:`exact.query.operands`) and the conditions of **negated** variables.
-2. *Close equalities* (digest A8): equality conditions between fields of positive variables are closed
+2. *Close equalities* (docs/semantics.md A8): equality conditions between fields of positive variables are closed
    transitively (union-find over ``var.attr`` operands and literals), so that e.g. ``c.PID = p.PID`` and
    ``p.PID = d.PID`` also give ``c.PID = d.PID``, and ``a.x = 5, a.x = b.x`` gives ``b.x = 5``.  The
    skip-till-next-match automaton checks only conditions between bound variables as written, so without
-   the closure its results change under partitioning (digest T29).  Closing only adds conditions implied by
+   the closure its results change under partitioning (docs/semantics.md A8, T29).
+   Closing only adds conditions implied by
    the original ones, so the set of all matches (Def. 3.2) is unchanged.  OR alternatives take part only as
    end points (a condition on an alternative binds only when that alternative is chosen), negated variables
    not at all (``no b with a.x = b.x = c.x`` does not imply ``a.x = c.x``).
@@ -21,7 +22,7 @@ The plan is what the automaton, the strategies, the two-phase driver and the ind
    each negated variable is constrained to the partition of the match.
 4. *Derive* for each variable the event types it can bind (``plan.types``; ``None`` = any type) from its
    declared type and its ``v.type`` conditions, and the *partitioning attributes* X of the two-phase
-   strategy (Def. 5.3 with digest A7: attributes on which all positive variables are in one class).
+   strategy (Def. 5.3 with docs/semantics.md A7: attributes on which all positive variables are in one class).
 
 Comparison semantics (used everywhere, scalar and vectorised): a condition with a null or missing operand is
 false; values of different kinds (number, string, boolean) are never equal, so ``=`` is false, ``!=`` true
@@ -498,7 +499,7 @@ def _normalize(query: Query, _signature: tuple[str, ...]) -> Plan:
 
 def _partition_attributes(positives: tuple[VarPlan, ...], relations: list[Condition],
                           alternatives: set[str]) -> tuple[str, ...]:
-    """Def. 5.3 / digest A7: attributes A with ``vi.A = vj.A`` in the closure for all positive variables.
+    """Def. 5.3 / docs/semantics.md A7: attributes A with ``vi.A = vj.A`` in the closure for all positive variables.
 
     The closure has already been added to ``relations``, so A qualifies iff every pair of distinct positive
     variables has a same-attribute equality.  One variable alone gives X = ∅.  OR alternatives must each be

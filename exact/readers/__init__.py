@@ -1,6 +1,6 @@
 """Readers: input files → batches of stream tables (no ``seq``; ingest orders and numbers them).
 
-Formats (CONTRACT §1):
+Formats (docs/contract.md §1):
 
 ``xes`` (``.xes``, ``.xes.gz``)
     Streamed with the expat parser that ``xml.etree`` is built on, fed 1 MiB at a time: no element tree is

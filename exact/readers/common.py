@@ -1,5 +1,5 @@
 """What every reader shares: the options, one batch of events being gathered, opening (gunzipping) and
-reading an input, and the errors that name the file and line (CONTRACT §1)."""
+reading an input, and the errors that name the file and line (docs/contract.md §1)."""
 
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exact verification of candidate intervals, and the three answer modes of CONTRACT §3.
+"""Exact verification of candidate intervals, and the three answer modes of docs/contract.md §3.
 
 :func:`verify` runs the exact engine (:func:`exact.engine.evaluate`) on the candidate regions of an
 :class:`~sketch.evaluate.Approximation` only, and reports exactly the matches the engine reports on the whole
@@ -377,7 +377,7 @@ def approximate_body(approx: Approximation, *, events_total: int) -> dict[str, A
 def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *, mode: str = "verified",
                    limit: int | None = None, granularity: int = 0, partition: PartitionIndex | None = None,
                    budget: Budget | None = None) -> dict[str, Any]:
-    """The CONTRACT §3 answer (without ``dataset`` and ``index_version``) of ``query`` in ``mode``.
+    """The docs/contract.md §3 answer (without ``dataset`` and ``index_version``) of ``query`` in ``mode``.
 
     ``approximate``: from the tree alone.  ``verified``: approximate, then :func:`verify` on the candidates.
     ``exact``: the exact engine over the whole stream (``tree`` unused; may be None).  A query partitioned

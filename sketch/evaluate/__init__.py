@@ -3,7 +3,7 @@
 The tree knows, per node, only which event *types* may occur in the node's interval ("maybe" or "no";
 Bloom filters have no false negatives).  Conditions cannot be checked on it; they only make exact matches
 fewer, so the approximate evaluator reasons about type occurrence alone and is a *necessary* condition for
-every exact match — the guarantee that verification builds on (CONTRACT §3, guarantee 2).
+every exact match — the guarantee that verification builds on (docs/contract.md §3.5, guarantee 2).
 
 The evaluation, module by module: the stream is cut into units (:mod:`~sketch.evaluate.units`, Baltus
 §4.3.2); for each position of the pattern the units that may hold one of its types are found top-down on the

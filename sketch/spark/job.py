@@ -314,7 +314,7 @@ def _check_budget(tree: BloomTree, options: BuildOptions, sized_here: bool) -> N
 
 
 def _check_not_older(chunks: Sequence[tuple[StagedChunk, int]], snap: Snapshot) -> None:
-    """CONTRACT §1: an append must not go back in time; nothing of the batch is written if it does."""
+    """docs/contract.md §1: an append must not go back in time; nothing of the batch is written if it does."""
     if snap.last_ts is None:
         return
     oldest = min(c.min_ts + shift for c, shift in chunks)

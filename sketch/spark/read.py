@@ -2,7 +2,7 @@
 
 Why not Spark's CSV/JSON/XML sources straight away: each of them decides types and timestamps by its own
 rules (CSV inference over a sample, JSON's struct inference, the XML source's value guessing, timestamp
-patterns), while CONTRACT §1 and :mod:`exact.readers` fix one set of rules — per-file CSV inference over
+patterns), while docs/contract.md §1 and :mod:`exact.readers` fix one set of rules — per-file CSV inference over
 every value, JSON values keeping their JSON type, XES typed by element, naive time as UTC, numbers as epoch
 seconds — and error messages that name the file and line.  Normalising four foreign parsers back to those
 rules would duplicate them a second time, imperfectly.  Instead the tasks run the project's own readers

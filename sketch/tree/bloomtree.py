@@ -350,7 +350,7 @@ class BloomTree(TreeNodes):
         return twin
 
     def info(self) -> dict[str, Any]:
-        """The ``index`` section of ``seqsketch info`` (CONTRACT §4)."""
+        """The ``index`` section of ``seqsketch info`` (docs/contract.md §4)."""
         stored = self.stored_bytes()
         return {"leaf_size": self.config.leaf_size, "fanout": self.config.fanout, "m": self.config.m,
                 "k": self.config.k, "levels": self.levels, "nodes": self.rows, "leaves": self.n_leaves,

@@ -94,7 +94,7 @@ def test_openapi_document_validates_and_lists_exactly_the_routes(app: Flask, cli
               for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}}
     documented = {(path, method) for path, ops in doc["paths"].items() for method in ops}
     assert documented == routes
-    # CONTRACT §5, every endpoint
+    # docs/contract.md §5, every endpoint
     assert routes == {
         ("/v1/health", "get"), ("/v1/datasets", "get"), ("/v1/datasets/{name}", "get"),
         ("/v1/datasets/{name}", "delete"), ("/v1/datasets/{name}/events", "post"),

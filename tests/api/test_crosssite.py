@@ -1,5 +1,5 @@
 """What a page in the user's browser, a rebound DNS name, a proxy or a careless client can do to a running
-server — over real HTTP on loopback (CONTRACT §5 cross-site safety; docs/operations.md §Guarantees).
+server — over real HTTP on loopback (docs/contract.md §5.5 cross-site safety; docs/operations.md §Guarantees).
 
 Requests are sent raw (``http.client``), exactly as a browser or ``curl`` would send them, so that nothing
 in an SDK adds the headers the rules look for.

@@ -5,7 +5,7 @@ docs/query-language.md ("Kleene runs and aggregates").
 The expected answers were worked out by hand from the definition; :func:`ref` checks them against the
 brute-force reference (:mod:`exact.reference`) and holds the exact engine, under every option, to the
 reference.  The worked examples are the SASE+ paper's (Agrawal et al. 2008): Query 2 (transitive closure
-over shipments), Query 3 on the stream of its Fig. 3 (reconstructed in the SASE digest, T-Q3-a), the
+over shipments), Query 3 on the stream of its Fig. 3 (reconstructed in docs/semantics.md, T-Q3-a), the
 ``max`` variant of Fig. 6, the running sums of Fig. 5, and the iterator predicates of Table 1.
 """
 
@@ -70,7 +70,7 @@ def ab(pairs: Iterable[tuple[tuple[int, ...], int]]) -> set[tuple]:
 
 # -------------------------------------------------------------------------------- SASE+ Query 3 (Fig. 3)
 
-# Fig. 3 of the paper as the SASE digest reconstructs it (T-Q3-a): one symbol, a minute apart.  The language
+# Fig. 3 of the paper as docs/semantics.md reconstructs it (T-Q3-a): one symbol, a minute apart.  The language
 # has no arithmetic, so the "80 %" of b.volume < 80%*a[a.LEN].volume is applied at ingest: volume_80pct.
 FIG3 = [(100, 1010), (120, 990), (120, 1005), (121, 999), (120, 999), (125, 750), (120, 950), (120, 700)]
 FIG3_ROWS = [{"seq": i + 1, "ts": (i + 1) * MIN, "type": "Stock", "symbol": "Goog", "price": p, "volume": v,

@@ -1,6 +1,6 @@
 """The seeds' worked examples (Cadonna 2013 ch. 1, 3–6; SASE+; lazy chain NFA) as tests of the exact engine.
 
-Expected outputs are the ones the digests in shared/seeds give (with their errata applied, e.g. the Ch. 6
+Expected outputs are the sources' own, with the errata of docs/semantics.md §A applied (e.g. the Ch. 6
 Stocks all-matches list has 11 entries, not the 9 printed).  Every example is also checked against the
 brute-force reference and under all evaluation options (two-phase and prefilter on and off).
 """
@@ -153,7 +153,7 @@ def test_two_phase_candidate_windows_example_5_10() -> None:
 
 
 def test_closure_restores_the_partitioned_match_t29() -> None:
-    """T29 (digest A8): with Θ closed under PID-transitivity plain STNM finds {c/x1, d/x3, p/x4, b/x5}."""
+    """T29 (docs/semantics.md A8): with Θ closed under PID-transitivity plain STNM finds {c/x1, d/x3, p/x4, b/x5}."""
     rows = [{"seq": 1, "ts": 1 * DAY, "type": "C", "PID": 1, "V": 0.0},
             {"seq": 2, "ts": 2 * DAY, "type": "D", "PID": 2, "V": 0.0},
             {"seq": 3, "ts": 3 * DAY, "type": "D", "PID": 1, "V": 0.0},
@@ -164,7 +164,7 @@ def test_closure_restores_the_partitioned_match_t29() -> None:
 
 
 def test_two_phase_counter_decrement_t30() -> None:
-    """T30 (digest A5): a B event before every C event must not decrement the b counter."""
+    """T30 (docs/semantics.md A5): a B event before every C event must not decrement the b counter."""
     rows = [{"seq": 1, "ts": 1 * DAY, "type": "B", "PID": 1, "V": 0.0},
             {"seq": 2, "ts": 2 * DAY, "type": "C", "PID": 1, "V": 0.0},
             {"seq": 3, "ts": 3 * DAY, "type": "P", "PID": 1, "V": 5.0},
@@ -239,7 +239,8 @@ def stocks_rows(without: tuple[int, ...] = ()) -> list[dict]:
 
 
 def p3(strategy: Strategy) -> Query:
-    """P3 = (<{s1}, {s2}, {s3+}, {s4}>, Θ, 100 ms) with Θ as derived in digest §1.6(c)."""
+    """P3 = (<{s1}, {s2}, {s3+}, {s4}>, Θ, 100 ms) with Θ as the SES thesis derives it (§1.6(c);
+    docs/semantics.md §3.5)."""
     s1, s2, s3, s4 = Var("s1", "GOOG"), Var("s2", "GOOG"), Var("s3", "GOOG", True), Var("s4", "GOOG")
     where = (C(F("s1", "P"), "<", F("s2", "P")), C(F("s2", "P"), "<", F("s3", "P")),
              C(F("s3", "P", True), "<", F("s3", "P")), C(F("s1", "V"), "<", F("s4", "V")),
@@ -331,7 +332,7 @@ def abc(strategy: Strategy, partition: bool = False) -> Query:
     ("a1 b1 c1 c2", False, {b(a=0, b=1, c=2)}, {b(a=0, b=1, c=2)}, 2),
 ])
 def test_sase_strategy_table(spec: str, partition: bool, strict: set, part: set, any_count: int) -> None:
-    """T-S1..T-S6 of the SASE digest for strict / partition contiguity and skip-till-any-match."""
+    """T-S1..T-S6 of docs/semantics.md §3.6 for strict / partition contiguity and skip-till-any-match."""
     rows = sase_rows(spec)
     assert run(abc(STRICT, partition), rows) == strict
     assert run(abc(PART, partition), rows) == part

@@ -22,7 +22,7 @@ from exact.query.ast import Query
 from exact.query.language import MAX_CONDITIONS, MAX_QUERY_BYTES, from_json, load, parse, to_json, to_text
 from tests.generators import scaled
 
-#: Valid queries spanning the grammar (CONTRACT §2); mutations start from these.
+#: Valid queries spanning the grammar (docs/contract.md §2); mutations start from these.
 VALID = [
     "PATTERN SEQ(A_SUBMITTED s, O_DECLINED d) PARTITION BY case WITHIN 30 days",
     "PATTERN SEQ({C c, P+ p, D d}, B b)",

@@ -1,4 +1,4 @@
-"""The query language: every construct of CONTRACT §2 parses to the AST it means, in text and JSON form."""
+"""The query language: every construct of docs/contract.md §2 parses to the AST it means, in text and JSON form."""
 
 from __future__ import annotations
 
@@ -342,7 +342,7 @@ _VALUE = re.compile(r'value="([^"]*)"')
 
 
 def _event_types(path: Path) -> list[str]:
-    """The ``concept:name`` of every ``<event>`` of an XES log (the event type, CONTRACT §1)."""
+    """The ``concept:name`` of every ``<event>`` of an XES log (the event type, docs/contract.md §1)."""
     opener = gzip.open if path.suffix == ".gz" else open
     names: set[str] = set()
     in_event = False

@@ -212,7 +212,7 @@ _JSON_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 -
 
 
 def expected_column(values: list[Any]) -> tuple[str, list[Any]]:
-    """The attribute type and values the definition (CONTRACT §1 widening) gives a JSON column."""
+    """The attribute type and values the definition (docs/contract.md §1 widening) gives a JSON column."""
     kinds = {type(v) for v in values if v is not None}
     if not kinds or kinds == {str}:
         return "string", values

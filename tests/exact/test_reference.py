@@ -23,7 +23,7 @@ def _events(rows: list[dict]):  # type: ignore[no-untyped-def]
 
 
 def test_trailing_kleene_rule_excludes_the_unextended_match_t28() -> None:
-    """Def. 6.1 read literally accepts {a/a1, b/<b1>}; the automaton's rule (digest A3) does not."""
+    """Def. 6.1 read literally accepts {a/a1, b/<b1>}; the automaton's rule (docs/semantics.md A3) does not."""
     rows = [{"ts": 1, "type": "A"}, {"ts": 2, "type": "B", "V": 1}, {"ts": 3, "type": "B", "V": 2}]
     q = Query((Single(Var("a", "A")), Single(Var("b", "B", True))),
               (Condition(Field("b", "V", True), "<", Field("b", "V")),), within=WithinTime(10))

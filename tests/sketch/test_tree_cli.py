@@ -1,4 +1,4 @@
-"""``seqsketch build`` builds the index with the events; ``seqsketch info`` reports it (CONTRACT §4)."""
+"""``seqsketch build`` builds the index with the events; ``seqsketch info`` reports it (docs/contract.md §4)."""
 
 from __future__ import annotations
 

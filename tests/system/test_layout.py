@@ -1,4 +1,4 @@
-"""The layout stays one-way (ARCHITECTURE.md): imports go ``api → sketch → exact``, no module imports itself
+"""The layout stays one-way (docs/architecture.md): imports go ``api → sketch → exact``, no module imports itself
 back through others, and inside ``api`` the doors (CLI, routes, console, job runner, demo) call the service
 and are called by nothing but the application factory and the CLI itself.
 

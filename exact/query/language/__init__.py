@@ -1,4 +1,4 @@
-"""The query language of CONTRACT §2: text and JSON forms of the pattern AST in :mod:`exact.query.ast`.
+"""The query language of docs/contract.md §2: text and JSON forms of the pattern AST in :mod:`exact.query.ast`.
 
     parse(text) -> Query        text → checked AST (errors carry line and column)
     to_text(query) -> str       canonical text; parse(to_text(q)) == q

@@ -1,7 +1,7 @@
 """Semantic checks of a query AST, shared by the text parser and the JSON form.
 
 The grammar (or the JSON shape check) only says what is well-formed; this module says what is meaningful
-(CONTRACT §2): every variable declared once and every condition naming declared variables, ``prev()`` only
+(docs/contract.md §2): every variable declared once and every condition naming declared variables, ``prev()`` only
 on Kleene variables (Cadonna 2013, Def. 3.1: ``prev(v.A) φ v.A``), run indexes and aggregates only on
 positive Kleene variables and in the shapes :mod:`exact.query.operands` allows, negation neither first nor —
 without a window — last (SASE+, Agrawal et al. 2008 §2: negation is checked between the neighbouring positive

@@ -1,7 +1,7 @@
 """Lexical rules shared by the parser, the printer and the JSON form: names, keywords, quoting, literals.
 
 Everything here is a pure function of its arguments, so text printed by :mod:`exact.query.language.printer` reads
-back through :mod:`exact.query.language.parser` to the same value (the round-trip guarantee of CONTRACT §2).
+back through :mod:`exact.query.language.parser` to the same value (the round-trip guarantee of docs/contract.md §2).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def attribute(text: str) -> str:
 
 
 def default_name_base(type_name: str | None) -> str:
-    """The default variable name of a type (CONTRACT §2: the type lower-cased), made a valid identifier.
+    """The default variable name of a type (docs/contract.md §2: the type lower-cased), made a valid identifier.
 
     Deterministic rule: lower-case; decompose accents (``é`` → ``e``); replace every run of characters other
     than ``a-z``, ``0-9`` and ``_`` by one ``_``; if the result is empty, starts with a digit or is a reserved

@@ -68,7 +68,7 @@ def _lark() -> Lark:
 
 
 def parse(text: str, attr_kinds: Mapping[str, str] | None = None) -> Query:
-    """Parse query text (CONTRACT §2) into a checked :class:`Query`; raises a SeqsketchError subclass.
+    """Parse query text (docs/contract.md §2) into a checked :class:`Query`; raises a SeqsketchError subclass.
     ``attr_kinds``: a dataset's attribute kinds, to check comparisons against (:func:`check_query`)."""
     if not isinstance(text, str):
         raise QuerySyntaxError(f"a query must be text, not {type(text).__name__}")

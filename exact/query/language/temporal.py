@@ -1,4 +1,4 @@
-"""Times and durations of the query language, as integer UTC microseconds (the event model of CONTRACT §1).
+"""Times and durations of the query language, as integer UTC microseconds (the event model of docs/contract.md §1).
 
 ``WITHIN`` takes ``number unit`` with unit ms | s | sec | min | h | hour | d | day, each optionally with a
 plural ``s`` (plus the spelled-out second, minute and millisecond).  Times (``BETWEEN``, ``x.ts`` comparisons)
@@ -16,7 +16,7 @@ MICROS_PER_S = 1_000_000
 #: Unit (lower-case) → microseconds.
 UNITS: dict[str, int] = {}
 for _names, _micros in (
-    # CONTRACT §2 allows a plural "s" on every unit, so the odd "mss", "ss", "hs", "ds" are accepted too.
+    # docs/contract.md §2 allows a plural "s" on every unit, so the odd "mss", "ss", "hs", "ds" are accepted too.
     (("ms", "mss", "msec", "msecs", "millisecond", "milliseconds"), MICROS_PER_MS),
     (("s", "ss", "sec", "secs", "second", "seconds"), MICROS_PER_S),
     (("min", "mins", "minute", "minutes"), 60 * MICROS_PER_S),

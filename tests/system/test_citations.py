@@ -1,0 +1,33 @@
+"""The repository cites only documents it holds: the contract and the semantics are docs/contract.md and
+docs/semantics.md, and no file points at the specification documents kept outside the repository."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+OUTSIDE = re.compile(r"CONTRACT §|CONTRACT\.md|ARCHITECTURE\.md|digest A\d|SASE digest|shared/seeds")
+
+
+def test_nothing_cites_documents_outside_the_repository() -> None:
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    found = []
+    for name in files:
+        path = REPO / name
+        if path.suffix not in {".py", ".md", ".lark", ".js", ".html", ".toml"} or not path.is_file():
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if OUTSIDE.search(line) and path.name != "test_citations.py":
+                found.append(f"{name}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_the_cited_documents_exist_with_the_cited_items() -> None:
+    semantics = (REPO / "docs" / "semantics.md").read_text(encoding="utf-8")
+    contract = (REPO / "docs" / "contract.md").read_text(encoding="utf-8")
+    for item in range(1, 9):
+        assert f"### A{item}." in semantics
+    for section in range(1, 7):
+        assert f"\n## {section}. " in contract
