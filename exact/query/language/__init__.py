@@ -25,7 +25,7 @@ from exact.query.language.checks import (
     MAX_VARIABLES,
     Locator,
     attribute_kinds,
-    check_query,
+    check_attribute_kinds,
 )
 from exact.query.language.jsonform import from_json, to_json
 from exact.query.language.parser import parse
@@ -62,4 +62,5 @@ def _json_text(text: str) -> Any:
 
 def check_kinds(query: Query, attr_kinds: Mapping[str, str]) -> Query:
     """``query`` (already parsed, so without positions) checked against a dataset's attribute kinds."""
-    return check_query(query, Locator(), attr_kinds)
+    check_attribute_kinds(query, Locator(), attr_kinds)
+    return query

@@ -280,6 +280,13 @@ def _kind_words(kind: str) -> str:
     return {"integer": "an integer", "number": "a number", "boolean": "a boolean", "string": "a string"}[kind]
 
 
+def check_attribute_kinds(query: Query, locator: Locator, attr_kinds: Mapping[str, str]) -> None:
+    """Only the comparisons of ``query``'s attributes against ``attr_kinds`` (a query built as an AST, whose
+    other checks are its builder's business)."""
+    for j, cond in enumerate(query.where):
+        _check_attribute_kinds(cond, j, locator, attr_kinds)
+
+
 def _check_attribute_kinds(cond: Condition, j: int, locator: Locator, attr_kinds: Mapping[str, str]) -> None:
     """A comparison of a dataset attribute with a literal or a field of another kind holds for no event (values
     of different kinds are never equal and never ordered): refused, with the form that would work."""
