@@ -18,6 +18,7 @@ import pytest
 
 import sketch.answer.cause as explain_cause
 from api.service import build_from_inputs, run_query
+from exact.errors import QuerySemanticError
 from exact.events import micros
 from exact.store import EventStore, dataset_dir, store_dir
 
@@ -100,20 +101,22 @@ def answer(home: Path, text: str) -> dict:
 
 def test_a_condition_that_holds_for_no_case(bpi: tuple[Path, Log]) -> None:
     home, log = bpi
-    text = ("PATTERN SEQ(A_SUBMITTED s, A_DECLINED d) WHERE s.org:resource = '112' AND s.AMOUNT_REQ > 50000 "
+    text = ("PATTERN SEQ(A_SUBMITTED s, A_DECLINED d) WHERE s.org:resource = '112' AND s.AMOUNT_REQ = 'none' "
             "PARTITION BY case WITHIN 1 day")
     body = answer(home, text)
-    # without s.AMOUNT_REQ > 50000: each submission by 112, with the first decline of its case within a day
+    # without s.AMOUNT_REQ = 'none': each submission by 112, with the first decline of its case within a day
     s = log.where("A_SUBMITTED")
     s = s[log.resource[s] == "112"]
     d = first_after(log, s, "A_DECLINED", same_case=True)
     pairs = int(((d >= 0) & (log.ts[np.maximum(d, 0)] - log.ts[s] <= DAY)).sum())
-    # the amount is stored as text, and text is never ordered against a number: the condition holds for none
+    # the amount is stored as text, and no amount is the text 'none'; compared with a number it is refused
     assert pa.types.is_string(log.amount)
+    with pytest.raises(QuerySemanticError, match="string attribute"):
+        run_query(home, "bpi", text.replace("= 'none'", "> 50000"))
     assert body["stats"]["index"] == "partition"
     assert body["explain"] == cases_with(log, "A_SUBMITTED", "A_DECLINED") + (
         f"they hold {pairs:,} matches of A_SUBMITTED then A_DECLINED in the same case within 1 day meeting "
-        "the other conditions, but `s.AMOUNT_REQ > 50000` holds for none of them")
+        "the other conditions, but `s.AMOUNT_REQ = 'none'` holds for none of them")
 
 
 def test_a_negation_every_case_breaks(bpi: tuple[Path, Log]) -> None:
