@@ -286,26 +286,37 @@ def _field_field_mask(a: pa.Array, op: str, b: pa.Array) -> NDArray[np.bool_]:
 
 def condition_mask(frame: EventFrame, cond: Condition) -> NDArray[np.bool_]:
     """Evaluate a one-variable, non-prev condition over every event of ``frame``."""
-    left, op, right = cond.left, cond.op, cond.right
-    if isinstance(left, Literal) and isinstance(right, Field):
-        left, op, right = right, FLIPPED[op], left
-    assert isinstance(left, Field)
-    if isinstance(right, Literal):
-        return _literal_mask(frame.array(left.attr), op, right.value)
-    assert isinstance(right, Field)  # a property has no run operands (v[1], v[last], aggregates)
-    if right.attr == left.attr and left.attr in frame.keys:
+    left, op, right = _oriented(cond)
+    if isinstance(right, Field) and right.attr == left.attr and left.attr in frame.keys:
         # ``v.x = v.x`` on an attribute the frame knows by codes: present where it has a code
         if op in ("=", "<=", ">="):
             return frame.keys[left.attr] >= 0
         return np.zeros(len(frame), dtype=bool)
-    arr = frame.array(left.attr)
+    return values_condition_mask(frame.array, len(frame), cond)
+
+
+def _oriented(cond: Condition) -> tuple[Field, str, Field | Literal]:
+    left, op, right = cond.left, cond.op, cond.right
+    if isinstance(left, Literal) and isinstance(right, Field):
+        left, op, right = right, FLIPPED[op], left
+    assert isinstance(left, Field) and isinstance(right, (Field, Literal))
+    return left, op, right
+
+
+def values_condition_mask(array: Callable[[str], pa.Array], n: int, cond: Condition) -> NDArray[np.bool_]:
+    """A one-variable, non-prev condition over ``n`` events whose values of an attribute ``array`` gives."""
+    left, op, right = _oriented(cond)
+    if isinstance(right, Literal):
+        return _literal_mask(array(left.attr), op, right.value)
+    # (a property has no run operands: v[1], v[last], aggregates)
+    arr = array(left.attr)
     if right.attr == left.attr and not pa.types.is_floating(arr.type) and _column_kind(arr.type):
         # ``v.x = v.x`` (PARTITION BY's "x is present"): a value equals itself unless it is null (or NaN,
         # hence not for floating columns)
         if op in ("=", "<=", ">="):
             return _mask(pc.is_valid(arr))
-        return np.zeros(len(arr), dtype=bool)
-    return _field_field_mask(arr, op, frame.array(right.attr))
+        return np.zeros(n, dtype=bool)
+    return _field_field_mask(arr, op, array(right.attr))
 
 
 def type_mask(frame: EventFrame, types: frozenset[str] | None) -> NDArray[np.bool_]:

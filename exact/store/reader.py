@@ -11,6 +11,7 @@ read.  Readers take no lock: they see one snapshot, whose parts never change.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -27,8 +28,8 @@ from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
-from exact.store.seek import SeekFile, SeekUnavailable, open_seek, seek_name, ts_of
-from exact.store.seek import select as select_rows
+from exact.store.rowfilter import RowFilter, seek_arrays
+from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
 
 _log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class StoreReader(StoreBase):
 
     def read_ranges(self, ranges: SeqRanges, columns: Sequence[str] | None = None,
                     types: frozenset[str] | None = None, snapshot: Snapshot | None = None, *,
-                    type_dictionary: bool = False) -> tuple[pa.Table, int]:
+                    type_dictionary: bool = False, keep: RowFilter | None = None) -> tuple[pa.Table, int]:
         """The events inside the seq ``ranges`` (inclusive, sorted, disjoint) — only those of ``types``
         unless None — as one seq-sorted table in the snapshot's schema, and the rows decoded to find them.
 
@@ -88,17 +89,18 @@ class StoreReader(StoreBase):
         one call.  ``seq`` is never decoded (a part's rows are consecutive seqs, so a row's seq is its
         position), rows are selected before anything is converted, and ``type`` is tested once per row
         group's dictionary, so the cost beyond decoding follows the rows kept.  ``type_dictionary`` as in
-        :meth:`read`.
+        :meth:`read`.  ``keep`` drops the rows no variable of a query can bind
+        (:mod:`exact.store.rowfilter`), from the seek files before their other columns are gathered.
         """
         snap = snapshot or self.snapshot()
         cols, names = _columns(columns, snap)
         schema = snap.read_schema(cols, type_dictionary, names)
-        pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, type_dictionary)
+        pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, type_dictionary, keep)
         return _pieces_table(pieces, schema), decoded
 
     def read_frame(self, ranges: SeqRanges, columns: Sequence[str] | None = None,
-                   types: frozenset[str] | None = None, snapshot: Snapshot | None = None
-                   ) -> tuple[EventFrame, int]:
+                   types: frozenset[str] | None = None, snapshot: Snapshot | None = None,
+                   keep: RowFilter | None = None) -> tuple[EventFrame, int]:
         """:meth:`read_ranges` (``type`` dictionary-encoded) as the exact engine's frame.  When every part
         is read from its seek file the frame is made of the numpy columns directly (its table only if a
         condition asks for one): the reads of a verification are small, and converting them to Arrow and
@@ -106,7 +108,7 @@ class StoreReader(StoreBase):
         snap = snapshot or self.snapshot()
         cols, names = _columns(columns, snap)
         schema = snap.read_schema(cols, True, names)
-        pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, True)
+        pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, True, keep)
         if len(pieces) == 1 and isinstance(pieces[0], list) and schema.names == [SEQ, TS, TYPE]:
             seq, ts, codes, dictionary, type_names = _seek_columns(pieces[0])
             return EventFrame.of_columns(seq, ts, codes, dictionary, type_names,
@@ -114,11 +116,11 @@ class StoreReader(StoreBase):
         return EventFrame.build(_pieces_table(pieces, schema)), decoded
 
     def _range_pieces(self, snap: Snapshot, ranges: SeqRanges, cols: list[str],
-                      names: tuple[str, ...] | None, types: frozenset[str] | None, type_dictionary: bool
-                      ) -> tuple[list[pa.Table | list[_SeekRows]], int]:
+                      names: tuple[str, ...] | None, types: frozenset[str] | None, type_dictionary: bool,
+                      keep: RowFilter | None = None) -> tuple[list[pa.Table | list[_SeekRows]], int]:
         """What :meth:`read_ranges` reads, in stream order: tables of parts read from Parquet, and for each
         run of consecutive parts read from seek files, their rows and type codes (part by part); and the
-        rows decoded."""
+        rows decoded (for a seek file: the rows whose type was looked at)."""
         bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
         bounds = bounds[bounds[:, 0] <= bounds[:, 1]]
         # a part's seek file serves a read of attributes when it holds every one asked for (version 3)
@@ -128,13 +130,23 @@ class StoreReader(StoreBase):
         decoded = 0
         # consecutive parts read from seek files: their rows are selected together
         seeking: list[tuple[PartInfo, SeekFile, np.ndarray]] = []
-        in_place: list[np.ndarray] = []  # the ranges read from seek files (their rows count as decoded)
+        attr_types = snap.attr_types() if keep is not None else {}
+        # a part read from Parquet is filtered when its read holds the attributes the filter tests
+        parquet_keep = keep if keep is not None and keep.attributes() <= set(wanted_attrs) else None
 
         def flush() -> None:
+            nonlocal decoded
             if seeking:
-                found = select_rows([s for _, s, _ in seeking], [r for _, _, r in seeking], types)
-                kept = [(part, seek, rows, codes)
-                        for (part, seek, _), (rows, codes) in zip(seeking, found, strict=True) if len(rows)]
+                found = select_counted([s for _, s, _ in seeking], [r for _, _, r in seeking], types)
+                kept = []
+                for (part, seek, _), (rows, codes, looked_at) in zip(seeking, found, strict=True):
+                    decoded += looked_at
+                    if keep is not None and len(rows):
+                        at = keep.mask(len(rows), functools.partial(code_mask, seek.types, codes=codes),
+                                       seek_arrays(seek.attrs, seek.unserved, rows, attr_types))
+                        rows, codes = rows[at], codes[at]
+                    if len(rows):
+                        kept.append((part, seek, rows, codes))
                 if kept:
                     pieces.append(kept)
                 seeking.clear()
@@ -149,7 +161,6 @@ class StoreReader(StoreBase):
                 else:
                     if not wanted_attrs or seek.serves(wanted_attrs):
                         seeking.append((part, seek, inside - part.first_seq))
-                        in_place.append(inside)
                         continue
             flush()
             if types is not None and value_set is None:
@@ -157,12 +168,11 @@ class StoreReader(StoreBase):
             kept, rows_read = self._parquet_ranges(snap, part, inside, cols, names, types, value_set,
                                                    type_dictionary)
             decoded += rows_read
-            if kept is not None:
+            if kept is not None and parquet_keep is not None:
+                kept = kept.filter(pa.array(parquet_keep.frame_mask(EventFrame.build(kept))))
+            if kept is not None and kept.num_rows:
                 pieces.append(kept)
         flush()
-        if in_place:
-            both = in_place[0] if len(in_place) == 1 else np.concatenate(in_place)
-            decoded += int((both[:, 1] - both[:, 0]).sum()) + len(both)
         return pieces, decoded
 
     def _parquet_ranges(self, snap: Snapshot, part: PartInfo, inside: np.ndarray, cols: list[str],

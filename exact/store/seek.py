@@ -20,6 +20,11 @@ millisecond).  Blocks are short (32 rows), so their offsets fit uint32 steps (71
 microseconds) except where a block straddles a long pause: 5.25 bytes per event plus 16 per wide row, and a
 row's ts is found in place.
 
+Version 4 adds the part's rows grouped by type: ``by_type`` (uint32 row numbers, ordered by type code,
+then row) and ``type_start`` (int64, where each code's rows begin in ``by_type``, and the end), 4 bytes per
+row.  A read of a few frequent-enough types in a long range then costs the rows of those types, not a test
+of every row's code (:func:`select`).
+
 Version 3 adds the part's attributes, one fixed-width code per row each (:mod:`exact.store.seek_attrs`), so
 that a condition's values are read in place too; the header lists the attributes served (``attrs``) and
 those that are not (``unserved``: a string attribute of too many distinct values).
@@ -50,9 +55,10 @@ from exact.arrays import joined, run_positions
 from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs
 
 MAGIC = b"SQSKSEEK"
-VERSION = 3  # 2: no attribute columns; 1: offsets from 256-row blocks, uint32 or int64 for a whole part
-#: Versions a reader takes: a version-2 file serves reads that ask for no attribute.
-READABLE = (2, 3)
+VERSION = 4  # 3: no rows by type; 2: nor attribute columns; 1: offsets from 256-row blocks
+#: Versions a reader takes: a version-2 file serves reads that ask for no attribute; versions 2 and 3 find
+#: the rows of a type by testing every row's code.
+READABLE = (2, 3, 4)
 SUFFIX = ".seek"
 #: Rows per ts block: short, so that a block's offsets from its first ts fit uint32 steps but where it
 #: straddles a pause of over 71 minutes (in µs; 49 days in ms), and long enough for its base to cost little.
@@ -66,6 +72,11 @@ _COMPARED_CODES = 8
 #: A read of more ranges than this, of fewer rows each than the next on average, gathers its rows.
 _GATHER_RANGES = 64
 _GATHER_ROWS_PER_RANGE = 16
+#: A read finds the rows of its types from the rows by type when those types hold at most this share of a
+#: part's rows (above it, testing each row's code is as cheap) ...
+_BY_TYPE_SHARE = 0.5
+#: ... and its ranges hold at least this many rows per range and type looked up.
+_LOOKUP_ROWS = 8
 
 
 class SeekUnavailable(Exception):
@@ -112,8 +123,12 @@ def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedAr
     wide_rows = np.flatnonzero(steps >= _WIDE)
     narrow = steps.astype(np.uint32)  # the wide ones are overwritten just below
     narrow[wide_rows] = _WIDE
+    by_type = np.argsort(codes, kind="stable").astype(np.uint32)
+    type_start = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(codes, minlength=len(names)), out=type_start[1:])
     sections = {"type": codes.tobytes(), "base": base.tobytes(), "ts": narrow.tobytes(),
-                "wide_rows": wide_rows.astype(np.int64).tobytes(), "wide_ts": ts[wide_rows].tobytes()}
+                "wide_rows": wide_rows.astype(np.int64).tobytes(), "wide_ts": ts[wide_rows].tobytes(),
+                "by_type": by_type.tobytes(), "type_start": type_start.tobytes()}
     served, unserved, attr_sections = encode_attrs(attrs, rows, chosen)
     sections.update(attr_sections)
     layout, payload, at = {}, bytearray(), 0
@@ -159,6 +174,15 @@ class SeekFile:
     attrs: Mapping[str, AttrColumn] = field(default_factory=dict)
     #: attributes of the part that are not served (None: the file does not say — version 2 — so none is)
     unserved: frozenset[str] | None = None
+    #: the part's rows ordered by type code, then row, and where each code's rows begin (and the end), or
+    #: None (a file before version 4)
+    by_type: np.ndarray | None = None
+    type_start: np.ndarray | None = None
+
+    def rows_of(self, code: int) -> np.ndarray:
+        """The rows of type code ``code``, increasing (``by_type`` is present)."""
+        assert self.by_type is not None and self.type_start is not None
+        return self.by_type[int(self.type_start[code]):int(self.type_start[code + 1])]
 
     def serves(self, names: Sequence[str]) -> bool:
         """Can the attributes ``names`` of this part's rows be read from this file?  An attribute the part
@@ -189,20 +213,48 @@ def ts_of(files: Sequence[SeekFile], rows: Sequence[np.ndarray]) -> np.ndarray:
 def select(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: frozenset[str] | None
            ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per file, its rows in ``ranges`` (an (n, 2) array of inclusive row ranges, sorted, disjoint) whose
-    type is in ``wanted`` (None = every type), and their codes.
+    type is in ``wanted`` (None = every type), and their codes (:func:`select_counted` without the counts)."""
+    return [(rows, codes) for rows, codes, _ in select_counted(files, ranges, wanted)]
+
+
+def select_counted(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: frozenset[str] | None
+                   ) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    """Per file, its rows in ``ranges`` (an (n, 2) array of inclusive row ranges, sorted, disjoint) whose
+    type is in ``wanted`` (None = every type), their codes, and the rows looked at to find them: every row
+    of the ranges, or those of the wanted types when they are found from the rows by type (:func:`_by_type`).
 
     A verification reads tens of ranges of hundreds of rows from each of a few parts.  Each range's codes
     are copied out with one slice (a position per row, and a gather by it, cost several times more), those
     of all the files with the same types are tested together (so the numpy calls do not grow with the
     files), and positions are worked out for the rows kept only.  Many short ranges (the rows of a partition
     layout's groups) are gathered instead: a slice per range would cost a Python step per row."""
+    if wanted is not None:
+        by_type = [_by_type(f, r, wanted) for f, r in zip(files, ranges, strict=True)]
+        if any(found is not None for found in by_type):
+            rest = [i for i, found in enumerate(by_type) if found is None]
+            if rest:
+                others = _by_codes([files[i] for i in rest], [ranges[i] for i in rest], wanted)
+                for i, (rows, codes) in zip(rest, others, strict=True):
+                    by_type[i] = rows, codes, _rows_in(ranges[i])
+            return [found for found in by_type if found is not None]
+    return [(rows, codes, _rows_in(r))
+            for (rows, codes), r in zip(_by_codes(files, ranges, wanted), ranges, strict=True)]
+
+
+def _rows_in(ranges: np.ndarray) -> int:
+    return int((ranges[:, 1] - ranges[:, 0]).sum()) + len(ranges) if len(ranges) else 0
+
+
+def _by_codes(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: frozenset[str] | None
+              ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`select_counted` by testing the code of every row in the ranges."""
     short = [len(r) > _GATHER_RANGES and int((r[:, 1] - r[:, 0]).sum()) < _GATHER_ROWS_PER_RANGE * len(r)
              for r in ranges]
     if wanted is None or any(short):
         out = []
         for f, r, gather in zip(files, ranges, short, strict=True):
             if wanted is not None and not gather:
-                [(rows, codes)] = select([f], [r], wanted)  # by slices, below
+                [(rows, codes)] = _by_codes([f], [r], wanted)  # by slices, below
             else:
                 rows = run_positions(r[:, 0], r[:, 1] - r[:, 0] + 1)
                 codes = f.codes[rows]
@@ -235,6 +287,35 @@ def select(files: Sequence[SeekFile], ranges: Sequence[np.ndarray], wanted: froz
     return found
 
 
+def _by_type(f: SeekFile, ranges: np.ndarray, wanted: frozenset[str]
+             ) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """The rows of ``f`` in ``ranges`` whose type is in ``wanted``, and their codes, found in the file's rows
+    by type (version 4) — or None where testing every row's code is cheaper: when the wanted types are over
+    :data:`_BY_TYPE_SHARE` of the part's rows, or the ranges are so many and short that looking each up in
+    each type's rows costs more than reading them."""
+    if f.by_type is None or f.type_start is None or not len(ranges):
+        return None
+    kept = _code_test(f.types, wanted).kept
+    counts = f.type_start[1:] - f.type_start[:-1]
+    share = int(counts[kept].sum()) / max(f.rows, 1) if kept else 0.0
+    in_ranges = int((ranges[:, 1] - ranges[:, 0]).sum()) + len(ranges)
+    if share > _BY_TYPE_SHARE or len(ranges) * max(len(kept), 1) * _LOOKUP_ROWS > in_ranges:
+        return None
+    pieces = []
+    for code in kept:
+        rows = f.rows_of(code)
+        if not len(rows):
+            continue
+        first = np.searchsorted(rows, ranges[:, 0], "left")
+        end = np.searchsorted(rows, ranges[:, 1], "right")
+        if int((end - first).sum()):
+            pieces.append(rows[run_positions(first, end - first)])
+    if not pieces:
+        return np.zeros(0, np.int64), f.codes[:0], 0
+    found = pieces[0].astype(np.int64) if len(pieces) == 1 else np.sort(np.concatenate(pieces)).astype(np.int64)
+    return found, f.codes[found], len(found)
+
+
 @dataclass(frozen=True)
 class _CodeTest:
     """The codes of a part's types that a read keeps (``allowed``: a bool per code), and those it keeps and
@@ -257,6 +338,11 @@ class _CodeTest:
         for code in few[1:]:
             mask |= codes == code
         return mask if few is self.kept else ~mask
+
+
+def code_mask(types: tuple[str, ...], wanted: frozenset[str], codes: np.ndarray) -> NDArray[np.bool_]:
+    """Per code of ``codes`` (into a part's ``types``): is its type in ``wanted``?"""
+    return _code_test(types, wanted).mask(codes)
 
 
 @functools.lru_cache(maxsize=256)
@@ -306,13 +392,18 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
                        steps=section("ts", np.dtype(np.uint32), rows), unit=unit, block=block,
                        wide_rows=section("wide_rows", i64, wide), wide_ts=section("wide_ts", i64, wide),
                        dictionary=pa.array(types, pa.string()),
-                       attrs=decode_attrs(attr_entries, section, rows), unserved=unserved)
+                       attrs=decode_attrs(attr_entries, section, rows), unserved=unserved,
+                       by_type=section("by_type", np.dtype(np.uint32), rows) if version >= 4 else None,
+                       type_start=(section("type_start", i64, len(types) + 1) if version >= 4 else None))
     except KeyError as err:
         raise SeekUnavailable(f"missing section {err}") from None
     except (ValueError, TypeError) as err:
         raise SeekUnavailable(f"unreadable attribute column: {err}") from None
     if rows and int(out.codes.max()) >= len(types):
         raise SeekUnavailable("a type code beyond the part's types")
+    if out.type_start is not None and (out.type_start[0] != 0 or out.type_start[-1] != rows
+                                       or bool((np.diff(out.type_start) < 0).any())):
+        raise SeekUnavailable("rows by type do not cover the part")
     return out
 
 

@@ -39,8 +39,10 @@ MAX_DICTIONARY = 0xFFFF
 #: Nor one whose distinct values take more bytes than this.
 MAX_DICTIONARY_BYTES = 16 << 20
 #: Bytes per row all the attribute columns of a part take at most, unless the attributes are named: the
-#: cheapest are served first (a low-cardinality string or a small-range integer costs 1-2 bytes, a double 8).
-DEFAULT_BUDGET = 8.0
+#: cheapest are served first (a low-cardinality string or a small-range integer costs 1-2 bytes, a double 8),
+#: so that a few numeric measures and the strings of a log are served, and a wide table of doubles is not
+#: copied whole.
+DEFAULT_BUDGET = 24.0
 
 _UNSIGNED = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
 

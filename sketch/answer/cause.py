@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,8 +64,8 @@ from numpy.typing import NDArray
 
 from exact.engine import Budget, MatchTable, evaluate_table, match_ts
 from exact.errors import QueryLimitError, SeqsketchError
-from exact.prefilter import EventFrame
-from exact.query.ast import Absent, Condition, Query, Return, Strategy, WithinEvents
+from exact.prefilter import EventFrame, condition_mask, type_mask, variable_bits
+from exact.query.ast import Absent, Condition, Field, Literal, Query, Return, Strategy, WithinEvents
 from exact.query.language import condition_text, element_text, window_text
 from exact.query.language.lexical import attribute
 from exact.query.normalize import Plan, VarPlan, normalize
@@ -78,7 +78,7 @@ EXPLAIN_MS = 300
 #: … and at least this long, however fast verification was, …
 EXPLAIN_FLOOR_MS = 20
 #: … but otherwise no longer than this many times what verification took.
-EXPLAIN_FACTOR = 10
+EXPLAIN_FACTOR = 3
 _FIRST_WINDOW_STEPS = 10_000
 #: The relaxations run only when verification handed the engine at most this many events.
 MAX_EVENTS = 2_000_000
@@ -95,6 +95,9 @@ class Read:
 
     pieces: tuple[tuple[EventFrame | pa.Table, tuple[int, int] | None], ...]
     types: frozenset[str] | None
+    #: the same events without the row filter the read had (:mod:`exact.store.rowfilter`), read again when
+    #: asked: relaxing a variable's condition needs the events that fail it (None: the read had no filter)
+    unfiltered: Callable[[], Read] | None = None
 
     @property
     def events(self) -> int:
@@ -131,10 +134,13 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
     None)."""
     if read is None:
         return _GENERIC
-    if read.events > MAX_EVENTS:
-        return (f"{_GENERIC} (the {read.events:,} events read are more than the {MAX_EVENTS:,} the search "
-                "for which one looks through)")
     plan = normalize(query)
+    if read.unfiltered is not None:
+        read = read.unfiltered()
+    if read.events > MAX_EVENTS:
+        return _unbindable(plan, read, type_counts) or (
+            f"{_GENERIC} (the {read.events:,} events read are more than the {MAX_EVENTS:,} the search for "
+            "which one looks through)")
     relaxations = _relaxations(query, plan, group_key)
     search = _Search(query, read, spans, type_counts, _budget(budget, spent_ms))
     tried: list[_Relaxation] = []
@@ -152,13 +158,62 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
             if found.count:
                 return _cause(query, plan, relaxation, found)
             tried.append(relaxation)
-        return _nothing_single(query, plan, search, tried, unread)
+        return _unbindable(plan, read, type_counts) or _nothing_single(query, plan, search, tried, unread)
     except _TimedOut:
+        unbindable = _unbindable(plan, read, type_counts)
+        if unbindable is not None:
+            return unbindable
         done = f" ({_without(tried, 'or')}, they hold no match)" if tried else ""
         return f"{_GENERIC}; the search for which one ran out of time{done}"
 
 
 _GENERIC = "conditions, negation, the window or the strategy rule them out"
+
+
+def _unbindable(plan: Plan, read: Read, type_counts: Mapping[str, int] | None) -> str | None:
+    """The cause when a position of the pattern has no event in the read that fits it on its own (by type
+    and by the conditions on its variable alone): those of its variable's conditions that alone hold for
+    none of its type's events there (or all of them together), with the number of those events.  Counted
+    with the engine's own per-variable test on the events read (every event of the types read)."""
+    if not any(v.properties for v in plan.positives):
+        return None
+    frames = [events if isinstance(events, EventFrame) else EventFrame.build(events) for events, _ in read.pieces]
+    fitting = np.zeros(len(plan.positives), dtype=np.int64)
+    for frame in frames:
+        fitting += np.asarray(variable_bits(frame, plan.positives)[1], dtype=np.int64)
+    said: list[str] = []
+    for first in (g for element in plan.elements for g in element):
+        members = plan.group_members[first]
+        if any(fitting[i] for i in members):
+            continue
+        variables = [plan.positives[i] for i in members]
+        if not all(v.types is not None and v.types <= (read.types or v.types) for v in variables):
+            return None  # (a variable of any type: not all its events were read)
+        parts = []
+        for v in variables:
+            assert v.types is not None
+            names = " or ".join(sorted(v.types))
+            own = [c for c in plan.query.where if c.variables() == {v.name}]
+            of_type = sum(int(type_mask(f, v.types).sum()) for f in frames)
+            if not own or not of_type:
+                return None  # the type does not occur there, or the partition's attribute is missing
+            alone = [c for c in own if _one_variable(c) and not any(
+                (type_mask(f, v.types) & condition_mask(f, c)).any() for f in frames)]
+            if len(alone) == 1:
+                what = f"`{condition_text(alone[0])}` holds"
+            elif alone:
+                what = " and ".join(f"`{condition_text(c)}`" for c in alone) + " each hold"
+            else:
+                what = "`" + " AND ".join(condition_text(c) for c in own) + "` together hold"
+            parts.append(f"{what} for none of the {of_type:,} {names} events they hold")
+        said.append(" or ".join(v.name for v in variables) + ": " + "; ".join(parts))
+    return "no event in them can bind " + "; nor ".join(said) if said else None
+
+
+def _one_variable(cond: Condition) -> bool:
+    """Can ``cond`` be evaluated over single events (a property: no ``prev``, no run operand)?"""
+    return all(isinstance(o, (Field, Literal)) and not (isinstance(o, Field) and o.prev)
+               for o in (cond.left, cond.right))
 
 
 def _budget(budget: Budget | None, spent_ms: float | None) -> Budget:

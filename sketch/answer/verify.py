@@ -50,6 +50,7 @@ from exact.query.ast import Query, Return, Strategy
 from exact.query.normalize import Plan, normalize
 from exact.store import EventStore, Snapshot, type_mask
 from exact.store.manifest import SeqRanges
+from exact.store.rowfilter import RowFilter, row_filter
 from sketch.answer.cause import Read, why_empty
 from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
 from sketch.partition.answer import columns_without_key, keyed_frame, partition_body, runs_of, served, tail_of
@@ -68,13 +69,13 @@ class EventSource(Protocol):
     events_total: int
 
     def read_ranges(self, ranges: SeqRanges, columns: Sequence[str],
-                    types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
-        """The rows in ``ranges`` (only ``columns``; only rows of ``types`` unless None), and the number of
-        rows decoded to get them."""
+                    types: frozenset[str] | None = None, keep: RowFilter | None = None) -> tuple[pa.Table, int]:
+        """The rows in ``ranges`` (only ``columns``; only rows of ``types`` unless None; only rows ``keep``
+        keeps unless None — it may keep more), and the number of rows decoded to get them."""
         ...
 
     def read_frame(self, ranges: SeqRanges, columns: Sequence[str],
-                   types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
+                   types: frozenset[str] | None = None, keep: RowFilter | None = None) -> tuple[EventFrame, int]:
         """:meth:`read_ranges` as the exact engine's frame."""
         ...
 
@@ -92,7 +93,7 @@ class TableSource:
         self.events_total = table.num_rows
 
     def read_ranges(self, ranges: SeqRanges, columns: Sequence[str],
-                    types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
+                    types: frozenset[str] | None = None, keep: RowFilter | None = None) -> tuple[pa.Table, int]:
         cols = self._columns(columns)
         pieces = []
         for lo, hi in ranges:
@@ -102,11 +103,13 @@ class TableSource:
         decoded = table.num_rows
         if types is not None and decoded:
             table = table.filter(type_mask(table.column("type"), pa.array(sorted(types), pa.string())))
+        if keep is not None and table.num_rows and keep.attributes() <= {c[len(ATTRS) + 1:] for c in columns}:
+            table = table.filter(pa.array(keep.frame_mask(EventFrame.build(table))))
         return table, decoded
 
     def read_frame(self, ranges: SeqRanges, columns: Sequence[str],
-                   types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
-        table, decoded = self.read_ranges(ranges, columns, types)
+                   types: frozenset[str] | None = None, keep: RowFilter | None = None) -> tuple[EventFrame, int]:
+        table, decoded = self.read_ranges(ranges, columns, types, keep)
         return EventFrame.build(table), decoded
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
@@ -136,15 +139,15 @@ class StoreSource:
         return [c for c in columns if not (c == ATTRS or c.startswith(ATTRS + ".")) or self.snapshot.attrs]
 
     def read_ranges(self, ranges: SeqRanges, columns: Sequence[str],
-                    types: frozenset[str] | None = None) -> tuple[pa.Table, int]:
+                    types: frozenset[str] | None = None, keep: RowFilter | None = None) -> tuple[pa.Table, int]:
         """:meth:`EventStore.read_ranges <exact.store.EventStore.read_ranges>` on the snapshot."""
         return self.store.read_ranges(ranges, self._columns(columns), types, snapshot=self.snapshot,
-                                      type_dictionary=True)
+                                      type_dictionary=True, keep=keep)
 
     def read_frame(self, ranges: SeqRanges, columns: Sequence[str],
-                   types: frozenset[str] | None = None) -> tuple[EventFrame, int]:
+                   types: frozenset[str] | None = None, keep: RowFilter | None = None) -> tuple[EventFrame, int]:
         """:meth:`EventStore.read_frame <exact.store.EventStore.read_frame>` on the snapshot."""
-        return self.store.read_frame(ranges, self._columns(columns), types, snapshot=self.snapshot)
+        return self.store.read_frame(ranges, self._columns(columns), types, snapshot=self.snapshot, keep=keep)
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
         return self.store.read_table(0, None, self._columns(columns), snapshot=self.snapshot,
@@ -251,19 +254,32 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     cols = needed_columns(query)
     contiguous = query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)
     keep_types = read_types(query, plan)
+    keep = row_filter(plan)
     counts = source.type_counts()
     tables: list[MatchTable] = []
     pieces: list[tuple[pa.Table | EventFrame, tuple[int, int]]] = []
+    read_pieces: list[tuple[SeqRanges, tuple[int, int]]] = []
     ts_of: dict[int, int] = {}
     scanned = checked = 0
     names = tuple(v.name for v in plan.positives)
 
-    def run(region: Region, table: pa.Table | EventFrame) -> MatchTable:
+    def run(region: Region, table: pa.Table | EventFrame, ranges: SeqRanges) -> MatchTable:
         pieces.append((table, (region.start_lo, region.start_hi)))
+        read_pieces.append((ranges, (region.start_lo, region.start_hi)))
         found = evaluate_table(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi),
                                budget=budget, limit=limit)
         ts_of.update(match_ts(table, found))
         return found
+
+    def read() -> Read:
+        if keep is None:
+            return Read(tuple(pieces), keep_types)
+
+        def unfiltered() -> Read:
+            return Read(tuple((source.read_frame(r, cols, keep_types)[0], starts) for r, starts in read_pieces),
+                        keep_types)
+
+        return Read(tuple(pieces), keep_types, unfiltered)
 
     ranges: SeqRanges
     if not stop_at_first and not contiguous:
@@ -271,9 +287,9 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         # region cannot reach the next one's rows (that would be a match of the positive pattern ending
         # beyond the region's reach), so the unread gaps change nothing.
         ranges, n_regions, whole = approx.read_plan(merge_gap)
-        frame, scanned = source.read_frame(ranges, cols, keep_types)
-        found = run(whole, frame) if whole is not None else MatchTable(names)
-        return Verification(found, scanned, n_regions, ts_of, len(frame), Read(tuple(pieces), keep_types))
+        frame, scanned = source.read_frame(ranges, cols, keep_types, keep)
+        found = run(whole, frame, ranges) if whole is not None else MatchTable(names)
+        return Verification(found, scanned, n_regions, ts_of, len(frame), read())
 
     regions = approx.regions(merge_gap)
     per_region = _region_ranges(approx, regions)
@@ -281,10 +297,10 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     # so their concatenation is sorted and free of duplicates.
     if stop_at_first:
         for region, ranges in zip(regions, per_region, strict=True):
-            table, decoded = source.read_ranges(ranges, cols, keep_types)
+            table, decoded = source.read_ranges(ranges, cols, keep_types, keep)
             scanned += decoded
             checked += table.num_rows
-            found = run(region, table)
+            found = run(region, table, ranges)
             if found.exists:
                 tables.append(found)
                 break
@@ -305,14 +321,13 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
                 lows = np.asarray([r[0] for r in ranges], dtype=_I64)
                 highs = np.asarray([r[1] for r in ranges], dtype=_I64)
                 k = np.searchsorted(lows, piece_seq, "right") - 1
-                keep = (k >= 0) & (piece_seq <= highs[np.maximum(k, 0)])
-                if not keep.all():
-                    piece = piece.filter(pa.array(keep))
-            tables.append(run(region, piece))
+                ok = (k >= 0) & (piece_seq <= highs[np.maximum(k, 0)])
+                if not ok.all():
+                    piece = piece.filter(pa.array(ok))
+            tables.append(run(region, piece, ranges))
             if tables[-1].found_one:  # RETURN exists: the first match answers it
                 break
-    return Verification(combined(names, tables), scanned, len(regions), ts_of, checked,
-                        Read(tuple(pieces), keep_types))
+    return Verification(combined(names, tables), scanned, len(regions), ts_of, checked, read())
 
 
 def combined(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
@@ -451,9 +466,9 @@ def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
     elif partition is not None and partition.key in query.partition_by and isinstance(source, StoreSource):
         layout = partition.layout
         frame, scanned = keyed_frame(source, layout, tail_of(source, layout), whole,
-                                     columns_without_key(query, columns, layout.key), types)
+                                     columns_without_key(query, columns, layout.key), types, row_filter(plan))
     elif hasattr(source, "read_frame"):
-        frame, scanned = source.read_frame(whole, columns, types)
+        frame, scanned = source.read_frame(whole, columns, types, row_filter(plan))
     else:
         frame = source.read_all(columns)
         scanned = len(frame)

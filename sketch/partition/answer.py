@@ -25,6 +25,7 @@ from exact.prefilter import EventFrame
 from exact.query.ast import Query, Return, Strategy
 from exact.query.normalize import Plan
 from exact.store.grouping import Layout
+from exact.store.rowfilter import RowFilter, row_filter
 from sketch.answer.cause import Read, why_empty
 from sketch.partition.index import PartitionIndex, Tail, position_types, read_tail
 
@@ -72,10 +73,10 @@ def group_numbers(layout: Layout, tail: Tail | None, seqs: np.ndarray) -> np.nda
 
 def keyed_frame(source: Any, layout: Layout, tail: Tail | None,
                 ranges: Sequence[tuple[int, int]] | np.ndarray, columns: list[str],
-                types: frozenset[str] | None) -> tuple[EventFrame, int]:
+                types: frozenset[str] | None, keep: RowFilter | None = None) -> tuple[EventFrame, int]:
     """The events in ``ranges`` as the engine's frame, knowing the key by group numbers; the key's values
-    are not read unless a condition names it."""
-    frame, scanned = source.read_frame(ranges, columns, types)
+    are not read unless a condition names it.  ``keep``: the read's row filter (:mod:`exact.store.rowfilter`)."""
+    frame, scanned = source.read_frame(ranges, columns, types, keep)
     return frame.with_keys(layout.key, group_numbers(layout, tail, frame.seq)), scanned
 
 
@@ -133,14 +134,18 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
         rows = np.concatenate([rows, tail.seq[in_tail]])
     rows = np.sort(rows)
     columns = columns_without_key(query, columns, layout.key)
-    if types is not None and len(rows) * _GATHER_COST > source.events_total:
-        # the candidates hold much of the stream: scanning every event's type in place costs less than
-        # gathering theirs; the events of other groups are dropped by their group number
-        whole = [(0, source.events_total - 1)]
-        frame, scanned = keyed_frame(source, layout, tail, whole, columns, types)
-        frame = frame.take(np.isin(frame.keys[layout.key], groups))
-    else:
-        frame, scanned = keyed_frame(source, layout, tail, runs_of(rows), columns, types)
+    keep = row_filter(plan)
+
+    def read(keep: RowFilter | None) -> tuple[EventFrame, int]:
+        if types is not None and len(rows) * _GATHER_COST > source.events_total:
+            # the candidates hold much of the stream: scanning every event's type in place costs less than
+            # gathering theirs; the events of other groups are dropped by their group number
+            whole = [(0, source.events_total - 1)]
+            frame, scanned = keyed_frame(source, layout, tail, whole, columns, types, keep)
+            return frame.take(np.isin(frame.keys[layout.key], groups)), scanned
+        return keyed_frame(source, layout, tail, runs_of(rows), columns, types, keep)
+
+    frame, scanned = read(keep)
     table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts())
     stats["verify_ms"] = _ms(verifying)
     stats["events_scanned"] = scanned
@@ -148,7 +153,9 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
     if not body["exists"]:
         body["explain"] = explain or (
             f"{len(groups):,} {layout.key}(s) hold every type of the pattern, but none of them holds a "
-            "match: " + why_empty(query, Read(((frame, None),), types), spans=None, group_key=layout.key,
+            "match: " + why_empty(query, Read(((frame, None),), types,
+                                              None if keep is None else lambda: Read(((read(None)[0], None),), types)),
+                                  spans=None, group_key=layout.key,
                                   type_counts=source.type_counts(), budget=budget,
                                   spent_ms=stats["verify_ms"]))
     stats["total_ms"] = _ms(started)

@@ -50,12 +50,16 @@ def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactor
     wanted = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from(sorted(set(types)) + ["absent"]))))
     bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     compared = data.draw(st.sampled_from([0, 8, 10**9]))  # test codes by table look-up or by comparisons
-    saved = seek_module._COMPARED_CODES
+    # find the rows from the rows by type always, never, or where the read's shape says so
+    by_type = data.draw(st.sampled_from([(1.0, 0), (-1.0, 0), (seek_module._BY_TYPE_SHARE,
+                                                                seek_module._LOOKUP_ROWS)]))
+    saved = seek_module._COMPARED_CODES, seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS
     seek_module._COMPARED_CODES = compared
+    seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS = by_type
     try:
         [(rows, codes)] = select([seek], [bounds], wanted)
     finally:
-        seek_module._COMPARED_CODES = saved
+        seek_module._COMPARED_CODES, seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS = saved
     want = [i for a, b in ranges for i in range(a, b + 1) if wanted is None or types[i] in wanted]
     assert rows.tolist() == want
     assert [seek.types[c] for c in codes.tolist()] == [types[i] for i in want]
@@ -76,8 +80,14 @@ def test_files_are_selected_from_together_as_each_alone(tmp_path: Path) -> None:
         files.append((open_seek(tmp_path / f"{i}.seek", 500), types, ts))
     ranges = [np.asarray(r, dtype=np.int64).reshape(-1, 2)
               for r in ([(0, 9), (40, 40), (100, 499)], [(3, 5)], [(0, 499)], [])]
-    for wanted in (frozenset({"B"}), frozenset({"A", "D"}), None):
-        got = select([f for f, _, _ in files], ranges, wanted)
+    cases = [(w, share) for w in (frozenset({"B"}), frozenset({"A", "D"}), None) for share in (-1.0, 1.0)]
+    for wanted, share in cases:  # by each row's code, or from the rows by type
+        saved = seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS
+        seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS = share, 0
+        try:
+            got = select([f for f, _, _ in files], ranges, wanted)
+        finally:
+            seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS = saved
         for (seek, types, _), r, (rows, codes) in zip(files, ranges, got, strict=True):
             want = [i for a, b in r.tolist() for i in range(a, b + 1) if wanted is None or types[i] in wanted]
             assert rows.tolist() == want
@@ -87,15 +97,15 @@ def test_files_are_selected_from_together_as_each_alone(tmp_path: Path) -> None:
             [ts[r] for (_, _, ts), r in zip(files, rows, strict=True)]).tolist()
 
 
-def test_an_event_takes_about_five_bytes_unless_it_follows_a_long_pause(tmp_path: Path) -> None:
-    """A 1-byte type code and a 4-byte ts offset per event (and a block base per 32), whatever the ts
-    precision; only rows 2^32 units or more (71 minutes in µs) after their block's first row are kept
-    apart, at 16 bytes each."""
+def test_an_event_takes_about_nine_bytes_unless_it_follows_a_long_pause(tmp_path: Path) -> None:
+    """A 1-byte type code, a 4-byte ts offset and its 4-byte row among the rows by type per event (and a
+    block base per 32), whatever the ts precision; only rows 2^32 units or more (71 minutes in µs) after
+    their block's first row are kept apart, at 16 bytes each."""
     n = 10_000
     ts = 1_600_000_000_000_000 + np.arange(n, dtype=np.int64) * 60_000_000 + np.arange(n) % 7  # µs jitter
     types = pa.array(["A", "B"] * (n // 2))
     overhead = 8 * (n // BLOCK + 1) + 1024  # block bases, header, alignment
-    assert len(encode(ts, types)) <= 5 * n + overhead
+    assert len(encode(ts, types)) <= 9 * n + overhead
     row = np.arange(n)
     paused = ts + np.where(row >= 5010, 10**11, 0)  # a pause of 28 hours inside a block (4992..5023)
     wide = [i for i in range(n) if paused[i] - paused[i - i % BLOCK] >= 2**32 - 1]

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import exact.store.seek as seek_module
 from exact.events import records_to_table
 from exact.store import EventStore
 from exact.store.seek import encode, open_seek, seek_name, write
@@ -91,9 +92,12 @@ def test_the_budget_serves_the_cheapest_attributes_first() -> None:
         pa.array([f"id-{i}" for i in range(n)], pa.string()),  # 2 + its dictionary (~9)
         pa.array([i % 2 == 0 for i in range(n)], pa.bool_()),  # 1
     ], names=["small", "double", "unique", "flag"])
-    served, unserved, _ = encode_attrs(struct, n)
+    served, unserved, _ = encode_attrs(struct, n, budget=8.0)
     assert [e["name"] for e in served] == ["small", "flag"] and unserved == ["double", "unique"]
-    assert DEFAULT_BUDGET < 1 + 1 + 8
+    served, unserved, _ = encode_attrs(struct, n, budget=10.0)
+    assert [e["name"] for e in served] == ["small", "double", "flag"] and unserved == ["unique"]
+    served, unserved, _ = encode_attrs(struct, n)
+    assert DEFAULT_BUDGET >= 1 + 1 + 8 + 11 and len(served) == 4  # by default a few doubles are served
     served, unserved, _ = encode_attrs(struct, n, chosen=["double", "unique"])
     assert [e["name"] for e in served] == ["double", "unique"] and unserved == ["flag", "small"]
     served, unserved, _ = encode_attrs(struct, n, budget=100.0)
@@ -106,7 +110,7 @@ def test_too_many_distinct_strings_are_not_served() -> None:
     served, unserved, sections = encode_attrs(struct, n, chosen=["id"])
     assert not served and unserved == ["id"] and not sections
     data = encode(np.arange(n, dtype=np.int64), pa.array(["A"] * n), struct)
-    assert len(data) < 6 * n  # the seek file holds ts and type only
+    assert len(data) < 11 * n  # the seek file holds ts, type and the rows by type only
 
 
 @st.composite
@@ -142,7 +146,13 @@ def test_range_reads_of_attributes_from_seek_files_equal_parquet(tmp_path_factor
     names = data.draw(st.lists(st.sampled_from(sorted(snap.attrs)), unique=True)) if snap.attrs else []
     columns = ["seq", "ts", "type"] + ([f"attrs.{a}" for a in names] if names else ["attrs"] * bool(snap.attrs))
     types = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from("ABC"))))
-    got, decoded = store.read_ranges(ranges, columns, types)
+    # every row in the ranges is looked at (the rows by type are held to the same rows in test_store.py)
+    saved = seek_module._BY_TYPE_SHARE
+    seek_module._BY_TYPE_SHARE = -1.0
+    try:
+        got, decoded = store.read_ranges(ranges, columns, types)
+    finally:
+        seek_module._BY_TYPE_SHARE = saved
     full = store.read_table()  # whole row groups from Parquet
     keep = [i for i, (s, t) in enumerate(zip(full.column("seq").to_pylist(), full.column("type").to_pylist(),
                                              strict=True))

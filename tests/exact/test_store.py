@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
+import exact.store.seek as seek_module
 from exact.errors import Conflict, InputError, NotFound, StoreCorrupt
 from exact.events import SEQ, micros, records_to_table, to_records
 from exact.ingest import ingest, ingest_tables
@@ -120,6 +121,19 @@ def test_reads_of_many_ranges_equal_the_rows_they_name(tmp_path_factory: pytest.
     ranges = [(a, b) for a, b in zip(points[::2], points[1::2], strict=False) if a <= b]
     types = data.draw(st.one_of(st.none(), st.frozensets(st.sampled_from("ABCZ"))))
     columns = data.draw(st.sampled_from([["seq", "ts", "type"], ["seq", "ts", "type", "attrs"], ["ts"]]))
+    # the rows of the wanted types are found from the seek files' rows by type always, or never
+    by_type = data.draw(st.booleans())
+    saved = seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS
+    seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS = (1.0, 0) if by_type else (-1.0, 0)
+    try:
+        check_reads(store, root, lost, ranges, types, columns, by_type and types is not None)
+    finally:
+        seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS = saved
+
+
+def check_reads(store: EventStore, root: Path, lost: set[str], ranges: list[tuple[int, int]],
+                types: frozenset[str] | None, columns: list[str], by_type: bool) -> None:
+    n = store.snapshot().events
     got, decoded = store.read_ranges(ranges, columns, types)
     full = store.read_table()
     seq = full.column(SEQ).to_pylist()
@@ -156,6 +170,10 @@ def test_reads_of_many_ranges_equal_the_rows_they_name(tmp_path_factory: pytest.
               if any(a <= hi and lo <= b for lo, hi in ranges))
     touched = sum(max(0, min(hi, p.last_seq) - max(lo, p.first_seq) + 1) for p in parts if p.file in seeking
                   for lo, hi in ranges)
+    if by_type:  # only the rows of the wanted types are looked at
+        first_seek = {p.first_seq for p in parts if p.file in seeking}
+        owner = {s: p.first_seq for p in parts for s in range(p.first_seq, p.last_seq + 1)}
+        touched = sum(1 for i in keep if owner[seq[i]] in first_seek)
     assert decoded == met + touched
 
 
@@ -194,8 +212,9 @@ def test_a_store_written_before_seek_files_reads_from_parquet(tmp_path: Path) ->
     assert [p.seek_bytes > 0 for p in parts] == [False, False, True]
     got, decoded = store.read_ranges([(10, 12), (150, 250)], ["seq", "ts", "type"], frozenset({"A"}))
     assert got.column(SEQ).to_pylist() == [10, 12, *range(150, 251, 2)]
-    # whole row groups from Parquet (part 1 groups from seq 100 by 16: 148..199), the rows in range from seek
-    assert decoded == 16 + (200 - 148) + 51
+    # whole row groups from Parquet (part 1 groups from seq 100 by 16: 148..199); from the seek file the
+    # rows of type A in range (200, 202 … 250), found among its rows by type
+    assert decoded == 16 + (200 - 148) + 26
     on_disk = sorted(f.name for f in (tmp_path / "s" / PARTS).iterdir())
     assert on_disk == sorted(f for p in parts for f in p.files)
 

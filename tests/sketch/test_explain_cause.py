@@ -111,12 +111,35 @@ def test_conditions_come_before_the_strategy() -> None:
 
 
 def test_when_no_single_part_rules_them_out_it_says_so() -> None:
-    # every pair fails both conditions: dropping one leaves the other, dropping both leaves the pairs
+    # the pair fails both relations: dropping one leaves the other, dropping both leaves the pair
+    table = stream(("A", 0, {"k": 1, "m": 1}), ("B", 0.5, {"k": 2, "m": 2}), ("A", 100, {"k": 3, "m": 3}))
+    body = verified(table, "PATTERN SEQ(A a, B b) WHERE a.k = b.k AND a.m = b.m WITHIN 1 s", leaf_size=2)
+    assert cause(body) == ("no single part of the query rules them all out: without any one of `a.k = b.k`, "
+                           "`a.m = b.m` or WITHIN 1 s, or under skip_till_any_match, they hold no match, but "
+                           "without all of them they do")
+
+
+def test_a_position_no_event_fits_is_named_with_its_conditions() -> None:
+    # no A has x = 1 and no B has y = 1: each position's own condition holds for none of its type's events
     table = stream(("A", 0, {"x": 0}), ("B", 0.5, {"y": 0}), ("A", 100, {"x": 0}), ("B", 100.5, {"y": 0}))
     body = verified(table, "PATTERN SEQ(A a, B b) WHERE a.x = 1 AND b.y = 1 WITHIN 1 s", leaf_size=2)
-    assert cause(body) == ("no single part of the query rules them all out: without any one of `a.x = 1`, "
-                           "`b.y = 1` or WITHIN 1 s, or under skip_till_any_match, they hold no match, but "
-                           "without all of them they do")
+    assert cause(body) == ("no event in them can bind a: `a.x = 1` holds for none of the 2 A events they hold; "
+                           "nor b: `b.y = 1` holds for none of the 2 B events they hold")
+    # two conditions on one variable, each holding for none (dropping either leaves the other)
+    body = verified(table, "PATTERN SEQ(A a, B b) WHERE a.x = 1 AND a.z = 5 WITHIN 1 s", leaf_size=2)
+    assert cause(body) == ("no event in them can bind a: `a.x = 1` and `a.z = 5` each hold for none of the 2 A "
+                           "events they hold")
+
+
+
+def test_a_position_no_event_fits_is_named_where_the_search_does_not_run(monkeypatch: pytest.MonkeyPatch
+                                                                         ) -> None:
+    # two conditions that hold apart, never together; the read is too large for the relaxations
+    monkeypatch.setattr(explain_cause, "MAX_EVENTS", 1)
+    table = stream(("A", 0, {"x": 1, "z": 0}), ("B", 0.5), ("A", 100, {"x": 0, "z": 5}), ("B", 100.5))
+    body = verified(table, "PATTERN SEQ(A a, B b) WHERE a.x = 1 AND a.z = 5 WITHIN 1 s", leaf_size=2)
+    assert cause(body) == ("no event in them can bind a: `a.x = 1 AND a.z = 5` together hold for none of the "
+                           "2 A events they hold")
 
 
 def test_when_the_order_rules_them_out_it_says_so() -> None:
@@ -155,15 +178,20 @@ def test_the_search_stops_in_time_and_says_so() -> None:
     assert not result.found.exists
     spent = Budget(time.monotonic() - 1.0, 5)  # the query's own budget, already spent
     said = why_empty(approx.query, result.read, spans=approx.interval_bounds(), budget=spent)
-    assert said == ("conditions, negation, the window or the strategy rule them out; the search for which "
-                    "one ran out of time")
+    # out of time, what the read's counts tell is said: no A meets a's condition
+    assert said == "no event in them can bind a: `a.x = 2` holds for none of the 20 A events they hold"
     assert why_empty(approx.query, result.read, spans=approx.interval_bounds()) == (
         "they hold 210 matches of A then B under skip_till_any_match, but `a.x = 2` holds for none of them")
+    # every position has events that fit it: out of time, nothing is named
+    approx, result = _approx_and_read(table, "PATTERN SEQ(A a, B b) WHERE a.x != b.x STRATEGY skip_till_any_match")
+    said = why_empty(approx.query, result.read, spans=approx.interval_bounds(), budget=spent)
+    assert said == ("conditions, negation, the window or the strategy rule them out; the search for which "
+                    "one ran out of time")
 
 
 def test_the_search_is_skipped_over_too_many_events(monkeypatch: pytest.MonkeyPatch) -> None:
     table = stream(*[("A" if i % 2 == 0 else "B", i, {"x": 1}) for i in range(40)])
-    approx, result = _approx_and_read(table, "PATTERN SEQ(A a, B b) WHERE a.x = 2")
+    approx, result = _approx_and_read(table, "PATTERN SEQ(A a, B b) WHERE a.x != b.x")
     monkeypatch.setattr(explain_cause, "MAX_EVENTS", 10)
     said = why_empty(approx.query, result.read, spans=approx.interval_bounds())
     assert said.endswith("(the 40 events read are more than the 10 the search for which one looks through)")
@@ -192,10 +220,12 @@ def test_what_the_relaxations_count_is_true_of_the_whole_stream(query: Query, ro
         return
     spans = approx.interval_bounds()
     assert why_empty(query, result.read, spans=spans)
-    search = explain_cause._Search(query, result.read, spans, None, Budget())
+    # the search runs on the events read without the row filter (why_empty reads them again)
+    read = result.read if result.read.unfiltered is None else result.read.unfiltered()
+    search = explain_cause._Search(query, read, spans, None, Budget())
     for relaxation in explain_cause._relaxations(query, normalize(query), None):
         relaxed = relaxation.query
-        if not (explain_cause._valid(relaxed) and explain_cause._readable(relaxed, result.read.types)):
+        if not (explain_cause._valid(relaxed) and explain_cause._readable(relaxed, read.types)):
             continue
         whole = evaluate(relaxed, table)
         found = search.run(relaxed)
@@ -203,7 +233,7 @@ def test_what_the_relaxations_count_is_true_of_the_whole_stream(query: Query, ro
             assert found is not None and found.count == len(whole), relaxation.part
             continue
         counted = []
-        for events, starts in result.read.pieces:
+        for events, starts in read.pieces:
             matches = evaluate_table(relaxed, events, returns=Return.MATCHES, starts=starts)
             counted += matches.take(explain_cause._inside(matches, spans)).matches()
         assert found is not None and found.count == len(counted)
