@@ -23,68 +23,42 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from exact.errors import IndexCorrupt, NotFound
-from exact.events import micros
 from exact.ingest import order_by_time
 from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir
-from exact.store.grouping import LAYOUT_KEY, Layout, build_layout, default_key, layout_of, write_layout
+from exact.store.grouping import LAYOUT_KEY, Layout, default_key, layout_of
 from sketch import persist
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
 from sketch.evaluate import TreeIndex
-from sketch.partition.columns import Columns
-from sketch.partition.index import PartitionIndex, build_partition_tree
+from sketch.index_files import _INDEX_FILE, INDEX_DIR, INDEX_KEY, IndexRef, _index_ref, index_file_name, write_index
+from sketch.partition.files import (
+    AUTO_KEY,
+    PARTITION_DIR,
+    PARTITION_KEY,
+    PARTITION_LEAVES,
+    build_partition_into,
+    partition_from_columns,
+    partition_options,
+    write_partition,
+)
+from sketch.partition.index import PartitionIndex
 from sketch.tree import BloomTree, TreeConfig
 
-INDEX_DIR = "index"
-INDEX_KEY = "index"
-#: The manifest's entry naming the partition tree (``extra["partition_index"]``), and the folder of layouts.
-PARTITION_KEY = "partition_index"
-PARTITION_DIR = "partition"
-#: ``partition_key`` of a build that names none: the default key when every event has it.
-AUTO_KEY = "<auto>"
-#: The partition tree's leaves hold this many times the stream tree's: it only cuts the groups down
-#: coarsely before the layout's exact type sets decide, and so costs a quarter of the bytes.
-PARTITION_LEAVES = 4
+#: What the rest of the project imports from here: this module's own names and those of the index and
+#: partition files (:mod:`sketch.index_files`, :mod:`sketch.partition.files`).
+__all__ = ["AUTO_KEY", "INDEX_DIR", "INDEX_KEY", "KEEP_PREVIOUS", "PARTITION_DIR", "PARTITION_KEY",
+           "PARTITION_LEAVES", "Dataset", "DatasetSnapshot", "IndexRef", "build_index_into", "build_partition_into",
+           "dataset_info", "index_file_name", "index_section", "partition_from_columns", "partition_options",
+           "require_index", "write_index", "write_partition"]
 
-
-def partition_options(options: BuildOptions) -> BuildOptions:
-    """The build options of the partition tree, from those of the stream tree."""
-    from dataclasses import replace
-
-    return replace(options, leaf_size=options.leaf_size * PARTITION_LEAVES)
-_INDEX_FILE = re.compile(r"tree-(\d{6,})\.sqt")
 #: Index versions kept besides the live one, for readers that took a snapshot just before an append.
 KEEP_PREVIOUS = 1
-
-
-@dataclass(frozen=True)
-class IndexRef:
-    """What the store manifest records about the live index version."""
-
-    version: int
-    file: str  # relative to the dataset directory
-    events: int
-    index_digest: str
-    bytes: int
-    config: Mapping[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "file": self.file, "events": self.events,
-                "index_digest": self.index_digest, "bytes": self.bytes, "config": dict(self.config)}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> IndexRef:
-        return cls(int(d["version"]), str(d["file"]), int(d["events"]), str(d["index_digest"]),
-                   int(d["bytes"]), dict(d.get("config", {})))
 
 
 @dataclass(frozen=True)
@@ -141,19 +115,6 @@ class _LoadedIndexes:
 _LOADED = _LoadedIndexes()
 
 
-def index_file_name(version: int) -> str:
-    return f"{INDEX_DIR}/tree-{version:06d}.sqt"
-
-
-def write_index(dataset_root: Path, tree: BloomTree, version: int) -> IndexRef:
-    """Write ``tree`` as index version ``version`` under ``dataset_root`` (atomic, not yet published)."""
-    name = index_file_name(version)
-    path = dataset_root / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    size = persist.save(tree, path)
-    return IndexRef(version, name, tree.n_events, tree.digest(), size, tree.config.to_dict())
-
-
 def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions = DEFAULT_OPTIONS, *,
                      config: TreeConfig | None = None, partition_key: str | None = AUTO_KEY
                      ) -> dict[str, Any]:
@@ -170,45 +131,6 @@ def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions 
     if key:
         extra.update(build_partition_into(dataset_root, table, key, options, version=1))
     return extra
-
-
-def partition_from_columns(dataset_root: Path, store: EventStore, key: str, columns: Columns,
-                           options: BuildOptions) -> None:
-    """Add the partition layout and tree to a store just written (by the Spark job) from its events'
-    compact columns (:func:`sketch.partition.columns.merge_window_columns`): the same bits as
-    :func:`build_index_into` makes of the same events.  The caller holds the store's writer lock."""
-    from sketch.partition.arrays import layout_from_columns, partition_tree_from_columns
-
-    snap = store.snapshot()
-    group, keys, code, ts = columns
-    layout = layout_from_columns(key, group, keys, code, tuple(sorted(snap.type_counts)))
-    ptree = partition_tree_from_columns(layout, code, ts, partition_options(options))
-    store.commit((), write_partition(dataset_root, layout, ptree, version=1), expect_version=snap.version)
-
-
-def build_partition_into(dataset_root: Path, table: pa.Table, key: str, options: BuildOptions, *,
-                         version: int) -> dict[str, Any]:
-    """The partition layout and tree of a whole stream table, written into ``dataset_root`` (not yet
-    published); returns their manifest entries."""
-    layout = build_layout(table, key)
-    codes = pc.index_in(table.column("type").combine_chunks().cast(pa.string()),
-                        value_set=pa.array(layout.types, pa.string())).to_numpy(zero_copy_only=False)
-    ptree = build_partition_tree(layout, codes.astype(np.int64), micros(table.column("ts")),
-                                 partition_options(options))
-    return write_partition(dataset_root, layout, ptree, version=version)
-
-
-def write_partition(dataset_root: Path, layout: Layout, ptree: BloomTree, *, version: int) -> dict[str, Any]:
-    """Write a partition layout and its tree into ``dataset_root`` (not yet published); returns their
-    manifest entries."""
-    layout_ref = write_layout(dataset_root / PARTITION_DIR, layout, version)
-    layout_ref["file"] = f"{PARTITION_DIR}/{layout_ref['file']}"
-    name = f"{INDEX_DIR}/ptree-{version:06d}.sqt"
-    (dataset_root / INDEX_DIR).mkdir(parents=True, exist_ok=True)
-    size = persist.save(ptree, dataset_root / name)
-    ptree_ref = {"file": name, "key": layout.key, "events": layout.events, "groups": layout.groups,
-                 "index_digest": ptree.digest(), "bytes": size, "config": ptree.config.to_dict()}
-    return {LAYOUT_KEY: layout_ref, PARTITION_KEY: ptree_ref}
 
 
 class Dataset:
@@ -471,16 +393,6 @@ def _info_of(tree: BloomTree, ref: IndexRef | None) -> dict[str, Any]:
         info.update(version=ref.version, bytes=ref.bytes,
                     bytes_per_event=ref.bytes / tree.n_events if tree.n_events else 0.0)
     return info
-
-
-def _index_ref(snap: Snapshot) -> IndexRef | None:
-    raw = snap.extra.get(INDEX_KEY) if snap.extra else None
-    if raw is None:
-        return None
-    try:
-        return IndexRef.from_json(raw)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise IndexCorrupt(f"the manifest's index entry is malformed: {exc}") from exc
 
 
 def _empty_config(options: BuildOptions) -> TreeConfig:

@@ -24,169 +24,38 @@ The plan is what the automaton, the strategies, the two-phase driver and the ind
    declared type and its ``v.type`` conditions, and the *partitioning attributes* X of the two-phase
    strategy (Def. 5.3 with docs/semantics.md A7: attributes on which all positive variables are in one class).
 
-Comparison semantics (used everywhere, scalar and vectorised): a condition with a null or missing operand is
-false; values of different kinds (number, string, boolean) are never equal, so ``=`` is false, ``!=`` true
-and orderings false.
+Comparison follows the project's rule (:mod:`exact.query.comparison`); the plan's classes are in
+:mod:`exact.query.plan`, the canonical orientation and the equality closure in :mod:`exact.query.closure`.
 """
 
 from __future__ import annotations
 
 import functools
-import operator
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
 
 from exact.errors import QuerySemanticError
 from exact.query.ast import (
     OPERATORS,
     Absent,
-    Aggregate,
     AnyOf,
     Condition,
     EventSet,
     Field,
     Literal,
-    Operand,
     Query,
-    RunEvent,
-    Scalar,
     Single,
     Var,
     WithinEvents,
     WithinTime,
 )
+from exact.query.closure import _closure, canonical
+from exact.query.comparison import COMPARATORS, FLIPPED, OP_FUNCS, comparator, compare, value_kind
 from exact.query.operands import condition_problem, operand_problem
+from exact.query.plan import Plan, VarPlan
 
-OP_FUNCS: dict[str, Callable[[Any, Any], bool]] = {
-    "=": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
-
-#: The operator with its operands swapped (``a < b`` ⇔ ``b > a``).
-FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-
-def value_kind(value: Any) -> str | None:
-    """The comparison kind of a scalar: ``"b"`` boolean, ``"n"`` number, ``"s"`` string, None for null."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "b"
-    if isinstance(value, int | float):
-        return "n"
-    if isinstance(value, str):
-        return "s"
-    return "o"
-
-
-def compare(left: Any, op: str, right: Any) -> bool:
-    """Evaluate ``left op right`` with the project's semantics: null → false; mixed kinds never equal."""
-    if left is None or right is None:
-        return False
-    kl, kr = value_kind(left), value_kind(right)
-    if kl != kr:
-        return op == "!="
-    try:
-        return bool(OP_FUNCS[op](left, right))
-    except TypeError:
-        return op == "!="
-
-
-_NUMBERS = (int, float)
-
-
-def comparator(op: str) -> Callable[[Any, Any], bool]:
-    """``compare`` specialised to one operator (the hot loops call this once per pair of events)."""
-    fn = OP_FUNCS[op]
-    mixed = op == "!="
-
-    def cmp(left: Any, right: Any) -> bool:
-        if left is None or right is None:
-            return False
-        tl, tr = type(left), type(right)
-        if tl is tr or (tl in _NUMBERS and tr in _NUMBERS):
-            try:
-                return bool(fn(left, right))
-            except TypeError:
-                return mixed
-        return compare(left, op, right)  # mixed kinds, or subclasses: the general rule
-
-    return cmp
-
-
-COMPARATORS: dict[str, Callable[[Any, Any], bool]] = {op: comparator(op) for op in OP_FUNCS}
-
-
-@dataclass(frozen=True)
-class VarPlan:
-    """One variable of the plan.
-
-    ``index`` is the variable's bit in automaton states (positive variables, pattern order) or its position
-    among the negated variables; ``element`` the index of its positive element (for a negated variable: the
-    gap, i.e. the number of positive elements before it); ``group`` the index of the first alternative of
-    its OR element (its own index otherwise).
-    """
-
-    name: str
-    index: int
-    element: int
-    group: int
-    kleene: bool
-    declared_type: str | None
-    types: frozenset[str] | None
-    properties: tuple[Condition, ...]
-    negated: bool = False
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A normalised query (see the module docstring)."""
-
-    query: Query
-    positives: tuple[VarPlan, ...]
-    negatives: tuple[VarPlan, ...]
-    #: per positive element: the indices of its OR groups' first variables (a group = one position)
-    elements: tuple[tuple[int, ...], ...]
-    #: per group (keyed by its first variable's index): all alternative indices; singles map to themselves
-    group_members: tuple[tuple[int, ...], ...]
-    relations: tuple[Condition, ...]
-    prevs: tuple[Condition, ...]
-    #: per negated variable (same order as ``negatives``): its conditions involving positive variables
-    negative_relations: tuple[tuple[Condition, ...], ...]
-    partition_attrs: tuple[str, ...]
-    #: a condition over literals only that is false makes the query unsatisfiable
-    unsatisfiable: bool
-    var_types: tuple[tuple[str, frozenset[str] | None], ...]
-    #: conditions of positive variables with operands over whole Kleene runs (``v[1]``, ``v[last]``,
-    #: aggregates; :mod:`exact.query.operands` says when each is decided); none of them is in the buckets above
-    run_conditions: tuple[Condition, ...] = ()
-
-    @property
-    def types(self) -> dict[str, frozenset[str] | None]:
-        """Variable name → the event types it can bind (None = any); positive and negated variables."""
-        return dict(self.var_types)
-
-    @property
-    def window(self) -> WithinTime | WithinEvents | None:
-        return self.query.within
-
-    @property
-    def nvars(self) -> int:
-        return len(self.positives)
-
-    def var(self, name: str) -> VarPlan:
-        for v in self.positives + self.negatives:
-            if v.name == name:
-                return v
-        raise KeyError(name)
-
-    def positive_index(self) -> dict[str, int]:
-        return {v.name: v.index for v in self.positives}
+#: The names the rest of the project imports from here (the comparison and the plan live in their own modules).
+__all__ = ["COMPARATORS", "FLIPPED", "OP_FUNCS", "Plan", "VarPlan", "canonical", "comparator", "compare",
+           "literal_signature", "normalize", "value_kind"]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -233,104 +102,6 @@ def _validate(query: Query) -> None:
         vs = cond.variables()
         if len(vs & negated) > 1:
             raise QuerySemanticError("a condition cannot relate two negated variables")
-
-
-# --------------------------------------------------------------------------------------------------------
-# Equality closure
-
-
-class _UnionFind:
-    def __init__(self) -> None:
-        self.parent: dict[Any, Any] = {}
-
-    def find(self, x: Any) -> Any:
-        self.parent.setdefault(x, x)
-        root = x
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[x] != root:
-            self.parent[x], x = root, self.parent[x]
-        return root
-
-    def union(self, a: Any, b: Any) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[rb] = ra
-
-
-def _lit_key(lit: Literal) -> tuple[str, str | None, Scalar]:
-    # bool and int hash alike in Python; keep them apart
-    return ("lit", value_kind(lit.value), lit.value)
-
-
-def _operand_key(o: Field | Literal) -> Any:
-    return _lit_key(o) if isinstance(o, Literal) else ("f", o.var, o.attr)
-
-
-def canonical(cond: Condition) -> Condition:
-    """A canonical orientation, so equal conditions written differently compare equal."""
-    def key(o: Operand) -> tuple[int | str | bool, ...]:
-        if isinstance(o, Literal):
-            return (4, value_kind(o.value) or "", repr(o.value))
-        if isinstance(o, RunEvent):
-            return (2, o.var, o.attr, o.end)
-        if isinstance(o, Aggregate):
-            return (3, o.var, o.attr or "", o.func, o.before)
-        return (0 if o.prev else 1, o.var, o.attr)
-    if key(cond.right) < key(cond.left):
-        return Condition(cond.right, FLIPPED[cond.op], cond.left)
-    return cond
-
-
-def _closure(query: Query, conds: list[Condition], core: set[str], alternatives: set[str]) -> list[Condition]:
-    """Equalities implied by ``conds`` among fields of ``core`` variables (and literals), plus their
-    consequences for OR alternatives (end points only)."""
-    uf = _UnionFind()
-    members: dict[Any, Field | Literal] = {}
-    for c in conds:
-        left, right = c.left, c.right
-        if c.op != "=" or not isinstance(left, Field | Literal) or not isinstance(right, Field | Literal):
-            continue  # run operands (v[1], v[last], aggregates) take no part in the closure
-        ops = (left, right)
-        if any(isinstance(o, Field) and (o.prev or o.var not in core) for o in ops):
-            continue
-        if isinstance(c.left, Field) and isinstance(c.right, Field) and c.left.var == c.right.var:
-            # ``v.x = v.y`` holds per event; it says nothing about a value shared by all of v's events
-            continue
-        for o in ops:
-            members[_operand_key(o)] = o
-        uf.union(_operand_key(left), _operand_key(right))
-    classes: dict[Any, list[Field | Literal]] = {}
-    for k, o in members.items():
-        classes.setdefault(uf.find(k), []).append(o)
-    out: list[Condition] = []
-    for ms in classes.values():
-        fields = [m for m in ms if isinstance(m, Field)]
-        lits = [m for m in ms if isinstance(m, Literal)]
-        for i, f in enumerate(fields):
-            for g in fields[i + 1:]:
-                out.append(Condition(f, "=", g))
-            for lit in lits:
-                out.append(Condition(f, "=", lit))
-        kleene_fields = [f for f in fields if query.var(f.var).kleene]
-        for f in kleene_fields:
-            # all events of a Kleene variable equal the class value (∀-semantics), i.e. equal each other
-            if len(fields) > 1 or lits:
-                out.append(Condition(Field(f.var, f.attr, prev=True), "=", Field(f.var, f.attr)))
-    # an alternative equal to a core field equals its whole class
-    field_class = {_operand_key(m): uf.find(_operand_key(m)) for m in members.values()}
-    for c in conds:
-        left, right = c.left, c.right
-        if (c.op != "=" or not isinstance(left, Field | Literal) or not isinstance(right, Field | Literal)
-                or (isinstance(left, Field) and isinstance(right, Field) and left.var == right.var)):
-            continue  # run operands, as above
-        for a, b in ((left, right), (right, left)):
-            if (isinstance(a, Field) and not a.prev and a.var in alternatives
-                    and _operand_key(b) in field_class):
-                for m in classes[field_class[_operand_key(b)]]:
-                    if m != a:
-                        out.append(Condition(a, "=", m))
-    return out
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The partition layout and tree of a stream from compact per-event arrays, with compiled kernels: how the
 driver builds them after a Spark build.
 
-:func:`sketch.dataset.build_partition_into` builds both from a whole stream table in memory — what the
+:func:`sketch.partition.files.build_partition_into` builds both from a whole stream table in memory — what the
 local build has at hand.  A Spark build has no such table: its events are in the windows' tasks, then in
 the store.  Reading them back whole into the driver and building with general-purpose numpy (sorts and
 ``unique`` over int64 copies) takes about 200 bytes an event there.  Instead:

@@ -1,7 +1,7 @@
 """The offline index-build job on Spark: inputs → ordered, numbered events → event store parts + Bloom tree.
 
 The same build as the in-process one (:func:`exact.ingest.ingest`, :class:`exact.store.EventStore`,
-:func:`sketch.build.build_tree`, and with a partition key :func:`sketch.dataset.build_partition_into`), cut
+:func:`sketch.build.build_tree`, and with a partition key :func:`sketch.partition.files.build_partition_into`), cut
 where Spark can run it in parallel, with the same result: the same events in the store and the same trees
 (``index_digest``).  Every step is a ``DataFrame → DataFrame`` function (:mod:`sketch.spark.frames`); the
 SparkSession is made only at the edge (:func:`main`, or a caller that passes none).
@@ -23,7 +23,7 @@ SparkSession is made only at the edge (:func:`main`, or a caller that passes non
    parts and the index version together.
 7. **Partition** (driver, builds with a partition key): the windows also wrote their events' key, type and
    time compactly (:mod:`sketch.partition.columns`); the driver merges them and builds the partition layout
-   and tree with compiled kernels (:func:`sketch.dataset.partition_from_columns`).
+   and tree with compiled kernels (:func:`sketch.partition.files.partition_from_columns`).
 
 Until the dataset is published nothing is visible: a failing job leaves the previous version live, and its
 part files are removed.

@@ -1,0 +1,95 @@
+"""Request bodies parsed: JSON or NDJSON text to values, whose syntax errors name their line and column and
+whose invalid Unicode names its field, and an append batch checked record by record."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from api.schemas.base import JSON, RequestInvalid, _where
+from api.schemas.definitions import EVENT
+
+
+def check_text(value: Any, where: str = "") -> Any:
+    """``value`` (parsed JSON) when every string and key in it is valid Unicode; else :class:`RequestInvalid`
+    naming the field.  JSON may escape a lone surrogate (``"\\ud800"``), which no UTF-8 text can hold."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            _valid_unicode(item, path, where)
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                _valid_unicode(key, path, where, key=True)
+                stack.append((sub, (*path, key)))
+        elif isinstance(item, list):
+            stack.extend((sub, (*path, i)) for i, sub in enumerate(item))
+    return value
+
+
+def _valid_unicode(text: str, path: tuple[Any, ...], where: str, *, key: bool = False) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        what = "a key" if key else "the text"
+        raise RequestInvalid(f"{what} holds invalid Unicode (a lone surrogate, U+{ord(text[err.start]):04X}, "
+                             f"at character {err.start + 1})", where=_where(path, where)) from None
+
+
+def parse_json_body(raw: bytes, *, records: bool = False) -> Any:
+    """The JSON value of a request body; a syntax error names its line and column, invalid Unicode its
+    field (with ``records``, the items of a top-level array are named ``record i``)."""
+    if not raw.strip():
+        raise RequestInvalid("the request body is empty; expected JSON", where="request body")
+    try:
+        value = json.loads(raw)
+        if records and isinstance(value, list):
+            for i, item in enumerate(value):
+                check_text(item, f"record {i}")
+            return value
+        return check_text(value)
+    except UnicodeDecodeError:
+        raise RequestInvalid("the request body is not UTF-8", where="request body") from None
+    except json.JSONDecodeError as err:
+        raise RequestInvalid(f"invalid JSON: {err.msg}", line=err.lineno, column=err.colno,
+                             where="request body") from None
+    except RecursionError:  # e.g. 100,000 nested brackets: Python's decoder gives up on the depth
+        raise RequestInvalid("invalid JSON: nested too deeply", where="request body") from None
+
+
+def parse_ndjson_body(raw: bytes) -> list[Any]:
+    """One JSON value per non-blank line (NDJSON); an error names the line."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestInvalid("the request body is not UTF-8", where="request body") from None
+    records: list[Any] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(check_text(json.loads(line), f"record {len(records)}"))
+        except json.JSONDecodeError as err:
+            raise RequestInvalid(f"invalid JSON: {err.msg}", line=lineno, column=err.colno,
+                                 where="NDJSON body") from None
+        except RecursionError:
+            raise RequestInvalid("invalid JSON: nested too deeply", line=lineno,
+                                 where="NDJSON body") from None
+    if not records:
+        raise RequestInvalid("the NDJSON body has no records", where="request body")
+    return records
+
+
+def validate_events(records: Any) -> list[JSON]:
+    """Check an append batch record by record; the error names the record (0-based) and field."""
+    if not isinstance(records, list):
+        raise RequestInvalid("expected a JSON array of events (or NDJSON, one event per line)",
+                             where="request body")
+    if not records:
+        raise RequestInvalid("the batch has no events", where="request body")
+    for i, record in enumerate(records):
+        if isinstance(record, dict) and "seq" in record:
+            raise RequestInvalid("seq is assigned by the service (events are numbered after the dataset's "
+                                 "last event); leave it out", where=f"record {i}, field 'seq'")
+        EVENT.validate(record, where=f"record {i}")
+    return records
