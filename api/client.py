@@ -279,7 +279,8 @@ class Client:
 
     def build(self, name: str, inputs: Iterable[str], **options: Any) -> JSON:
         """Start a build from server-side ``inputs``; options as ``seqsketch build`` (``format``,
-        ``type_field``, ``time_field``, ``engine``, ``leaf_size``, ``fpq``, ``memory``, ``replace``).
+        ``type_field``, ``time_field``, ``engine``, ``leaf_size``, ``fpq``, ``memory``, ``replace``,
+        ``index_attrs``: a list of attribute names, ``[]`` for none).
         Returns the job: ``{"job_id", "state", "url"}``."""
         body = {"inputs": list(inputs), **options}
         return self._request("POST", f"/datasets/{self._name(name)}/builds", body=body)

@@ -27,7 +27,8 @@ DEFAULT_FANOUT = 2
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """What a user may ask of a build (``--leaf-size``, ``--fpq``, ``--memory``) and §4.4's other inputs."""
+    """What a user may ask of a build (``--leaf-size``, ``--fpq``, ``--memory``, ``--index-attrs``) and §4.4's
+    other inputs."""
 
     leaf_size: int = DEFAULT_LEAF_SIZE
     fpq: float = DEFAULT_FPQ
@@ -36,6 +37,9 @@ class BuildOptions:
     query_length: int = 2
     fold: bool = True
     expected_events: int | None = None
+    #: The attributes the store's seek files serve in place (``--index-attrs``; ``()``: none); None: the
+    #: cheapest within the default budget (:mod:`exact.store.seek_attrs`).
+    index_attrs: tuple[str, ...] | None = None
 
 
 #: The options of a build that specifies nothing.

@@ -30,9 +30,11 @@ from typing import Any
 import pyarrow as pa
 
 from exact.errors import IndexCorrupt, NotFound
+from exact.events import attr_types
 from exact.ingest import order_by_time
 from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir
 from exact.store.grouping import LAYOUT_KEY, Layout, default_key, layout_of
+from exact.store.manifest import INDEX_ATTRS_KEY, check_index_attrs
 from sketch import persist
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
 from sketch.evaluate import TreeIndex
@@ -133,6 +135,16 @@ def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions 
     return extra
 
 
+def store_extra(options: BuildOptions, table: pa.Table | None = None) -> dict[str, Any]:
+    """What a new store's manifest keeps of the build's options: the attributes its seek files serve, when
+    named (checked against ``table``'s attributes)."""
+    if options.index_attrs is None:
+        return {}
+    if table is not None:
+        check_index_attrs(options.index_attrs, attr_types(table.schema))
+    return {INDEX_ATTRS_KEY: list(options.index_attrs)}
+
+
 class Dataset:
     """One dataset: :meth:`build`, :meth:`open`, :meth:`append`, :meth:`snapshot`, :meth:`reindex`."""
 
@@ -154,7 +166,7 @@ class Dataset:
         """
         with staged_dataset(name, home, replace=replace) as stage:
             extra = build_index_into(stage, table, options, config=config, partition_key=partition_key)
-            EventStore.create(store_dir(stage), table, extra=extra)
+            EventStore.create(store_dir(stage), table, extra=extra | store_extra(options, table))
         return cls.open(home, name)
 
     @classmethod
@@ -321,7 +333,8 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
     """The ``info`` object of a dataset (docs/contract.md §4), from its event store and the index its manifest names.
 
     ``name, events, start_ts, end_ts, types`` (type → count, most frequent first), ``store_bytes``,
-    ``attrs`` (attribute → type) and ``index`` (None without one).
+    ``attrs`` (attribute → type), ``partition_key``, ``attr_index`` (:func:`attr_index_section`) and ``index``
+    (None without one).
     """
     from exact.events import iso_of_micros
 
@@ -336,7 +349,25 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
             "end_ts": None if snap.last_ts is None else iso_of_micros(snap.last_ts),
             "types": types, "store_bytes": store.size_bytes(snap), "attrs": dict(snap.attrs),
             "partition_key": ((snap.extra or {}).get(LAYOUT_KEY) or {}).get("key"),
+            "attr_index": attr_index_section(snap),
             "index": index_section(dataset_dir(name, home), snap)}
+
+
+def attr_index_section(snap: Snapshot) -> dict[str, Any]:
+    """The ``attr_index`` section of ``info``: the attributes the seek files serve in place for conditions
+    (per attribute its bytes and the parts serving it), those chosen at build (``index_attrs``; None: the
+    cheapest within the default budget), and the seek files' bytes in all (ts, types, the rows by type and
+    the attributes)."""
+    served: dict[str, dict[str, int]] = {}
+    for part in snap.parts:
+        for attr, size in part.seek_attrs:
+            entry = served.setdefault(attr, {"bytes": 0, "parts": 0})
+            entry["bytes"] += size
+            entry["parts"] += 1
+    chosen = (snap.extra or {}).get(INDEX_ATTRS_KEY)
+    return {"chosen": chosen, "attributes": dict(sorted(served.items())),
+            "unserved": sorted(a for a in snap.attrs if a not in served), "parts": len(snap.parts),
+            "seek_bytes": sum(p.seek_bytes for p in snap.parts)}
 
 
 def index_section(dataset_root: Path, snap: Snapshot) -> dict[str, Any] | None:

@@ -45,6 +45,12 @@ def add_build(sub: argparse._SubParsersAction) -> None:
                    help="--engine local: the most memory the build may take (default: half the available "
                         "memory); inputs estimated to need more are refused")
     p.add_argument("--replace", action="store_true", help="rebuild an existing dataset")
+    served = p.add_mutually_exclusive_group()
+    served.add_argument("--index-attrs", type=_names, default=None, metavar="A,B",
+                        help="the attributes served in place for conditions (default: the cheapest within 24 "
+                             "bytes per event)")
+    served.add_argument("--no-index-attrs", dest="index_attrs", action="store_const", const=[],
+                        help="serve no attribute in place (conditions then read the Parquet parts)")
     p.add_argument("--partition-key", default=AUTO_KEY, metavar="ATTR",
                    help="cluster events by this attribute for per-case questions (default: case, when every "
                         "event has it; '' for none)")
@@ -97,6 +103,13 @@ def _byte_size(text: str) -> int:
     return value
 
 
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of attribute names, got {text!r}")
+    return list(dict.fromkeys(names))
+
+
 def _build(args: argparse.Namespace) -> int:
     with _progress(args) as bar:
         summary = service.build_from_inputs(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
@@ -106,7 +119,7 @@ def _build(args: argparse.Namespace) -> int:
                                             progress=bar.reading if bar else None,
                                             job_progress=bar.job if bar else None,
                                             partition_key=args.partition_key or None,
-                                            local_memory=args.local_memory)
+                                            local_memory=args.local_memory, index_attrs=args.index_attrs)
     emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
          f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
          f"store {human_bytes(summary['store_bytes'])}, {summary['seconds']:.1f} s")
@@ -162,6 +175,14 @@ def _info_text(info: dict[str, Any]) -> str:
             lines.insert(5, f"partition   by {part['key']}: {part['groups']:,} groups, tree "
                             f"{human_bytes(part['bytes'])} ({part['nodes']:,} nodes), layout "
                             f"{human_bytes(part['layout_bytes'])}{tail}")
+    served = (info.get("attr_index") or {}).get("attributes") or {}
+    if served:
+        parts = info["attr_index"]["parts"]
+        def one(attr: str, entry: dict[str, int]) -> str:
+            some = "" if entry["parts"] == parts else f", {entry['parts']} of {parts} parts"
+            return f"{attr} ({human_bytes(entry['bytes'])}{some})"
+
+        lines.insert(-1, "in place    " + ", ".join(one(a, e) for a, e in served.items()))
     lines += [f"  {count:>12,}  {typ}" for typ, count in top[:20]]
     if len(top) > 20:
         lines.append(f"  … {len(top) - 20} more (--json lists all)")

@@ -28,7 +28,7 @@ from exact.store import (
     store_dir,
 )
 from sketch.build import DEFAULT_OPTIONS, BuildOptions
-from sketch.dataset import AUTO_KEY, Dataset, build_index_into
+from sketch.dataset import AUTO_KEY, Dataset, build_index_into, store_extra
 from sketch.dataset import dataset_info as _dataset_info
 
 #: The ``info`` object of a dataset (docs/contract.md §4): ``name``, ``events``, ``start_ts``, ``end_ts``, ``types``,
@@ -87,7 +87,8 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
                       leaf_size: int | None = None, fpq: float | None = None, memory: int | None = None,
                       progress: Progress | None = None, engine: str = "local",
                       job_progress: JobProgress | None = None, partition_key: str | None = AUTO_KEY,
-                      local_memory: int | None = None) -> BuildSummary:
+                      local_memory: int | None = None, index_attrs: Sequence[str] | None = None
+                      ) -> BuildSummary:
     """Ingest ``inputs`` into a new dataset ``name`` under ``home`` (``seqsketch build``, and the body of a
     build job); nothing is left behind on failure.
 
@@ -98,7 +99,8 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
     ``progress`` (an :data:`exact.ingest.Progress`) hears of every batch read.  ``partition_key``: the
     attribute events are clustered by for per-group questions (``AUTO_KEY``: ``case`` when every event has
     it; None or ``""``: none).  The in-process engine first refuses inputs it estimates to need more memory
-    than ``local_memory`` (:mod:`api.service.build_memory`).
+    than ``local_memory`` (:mod:`api.service.build_memory`).  ``index_attrs``: the attributes served in place
+    for conditions (``[]``: none; None: the cheapest within the default budget).
     """
     check_dataset_name(name)
     partition_key = partition_key or None
@@ -107,9 +109,11 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
 
         return build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
                                    leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
-                                   partition_key=partition_key, progress=job_progress or _unheard)
+                                   partition_key=partition_key, progress=job_progress or _unheard,
+                                   index_attrs=index_attrs)
     options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
-                           memory_bytes=memory)
+                           memory_bytes=memory,
+                           index_attrs=tuple(index_attrs) if index_attrs is not None else None)
     for path in inputs:
         if not Path(path).is_file():
             raise InputError("no such file", where=str(path))
@@ -123,7 +127,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
         # the store's first manifest names it.  A refused --memory budget fails the build before any write.
         extra = build_index_into(stage, table, options, partition_key=partition_key)
         index_done = time.perf_counter()
-        EventStore.create(store_dir(stage), table, extra=extra)
+        EventStore.create(store_dir(stage), table, extra=extra | store_extra(options, table))
         del table
         stored = time.perf_counter()
     info = dataset_info(home, name)
@@ -135,7 +139,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
 #: Build options of the API and the keyword of :func:`build_from_inputs` that takes each.
 BUILD_OPTIONS = {"format": "fmt", "type_field": "type_field", "time_field": "time_field", "engine": "engine",
                  "leaf_size": "leaf_size", "fpq": "fpq", "memory": "memory", "replace": "replace",
-                 "partition_key": "partition_key"}
+                 "partition_key": "partition_key", "index_attrs": "index_attrs"}
 
 
 def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mapping[str, Any], *,

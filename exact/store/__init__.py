@@ -49,6 +49,7 @@ from exact.store.datasets import (
 from exact.store.manifest import (
     DEFAULT_PART_ROWS,
     DEFAULT_ROW_GROUP_SIZE,
+    INDEX_ATTRS_KEY,
     MANIFEST,
     PARTS,
     TYPE_DICTIONARY,
@@ -59,7 +60,7 @@ from exact.store.manifest import (
 from exact.store.reader import StoreReader, type_mask
 from exact.store.writer import StoreWriter
 
-__all__ = ["DEFAULT_PART_ROWS", "DEFAULT_ROW_GROUP_SIZE", "MANIFEST", "PARTS", "TYPE_DICTIONARY",
+__all__ = ["DEFAULT_PART_ROWS", "DEFAULT_ROW_GROUP_SIZE", "INDEX_ATTRS_KEY", "MANIFEST", "PARTS", "TYPE_DICTIONARY",
            "EventStore", "PartInfo", "Snapshot", "check_dataset_name", "dataset_dir", "dataset_names",
            "datasets_dir", "seqsketch_home", "staged_dataset", "store_dir", "sweep_abandoned", "type_mask"]
 
@@ -87,7 +88,8 @@ class EventStore(StoreWriter, StoreReader):
             (root / PARTS).mkdir(parents=True, exist_ok=True)
             empty = empty_snapshot(row_group_size)
             with store.writing():
-                parts = store._write_parts(table, 0, row_group_size) if table is not None else []
+                chosen = (extra or {}).get(INDEX_ATTRS_KEY)
+                parts = store._write_parts(table, 0, row_group_size, chosen) if table is not None else []
                 store._publish(store._next_snapshot(empty, parts, extra))
         except BaseException:
             if created:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from exact.errors import NotFound, SeqsketchError
+from exact.errors import InputError, NotFound, SeqsketchError
 from exact.events import ATTRS, SEQ, TS, TYPE, event_schema, type_from_name
 from exact.store.seek import seek_name
 
@@ -40,6 +40,21 @@ DEFAULT_PART_ROWS = 1 << 20
 MANIFEST = "manifest.json"
 PARTS = "parts"
 COLUMNS = (SEQ, TS, TYPE, ATTRS)
+#: The key of a store's ``extra`` naming the attributes its seek files serve (``build --index-attrs``; absent:
+#: the cheapest within the default budget, :data:`exact.store.seek_attrs.DEFAULT_BUDGET`).
+INDEX_ATTRS_KEY = "index_attrs"
+
+
+def check_index_attrs(chosen: Sequence[str] | None, attrs: Iterable[str]) -> None:
+    """Refuse an ``--index-attrs`` naming an attribute the events do not have."""
+    if chosen is None:
+        return
+    have = set(attrs)
+    unknown = [a for a in chosen if a not in have]
+    if unknown:
+        known = ", ".join(sorted(have)) or "none"
+        raise InputError(f"no event has the attribute {unknown[0]!r} to index; the attributes are: {known}",
+                         where="--index-attrs")
 #: ``type`` as parts store it and :meth:`EventStore.read` keeps it on request.
 TYPE_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
 
@@ -59,6 +74,8 @@ class PartInfo:
     bytes: int = 0
     #: Size of the part's seek file (:mod:`exact.store.seek`); 0 = none (a part written before seek files).
     seek_bytes: int = 0
+    #: The attributes the seek file serves in place, with the bytes of their columns.
+    seek_attrs: tuple[tuple[str, int], ...] = ()
     #: Per-type counts of this part; carried from write_part to commit, not persisted per part.
     type_counts: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
 
@@ -66,7 +83,8 @@ class PartInfo:
         return {"file": self.file, "first_seq": self.first_seq, "last_seq": self.last_seq,
                 "rows": self.rows, "min_ts": self.min_ts, "max_ts": self.max_ts,
                 "row_groups": [list(r) for r in self.row_groups], "attrs": dict(self.attrs),
-                "bytes": self.bytes} | ({"seek_bytes": self.seek_bytes} if self.seek_bytes else {})
+                "bytes": self.bytes} | ({"seek_bytes": self.seek_bytes} if self.seek_bytes else {}) | (
+                    {"seek_attrs": dict(self.seek_attrs)} if self.seek_attrs else {})
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -79,7 +97,8 @@ class PartInfo:
                    min_ts=d["min_ts"], max_ts=d["max_ts"],
                    row_groups=tuple((int(a), int(b)) for a, b in d["row_groups"]),
                    attrs=tuple(d.get("attrs", {}).items()), bytes=d.get("bytes", 0),
-                   seek_bytes=d.get("seek_bytes", 0))
+                   seek_bytes=d.get("seek_bytes", 0),
+                   seek_attrs=tuple((str(k), int(v)) for k, v in d.get("seek_attrs", {}).items()))
 
 
 @dataclass(frozen=True)

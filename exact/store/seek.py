@@ -144,10 +144,22 @@ def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedAr
     return _PREFIX.pack(MAGIC, VERSION, len(header)) + header + bytes(payload)
 
 
+def served_bytes(data: bytes) -> dict[str, int]:
+    """Per attribute a seek file (given whole) serves, the bytes of its columns (from the header alone)."""
+    _, version, header_len = _PREFIX.unpack_from(data, 0)
+    head = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + header_len]))
+    sizes = {name: int(n) for name, (_, n) in head["sections"].items()}
+    return {str(e["name"]): sum(sizes[f"a{e['id']}.{k}"] for k in e["sections"]) for e in head.get("attrs", [])}
+
+
 def write(path: Path, ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedArray | None = None,
           chosen: Sequence[str] | None = None) -> int:
     """Write and fsync the seek file at ``path`` (the caller renames it into place); its size."""
-    data = encode(ts, types, attrs, chosen)
+    return write_bytes(path, encode(ts, types, attrs, chosen))
+
+
+def write_bytes(path: Path, data: bytes) -> int:
+    """Write and fsync an encoded seek file at ``path``; its size."""
     with open(path, "wb") as fh:
         fh.write(data)
         fh.flush()

@@ -43,6 +43,7 @@ from exact.events import (
 from exact.ingest import order_by_time, with_seq
 from exact.store.manifest import (
     DEFAULT_PART_ROWS,
+    INDEX_ATTRS_KEY,
     MANIFEST,
     PARTS,
     PartInfo,
@@ -53,8 +54,9 @@ from exact.store.manifest import (
     write_manifest,
 )
 from exact.store.seek import SUFFIX as SEEK_SUFFIX
-from exact.store.seek import seek_name
-from exact.store.seek import write as write_seek
+from exact.store.seek import encode as encode_seek
+from exact.store.seek import seek_name, served_bytes
+from exact.store.seek import write_bytes as write_seek_bytes
 
 _LOCK = ".lock"
 
@@ -87,15 +89,20 @@ class StoreWriter(StoreBase):
                     self._lock_file.close()
                     self._lock_file = None
 
-    def write_part(self, table: pa.Table, first_seq: int, *, row_group_size: int | None = None) -> PartInfo:
-        """Write one part (not yet visible: :meth:`commit` publishes it).
+    def write_part(self, table: pa.Table, first_seq: int, *, row_group_size: int | None = None,
+                   index_attrs: Sequence[str] | None = None) -> PartInfo:
+        """Write one part (not yet visible: :meth:`commit` publishes it).  Its seek file serves the attributes
+        ``index_attrs``, or those the store's ``extra`` names (:data:`INDEX_ATTRS_KEY`), or by default the
+        cheapest within the budget (:mod:`exact.store.seek_attrs`).
 
         ``table`` is a stream table whose ``seq`` runs ``first_seq, first_seq+1, …`` and whose ts never
         decreases.  Its Parquet file and its seek file (:mod:`exact.store.seek`) are each written under a
         temporary name, fsynced, then renamed.
         """
         _check_part_table(table, first_seq)
-        size = row_group_size or self.snapshot_or_empty().row_group_size
+        snap = self.snapshot_or_empty()
+        size = row_group_size or snap.row_group_size
+        chosen = index_attrs if index_attrs is not None else (snap.extra or {}).get(INDEX_ATTRS_KEY)
         parts_dir = self.root / PARTS
         parts_dir.mkdir(parents=True, exist_ok=True)
         token = uuid.uuid4().hex[:12]
@@ -107,8 +114,9 @@ class StoreWriter(StoreBase):
         try:
             # The seek file first: a part on disk always has its seek file beside it.
             attrs = table.column(ATTRS) if ATTRS in table.column_names else None
-            seek_bytes = write_seek(seek_tmp, table.column(TS).combine_chunks().view(pa.int64()).to_numpy(),
-                                    table.column(TYPE).combine_chunks(), attrs)
+            seek_data = encode_seek(table.column(TS).combine_chunks().view(pa.int64()).to_numpy(),
+                                    table.column(TYPE).combine_chunks(), attrs, chosen)
+            seek_bytes = write_seek_bytes(seek_tmp, seek_data)
             os.replace(seek_tmp, seek_final)
             # Page checksums (CRC-32) let a read detect damaged data pages instead of decoding them.  seq and
             # ts only grow, so delta encoding stores them in a few bits per row (a dictionary of unique
@@ -129,7 +137,7 @@ class StoreWriter(StoreBase):
             for f in (tmp, final, seek_tmp, seek_final):
                 f.unlink(missing_ok=True)
             raise
-        return _part_info(final, table, first_seq, seek_bytes)
+        return _part_info(final, table, first_seq, seek_bytes, tuple(served_bytes(seek_data).items()))
 
     def commit(self, parts: Sequence[PartInfo] = (), extra_update: Mapping[str, Any] | None = None, *,
                expect_version: int | None = None) -> Snapshot:
@@ -179,14 +187,16 @@ class StoreWriter(StoreBase):
                         (self.root / PARTS / f).unlink(missing_ok=True)
                 raise
 
-    def _write_parts(self, table: pa.Table, first_seq: int, row_group_size: int) -> list[PartInfo]:
+    def _write_parts(self, table: pa.Table, first_seq: int, row_group_size: int,
+                     index_attrs: Sequence[str] | None = None) -> list[PartInfo]:
         """Write ``table`` as parts of at most ``part_rows`` rows; all of them, or none remain."""
         self._clean_orphans()
         parts: list[PartInfo] = []
         try:
             for offset in range(0, table.num_rows, self.part_rows):
                 chunk = table.slice(offset, self.part_rows)
-                parts.append(self.write_part(chunk, first_seq + offset, row_group_size=row_group_size))
+                parts.append(self.write_part(chunk, first_seq + offset, row_group_size=row_group_size,
+                                             index_attrs=index_attrs))
         except BaseException:
             for p in parts:
                 for f in p.files:
@@ -277,7 +287,8 @@ def _check_not_older(table: pa.Table, snap: Snapshot) -> None:
                        "in time, so nothing of this batch was written", where="append")
 
 
-def _part_info(path: Path, table: pa.Table, first_seq: int, seek_bytes: int = 0) -> PartInfo:
+def _part_info(path: Path, table: pa.Table, first_seq: int, seek_bytes: int = 0,
+               seek_attrs: tuple[tuple[str, int], ...] = ()) -> PartInfo:
     md = pq.ParquetFile(path).metadata
     groups = []
     start = first_seq
@@ -293,5 +304,6 @@ def _part_info(path: Path, table: pa.Table, first_seq: int, seek_bytes: int = 0)
                     rows=table.num_rows, min_ts=ts[0].as_py(), max_ts=ts[-1].as_py(),
                     row_groups=tuple(groups),
                     attrs=tuple((k, type_name(v)) for k, v in attr_types(table.schema).items()),
-                    bytes=path.stat().st_size, seek_bytes=seek_bytes, type_counts=type_counts)
+                    bytes=path.stat().st_size, seek_bytes=seek_bytes, seek_attrs=seek_attrs,
+                    type_counts=type_counts)
 

@@ -57,6 +57,7 @@ from exact.events import iso_of_micros
 from exact.ingest import IngestOptions
 from exact.readers.splits import DEFAULT_SPLIT_BYTES
 from exact.store import EventStore, PartInfo, Snapshot
+from exact.store.manifest import INDEX_ATTRS_KEY, check_index_attrs
 from sketch.build import BuildOptions, config_from
 from sketch.dataset import AUTO_KEY
 from sketch.partition.columns import Columns, merge_window_columns
@@ -176,6 +177,7 @@ def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest
             located = shifted(chunks, files)
             _check_not_older(located, snap)
             attrs = unified_attrs(chunks)
+            check_index_attrs((snap.extra or {}).get(INDEX_ATTRS_KEY), attrs)
             key = _partition_key(partition_key, attrs)
             timings.lap("read")
             timings.stages["read_in_python_tasks"] = round(staged.seconds, 3)
@@ -355,12 +357,12 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
                         type_field: str = "type", time_field: str = "ts", leaf_size: int | None = None,
                         fpq: float | None = None, memory: int | None = None, replace_existing: bool = False,
                         progress: Progress = _no_progress, spark: Any = None,
-                        window_events: int | None = None, partition_key: str | None = AUTO_KEY
-                        ) -> dict[str, Any]:
+                        window_events: int | None = None, partition_key: str | None = AUTO_KEY,
+                        index_attrs: Sequence[str] | None = None) -> dict[str, Any]:
     """``seqsketch build --engine spark``: a new dataset (store + index, and with a partition key the
     partition layout and tree) published at once, or nothing."""
     from exact.store import check_dataset_name, dataset_dir, staged_dataset, store_dir
-    from sketch.dataset import partition_from_columns, write_index
+    from sketch.dataset import partition_from_columns, store_extra, write_index
 
     check_dataset_name(name)
     started = time.perf_counter()
@@ -373,9 +375,11 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
         progress(0.0, "starting Spark")
         spark = spark_session(events=estimated_events(inputs, ingest))
     jvm = time.perf_counter() - started
-    options = build_options(leaf_size, fpq, memory)
+    options = replace(build_options(leaf_size, fpq, memory),
+                      index_attrs=tuple(index_attrs) if index_attrs is not None else None)
     with staged_dataset(name, home, replace=replace_existing) as stage:
-        store = EventStore.create(store_dir(stage))
+        # the executors' parts serve the attributes the manifest names (checked once the inputs are read)
+        store = EventStore.create(store_dir(stage), extra=store_extra(options))
         snap = store.snapshot()
         with store.writing():
             result = run_job(spark, inputs, store, ingest=ingest, build=options, snapshot=snap,

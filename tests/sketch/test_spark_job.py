@@ -171,12 +171,18 @@ def test_running_example_equals_local_build(spark, shared_data: Path, home: Path
     from api.cli import main
 
     source = str(shared_data / "running-example.xes")
-    assert main(["build", "spark", source, "--engine", "spark", "--json"]) == 0
+    assert main(["build", "spark", source, "--engine", "spark", "--json", "--index-attrs", "case"]) == 0
     summary = json.loads(capsys.readouterr().out)
     local_build(home, "local", [Path(source)])
     assert_same_dataset(spark, home, "local", "spark")
     assert summary["events"] == 42 and summary["index"]["index_digest"] == digest(home, "local")
     assert summary["timings"]["ingest"] >= 0 and summary["timings"]["index"] >= 0
+    # the executors' parts serve the attributes the build named, and only them
+    section = summary["attr_index"]
+    assert section["chosen"] == ["case"] and list(section["attributes"]) == ["case"]
+    assert section["attributes"]["case"]["parts"] == section["parts"] > 0
+    assert main(["build", "spark2", source, "--engine", "spark", "--index-attrs", "cas"]) == 1
+    assert "no event has the attribute 'cas'" in capsys.readouterr().err
 
 
 def test_generated_multi_file_stream_equals_local_build(spark, tmp_path: Path, home: Path) -> None:
