@@ -150,6 +150,15 @@ class QueryResult:
     def truncated(self) -> bool:
         return bool(self.raw.get("truncated"))
 
+    def summary(self) -> str:
+        """The answer's size for people: ``12 matches``, or ``more than 5 matches`` when a ``limit`` stopped
+        the search (the count is then unknown; ``RETURN count`` counts them all)."""
+        if self.count is not None:
+            return f"{self.count:,} match{'' if self.count == 1 else 'es'}"
+        if self.truncated and self.matches:
+            return f"more than {len(self.matches):,} matches"
+        return "at least one match" if self.exists else "no match"
+
     @property
     def mode(self) -> str | None:
         return self.raw.get("mode")

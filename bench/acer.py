@@ -1,7 +1,8 @@
 """Attribute-range questions over frequent types, beside DuckDB: the workload of ACER (Liu et al., KDD'24).
 
-``python -m bench acer [--quick]`` (``SEQSKETCH_ACER_EVENTS`` sets the stream's length; default 10,000,000,
-1,000,000 with ``--quick``).
+``python -m bench acer [--quick]`` (``SEQSKETCH_ACER_EVENTS`` sets the stream's length, default 10,000,000,
+1,000,000 with ``--quick``; ``SEQSKETCH_ACER_QUERIES`` the number of questions, default 25 (10);
+``SEQSKETCH_ACER_ROUNDS`` the timed runs of each, default 5 (3)).
 
 The stream is generated as the paper describes its synthetic data: one event per second, 50 event types
 (``TYPE_0`` the most frequent) drawn with Zipf(1.3) frequencies, and four attributes drawn uniformly — ``a1``
@@ -236,5 +237,6 @@ def measure(stream: pa.Table, qs: list[Question], rounds: int) -> dict[str, Any]
 def run(quick: bool = False) -> dict[str, Any]:
     events = int(os.environ.get("SEQSKETCH_ACER_EVENTS", 1_000_000 if quick else 10_000_000))
     count = int(os.environ.get("SEQSKETCH_ACER_QUERIES", 10 if quick else 25))
+    rounds = int(os.environ.get("SEQSKETCH_ACER_ROUNDS", 3 if quick else 5))
     stream = generate(events)
-    return measure(stream, questions(random.Random(31), count), 3 if quick else 5)
+    return measure(stream, questions(random.Random(31), count), rounds)

@@ -266,7 +266,8 @@ def _query_text(result: dict[str, Any], partition: tuple[list[str], list[str]] |
         body = f"\n{table(('START', 'END', 'START_TS', 'END_TS', 'LEVEL'), rows)}" if rows else ""
         why = f"\n{result['explain']}" if result.get("explain") else ""
         return f"{head}{body}{why}"
-    count = "some" if result["count"] is None else f"{result['count']:,}"
+    count = f"{result['count']:,}" if result["count"] is not None else (
+        f"more than {len(result['matches']):,}" if result.get("truncated") and result.get("matches") else "some")
     head = (f"{count} match(es), exists: {str(result['exists']).lower()}  "
             f"[{result['mode']}, {result.get('strategy', '')}, {stats.get('total_ms', 0):.1f} ms]")
     if result.get("explain"):
@@ -281,7 +282,9 @@ def _query_text(result: dict[str, Any], partition: tuple[list[str], list[str]] |
             header = (*header[:3], ", ".join(k.upper() for k in keys), header[3])
             rows = [(*row[:3], value, row[3]) for row, value in zip(rows, values, strict=True)]
         body = table(header, rows)
-        more = "\n(truncated: --limit caps the matches shown)" if result.get("truncated") else ""
+        more = ("\n(truncated: --limit caps the matches shown; the search stopped there, RETURN count counts "
+                "them all)" if result.get("truncated") and result["count"] is None else
+                "\n(truncated: --limit caps the matches shown)" if result.get("truncated") else "")
         return f"{head}\n{body}{more}"
     if result.get("intervals"):
         rows = [(str(i["start_seq"]), str(i["end_seq"]), i["start_ts"], i["end_ts"])

@@ -28,8 +28,8 @@ from exact.events import iso_of_micros, to_records
 from exact.query.ast import Query
 from exact.query.language import attribute_kinds, check_kinds, load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
-from sketch.answer.verify import StoreSource, answer_indexed, exact_body, needed_columns
-from sketch.dataset import Dataset, require_index
+from sketch.answer.verify import StoreSource, answer_indexed, decided_body, exact_body, needed_columns
+from sketch.dataset import INDEX_KEY, Dataset, require_index
 
 if TYPE_CHECKING:
     from api.catalog import Catalog
@@ -76,6 +76,9 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
     dataset = Dataset.open(home, name)
     snap = dataset.store.snapshot()
     _check_attribute_kinds(query, parsed, snap.attrs)
+    decided = decided_body(parsed, "exact", snap.type_counts, snap.events)
+    if decided is not None:  # the type counts answer it: no layout or part is opened
+        return {"dataset": name, "index_version": None, **decided}
     partition = dataset.partition(snap)
     body = exact_body(parsed, StoreSource(dataset.store, snap), limit=limit, partition=partition,
                       budget=budget)
@@ -155,8 +158,15 @@ def indexed_query(home: Path, name: str, query: QueryInput, *, mode: str = "veri
     if not dataset_exists(home, check_dataset_name(name)):
         raise NotFound(f"dataset {name!r} does not exist", where=name)
     dataset = Dataset.open(home, name)
+    stored = dataset.store.snapshot()
+    _check_attribute_kinds(query, parsed, stored.attrs)
+    decided = decided_body(parsed, mode, stored.type_counts, stored.events)
+    if decided is not None:  # the type counts answer it: no index, layout or part is opened
+        version = ((stored.extra or {}).get(INDEX_KEY) or {}).get("version")
+        if version is None:
+            raise NotFound(f"dataset {name!r} has no index; rebuild it with `seqsketch build`", where=name)
+        return {"dataset": name, "index_version": version, **decided}
     snap = dataset.snapshot()
-    _check_attribute_kinds(query, parsed, snap.store.attrs)
     tree = require_index(snap, name)
     body = answer_indexed(parsed, tree, StoreSource(dataset.store, snap.store), mode=mode, limit=limit,
                           granularity=granularity or 0, partition=dataset.partition(snap.store),

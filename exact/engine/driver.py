@@ -387,6 +387,27 @@ class _Evaluation:
         keep = (1 << 62) if limit is None or post else limit
         if post:
             mode = K.MATCHES
+        # RETURN matches under a limit stops once more than ``limit`` matches are found: windows run in the
+        # stream order of their first events and a slice ends between windows, so every match still to come
+        # starts later than those found, and the first ``limit`` in answer order are certain
+        stop_after = limit if returns == Return.MATCHES and limit is not None else None
+        try:
+            return self._slices(K, rp, prog_starts, wend, em, seq, succ, kind, value, integer, vpos_off, vpos,
+                                tables, returns, limit, budget, post, mode, keep, stop_after)
+        except QueryLimitError as err:
+            if stop_after is None or self.query.strategy != Strategy.SKIP_TILL_ANY_MATCH:
+                raise
+            raise QueryLimitError(
+                f"{err} — the first {limit} matches were not certain yet: under skip_till_any_match a window "
+                "must be searched whole before its matches are ordered, and here one window's combinations "
+                "outgrew the time", where=err.where) from err
+
+    def _slices(self, K, rp: tuple, prog_starts: np.ndarray, wend: np.ndarray, em: np.ndarray,  # noqa: N803
+                seq: np.ndarray, succ: np.ndarray | None, kind: np.ndarray, value: np.ndarray,
+                integer: np.ndarray, vpos_off: np.ndarray, vpos: np.ndarray, t, returns: Return,  # noqa: ANN001
+                limit: int | None, budget: Budget, post: bool, mode: int, keep: int,
+                stop_after: int | None) -> MatchTable | None:
+        """The slices of :meth:`_windows`' kernel calls (see there)."""
         out = np.zeros(K.OUT_FIELDS, dtype=_I64)
         iv = np.zeros((16, 2), dtype=_I64)
         m_start = np.zeros(16, dtype=_I64)
@@ -398,7 +419,7 @@ class _Evaluation:
         found: list[MatchTable] = []
         done_kept = 0
         kept_after_post = 0
-        t = tables
+        stopped = False
         while first < len(prog_starts):
             budget.check()
             called = time.monotonic()
@@ -416,9 +437,19 @@ class _Evaluation:
             if out[K.INEXACT]:
                 return None
             if out[K.ABORTED]:
-                abort *= 4  # one window's work outgrew the bound: read the clock, then give it more
+                # one window's work outgrew the bound: read the clock, then give it more — four times as
+                # much, but no more than the pace of this run fits before the deadline (a window that needs
+                # more than that cannot finish in time: the query stops there instead of overrunning)
+                spent = max(time.monotonic() - called, 1e-6)
                 if budget.stop_early:
-                    budget.check(ahead=4 * (time.monotonic() - called))
+                    budget.check(ahead=4 * spent)
+                if budget.deadline is not None:
+                    fits = int(abort * (budget.deadline - time.monotonic()) / spent)
+                    if fits <= abort:
+                        budget.check(ahead=float("inf"))
+                    abort = min(abort * 4, fits)
+                else:
+                    abort *= 4
                 continue
             first = int(out[K.NEXT])
             if post:
@@ -433,19 +464,25 @@ class _Evaluation:
                     break
             elif mode == K.EXISTS and out[K.FOUND]:
                 break
+            if stop_after is not None and first < len(prog_starts) and (
+                    kept_after_post if post else int(out[K.FOUND])) > stop_after:
+                stopped = True
+                break
         if post:
             table = _concat(self.names, found)
             if returns == Return.EXISTS and len(table):
                 return _exists_only(self.names)
-            table.count = len(table)
-            table.spans = merge_spans(table.start, table.end)
+            table.count = None if stopped else len(table)
+            table.spans = None if stopped else merge_spans(table.start, table.end)
+            table.complete = not stopped
             return self._cut(table, returns, limit)
         if mode == K.EXISTS:
             return _exists_only(self.names) if out[K.FOUND] else MatchTable(self.names)
         table = self._kept(out, m_start, m_off, b_var, b_pos, seq, 0) if mode == K.MATCHES else \
             MatchTable(self.names)
-        table.count = int(out[K.FOUND])
-        table.spans = iv[:int(out[K.INTERVALS])].copy() if mode in (K.SPANS, K.MATCHES) else None
+        table.count = None if stopped else int(out[K.FOUND])
+        table.spans = iv[:int(out[K.INTERVALS])].copy() if mode in (K.SPANS, K.MATCHES) and not stopped else None
+        table.complete = not stopped
         return self._cut(table, returns, limit) if mode == K.MATCHES else table
 
     def _kept(self, out: np.ndarray, m_start: np.ndarray, m_off: np.ndarray, b_var: np.ndarray,

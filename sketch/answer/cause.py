@@ -78,7 +78,7 @@ EXPLAIN_MS = 300
 #: … and at least this long, however fast verification was, …
 EXPLAIN_FLOOR_MS = 20
 #: … but otherwise no longer than this many times what verification took.
-EXPLAIN_FACTOR = 3
+EXPLAIN_FACTOR = 2
 _FIRST_WINDOW_STEPS = 10_000
 #: The relaxations run only when verification handed the engine at most this many events.
 MAX_EVENTS = 2_000_000
@@ -328,6 +328,8 @@ class _Search:
         count = 0
         widths: list[np.ndarray] = []
         for events, starts in self.read.pieces:
+            if self.budget.deadline is not None and time.monotonic() > self.budget.deadline:
+                raise _TimedOut  # (the engine reads the clock in its windows, not while it filters)
             try:
                 found = evaluate_table(relaxed, events, returns=returns, budget=self.budget,
                                        type_counts=self.type_counts, starts=starts)

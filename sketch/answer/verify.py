@@ -26,7 +26,7 @@ a tree and an event source; the service adds the dataset's name and index versio
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -327,6 +327,12 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
             tables.append(run(region, piece, ranges))
             if tables[-1].found_one:  # RETURN exists: the first match answers it
                 break
+            if limit is not None and query.returns == Return.MATCHES and (
+                    not tables[-1].complete or sum(len(t) for t in tables) > limit):
+                # more than ``limit`` matches, in regions of increasing starts: the first ``limit`` are certain
+                out = combined(names, tables)
+                out.count, out.spans, out.complete = None, None, False
+                return Verification(out, scanned, len(regions), ts_of, checked, read())
     return Verification(combined(names, tables), scanned, len(regions), ts_of, checked, read())
 
 
@@ -348,6 +354,7 @@ def combined(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable
                      np.concatenate([t.var for t in tables]), np.concatenate([t.seq for t in tables]))
     counts = [t.count for t in tables if t.count is not None]
     out.count = None if len(counts) < len(tables) else sum(counts)
+    out.complete = all(t.complete for t in tables)
     spans = [t.spans for t in tables if t.spans is not None]
     out.spans = None if len(spans) < len(tables) else _merged(np.concatenate(spans))
     return out
@@ -445,6 +452,36 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
                                         spent_ms=stats["verify_ms"]))
     stats["total_ms"] = _ms(started)
     return {"mode": mode, **body, "stats": stats}
+
+
+def decided_body(query: Query, mode: str, type_counts: Mapping[str, int], events_total: int
+                 ) -> dict[str, Any] | None:
+    """The answer (without ``dataset`` and ``index_version``) when the dataset's type counts decide it — a
+    position of the pattern needs types no event has — made before any index or store file is opened; None
+    when they do not decide it.  ``stats.index`` is ``statistics`` (``null`` in exact mode)."""
+    started = time.perf_counter()
+    plan = normalize(query)
+    if not absent_types(plan, type_counts):
+        return None
+    positions: dict[int, set[str]] = {}
+    for v in plan.positives:
+        positions.setdefault(v.group, set()).update(v.types or ())
+    label = next(" or ".join(sorted(types)) for types in positions.values()
+                 if types and not any(type_counts.get(t, 0) for t in types))
+    body: dict[str, Any] = {"mode": mode}
+    if mode == "approximate":
+        body.update(strategy=query.strategy.value, exists=False, expected_false_positive_rate=0.0,
+                    truncated=False)
+        if query.returns != Return.EXISTS:
+            body["intervals"] = []
+    else:
+        body.update(answer(query, MatchTable(tuple(v.name for v in plan.positives)), {}))
+    if mode != "exact":  # (exact answers do not explain)
+        body["explain"] = f"{label} never occurs in the history"
+    body["stats"] = {"index": None if mode == "exact" else "statistics", "approximate_ms": 0.0,
+                     "verify_ms": 0.0, "total_ms": _ms(started), "nodes_probed": 0, "candidate_intervals": 0,
+                     "events_scanned": 0, "events_total": events_total}
+    return body
 
 
 def exact_body(query: Query, source: EventSource, *, limit: int | None = None,

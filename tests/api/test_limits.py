@@ -2,7 +2,8 @@
 
 - per-request time (``QUERY_TIMEOUT_MS``): a query over it is answered on time with ``query_limit``;
 - memory, counted as events a query may scan (``QUERY_MAX_EVENTS``): refused with ``query_limit``;
-- result size (``QUERY_MAX_MATCHES``): the answer is cut and says ``truncated``; ``count`` stays whole;
+- result size (``QUERY_MAX_MATCHES``): the answer is cut and says ``truncated``; ``count`` stays whole when
+  the search ended first, and is ``null`` when the limit stopped it (its first matches were certain);
 - request size: appends over ``MAX_APPEND_BYTES`` and other requests over ``MAX_CONTENT_LENGTH`` are 413,
   with or without a Content-Length header, and leave the dataset unchanged.
 """
@@ -95,6 +96,26 @@ def test_matches_are_cut_at_the_server_limit(limited: Flask, mode: str) -> None:
     assert len(query(client, "PATTERN SEQ(A a, B b)", mode=mode, limit=2).json["matches"]) == 2
     capped = query(client, "PATTERN SEQ(A a, B b)", mode=mode, limit=1000).json
     assert len(capped["matches"]) == 5 and capped["truncated"] is True and capped["count"] == N // 2
+
+
+@pytest.mark.parametrize("mode", ["exact", "verified"])
+def test_a_limit_stops_the_search_once_its_matches_are_certain(home: Path, mode: str) -> None:
+    """Over a stream long enough for the engine to look up between windows, a limit ends the search: the
+    first matches in answer order, ``count: null``, ``truncated``; ``RETURN count`` still counts them all."""
+    app = make_app(home, QUERY_TIMEOUT_MS=0)
+    try:
+        build_ab(app, home, "long", 40_000)
+        client = app.test_client()
+        text = "PATTERN SEQ(A a, B b) WITHIN 100 EVENTS STRATEGY skip_till_any_match"
+        body = client.post("/v1/datasets/long/query", json={"query": text, "mode": mode, "limit": 5}).json
+        assert body["count"] is None and body["truncated"] is True and body["exists"] is True
+        assert [(m["start_seq"], m["end_seq"]) for m in body["matches"]] == [(0, 1), (0, 3), (0, 5), (0, 7), (0, 9)]
+        counted = client.post("/v1/datasets/long/query",
+                              json={"query": text + " RETURN count", "mode": mode}).json
+        # each A is followed within 100 events by the B's at odd offsets up to 99 (fewer near the end)
+        assert counted["count"] == sum(min(50, (40_000 - a) // 2) for a in range(0, 40_000, 2))
+    finally:
+        close(app)
 
 
 def test_answers_within_the_limit_are_not_truncated(limited: Flask) -> None:

@@ -259,7 +259,9 @@ function renderAnswer() {
     parts.push(h("b", {text: a.exists ? "maybe" : "no"}), " — ",
       `${fmt((a.intervals || []).length)} candidate interval(s) from the index alone`);
   } else {
-    parts.push(h("b", {text: a.count === null || a.count === undefined ? `${fmt(matches.length)}+ matches`
+    // a limit stops the search once its first matches are certain: the count is then unknown
+    parts.push(h("b", {text: a.count === null || a.count === undefined
+      ? (a.truncated ? `more than ${fmt(matches.length)} matches` : `${fmt(matches.length)}+ matches`)
       : `${fmt(a.count)} match${a.count === 1 ? "" : "es"}`}), ` · exists: ${a.exists}`);
     if (matches.length) parts.push(` · ${fmt(matches.length)} drawn${a.truncated ? " (truncated by the limit)" : ""}`);
   }
