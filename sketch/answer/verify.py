@@ -156,6 +156,24 @@ class StoreSource:
     def type_counts(self) -> dict[str, int] | None:
         return dict(self.snapshot.type_counts)
 
+    def seq_span(self, start_us: int, end_us: int) -> tuple[int, int]:
+        """The seqs of the events with ``start_us <= ts <= end_us`` as an inclusive range (empty: lo > hi):
+        the store is ordered by ts, so two searches — over the parts' ts ranges, then in the one part where
+        each bound falls, its ts read in place."""
+        return self._first_at_least(start_us), self._first_at_least(end_us + 1) - 1
+
+    def _first_at_least(self, ts: int) -> int:
+        """The first seq whose ts is at least ``ts`` (the event count when none is)."""
+        parts = self.snapshot.parts
+        at = int(np.searchsorted(np.asarray([p.max_ts for p in parts], dtype=_I64), ts, "left"))
+        if at == len(parts):
+            return self.events_total
+        part = parts[at]
+        if part.min_ts >= ts:
+            return part.first_seq
+        frame, _ = self.read_frame([(part.first_seq, part.last_seq)], ["seq", "ts", "type"])
+        return part.first_seq + int(np.searchsorted(frame.ts, ts, "left"))
+
     def ts_of(self, seqs: np.ndarray) -> np.ndarray:
         """The ts (UTC µs) of events ``seqs``."""
         wanted = np.unique(seqs)
@@ -496,6 +514,9 @@ def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
                              "events_total": source.events_total}
     plan = normalize(query)
     whole = [(0, source.events_total - 1)] if source.events_total else []
+    if query.between is not None and isinstance(source, StoreSource):
+        lo, hi = source.seq_span(query.between.start, query.between.end)  # only these take part
+        whole = [(lo, hi)] if lo <= hi else []
     columns, types = needed_columns(query), read_types(query, plan)
     if absent_types(plan, source.type_counts()):
         frame: EventFrame | pa.Table = EventFrame.build(source.read_ranges([], ["seq", "ts", "type"])[0])

@@ -133,6 +133,10 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
             in_tail &= np.isin(tail.codes, [i for i, t in enumerate(tail.types) if t in types])
         rows = np.concatenate([rows, tail.seq[in_tail]])
     rows = np.sort(rows)
+    if query.between is not None and hasattr(source, "seq_span"):
+        # only events within BETWEEN take part: the seqs of its time range (ts never decreases along seq)
+        lo, hi = source.seq_span(query.between.start, query.between.end)
+        rows = rows[(rows >= lo) & (rows <= hi)]
     columns = columns_without_key(query, columns, layout.key)
     keep = row_filter(plan)
 

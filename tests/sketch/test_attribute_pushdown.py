@@ -1,7 +1,8 @@
 """Reads that drop the rows no variable can bind on its own (:mod:`exact.store.rowfilter`) keep every answer
 exact: on random streams whose attributes mix integers, doubles (NaN, -0.0, infinities), strings, booleans
 and nulls — an attribute's kind differing between parts too — with random range, equality and ``!=``
-conditions, ORs of types and negations, stored in several parts with appends interleaved with queries, the
+conditions, ORs of types, negations and time ranges (BETWEEN cuts the reads to its seqs), stored in several
+parts with appends interleaved with queries, the
 exact and verified answers equal the brute-force reference; and a filtered read keeps exactly the rows the
 engine's own per-variable test keeps."""
 
@@ -23,6 +24,7 @@ from exact.prefilter import EventFrame, variable_bits
 from exact.query.ast import (
     Absent,
     AnyOf,
+    Between,
     Condition,
     Field,
     Literal,
@@ -105,11 +107,15 @@ def queries(draw: st.DrawFn) -> Query:
     if len(positives) > 1 and draw(st.booleans()):
         a, b = draw(st.permutations(positives))[:2]
         conds.append(Condition(Field(a.name, "n"), draw(st.sampled_from(OPS)), Field(b.name, "n")))
-    within = WithinTime(draw(st.integers(1, 6)) * 1_000_000) if draw(st.booleans()) or any(
+    within = WithinTime(draw(st.integers(1, 6))) if draw(st.booleans()) or any(
         isinstance(e, Absent) for e in elements[-1:]) else None
     strategy = draw(st.sampled_from(list(Strategy)))
     partition = ("k",) if strategy == Strategy.PARTITION_CONTIGUITY or draw(st.integers(0, 2)) == 0 else ()
-    return Query(tuple(elements), tuple(conds), partition, within, None, strategy, Return.MATCHES)
+    between = None
+    if draw(st.integers(0, 3)) == 0:  # a time range: the reads are cut to its seqs
+        lo = draw(st.sampled_from([0, 3, 10, 30, 999, 1003]))
+        between = Between(lo, lo + draw(st.integers(0, 40)))
+    return Query(tuple(elements), tuple(conds), partition, within, between, strategy, Return.MATCHES)
 
 
 def table_of(events: list[dict], first_seq: int = 0) -> pa.Table:
