@@ -120,14 +120,18 @@ def _check_attribute_kinds(given: str | Mapping[str, Any] | Query, parsed: Query
                            attr_types: Mapping[str, str]) -> None:
     """Refuse a comparison the dataset's attribute types make hold for no event (a string attribute with a
     number, a numeric one with a string), positioned in the query as given: text by line and column, the
-    JSON form by path.  The query is read again with the kinds only when it has conditions."""
+    JSON form by path.  The query is read again with the kinds only when the check on its tree refuses it."""
     if not parsed.where or not attr_types:
         return
     kinds = attribute_kinds(attr_types)
     if isinstance(given, Query):
         check_kinds(given, kinds)
-    else:
-        load(given if isinstance(given, str) else dict(given), kinds)
+        return
+    try:
+        check_kinds(parsed, kinds)  # on the tree: no second parse for a query that passes
+    except QuerySemanticError:
+        load(given if isinstance(given, str) else dict(given), kinds)  # the same refusal, positioned
+        raise
 
 
 def _check_unicode(text: str) -> None:

@@ -28,7 +28,7 @@ from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
-from exact.store.rowfilter import RowFilter, seek_arrays
+from exact.store.rowfilter import RowFilter, SeekValues
 from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
 
 _log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ class StoreReader(StoreBase):
                     decoded += looked_at
                     if keep is not None and len(rows):
                         at = keep.mask(len(rows), functools.partial(code_mask, seek.types, codes=codes),
-                                       seek_arrays(seek.attrs, seek.unserved, rows, attr_types))
+                                       SeekValues(seek.attrs, seek.unserved, rows, attr_types))
                         rows, codes = rows[at], codes[at]
                     if len(rows):
                         kept.append((part, seek, rows, codes))

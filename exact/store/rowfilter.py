@@ -57,20 +57,25 @@ class RowFilter:
         """The attributes the conditions name."""
         return frozenset().union(*(c.attributes() for c in self.clauses))
 
-    def mask(self, n: int, type_test: Callable[[frozenset[str]], NDArray[np.bool_]],
-             array: Callable[[str], pa.Array | None]) -> NDArray[np.bool_]:
+    def mask(self, n: int, type_test: Callable[[frozenset[str]], NDArray[np.bool_]], values: RowValues
+             ) -> NDArray[np.bool_]:
         """Per row of ``n``: does some clause hold?  ``type_test(types)`` says which rows are of ``types``;
-        ``array(attr)`` gives an attribute's values (None: they cannot be told here, the condition holds)."""
+        ``values`` gives attributes' values of some of the rows (see :class:`RowValues`).  Each clause looks
+        only at the rows of its types not kept already, and each condition only at those the clause's
+        conditions before it left: an attribute's values are decoded for those rows, once per clause."""
         keep = np.zeros(n, dtype=bool)
         for clause in self.clauses:
-            rows = np.ones(n, dtype=bool) if clause.types is None else np.array(type_test(clause.types))
-            for cond in clause.conditions:
-                if not rows.any():
+            at = (np.arange(n) if clause.types is None else np.flatnonzero(type_test(clause.types)))
+            at = at[~keep[at]]
+            decoded = _Decoded(values, at)
+            for cond in sorted(clause.conditions, key=_attrs):
+                if not len(decoded.at):
                     break
-                if any(array(a) is None for a in _attrs(cond)):
-                    continue
-                rows &= values_condition_mask(lambda a: _given(array, a), n, cond)
-            keep |= rows
+                if not all(values.served(a) for a in _attrs(cond)):
+                    continue  # not told here: the condition holds (the engine tests it)
+                decoded.narrow(values_condition_mask(decoded.get, len(decoded.at), cond))
+            at = decoded.at
+            keep[at] = True
             if keep.all():
                 break
         return keep
@@ -88,14 +93,29 @@ class RowFilter:
         return keep
 
 
+class _Decoded:
+    """The rows a clause still holds for (``at``) and the values decoded for them, narrowed together."""
+
+    def __init__(self, values: RowValues, at: np.ndarray) -> None:
+        self.values, self.at = values, at
+        self.known: dict[str, pa.Array] = {}
+
+    def get(self, attr: str) -> pa.Array:
+        if attr not in self.known:
+            found = self.values.of(attr, self.at)
+            assert found is not None  # (asked only for attributes served)
+            self.known[attr] = found
+        return self.known[attr]
+
+    def narrow(self, hit: NDArray[np.bool_]) -> None:
+        if not hit.all():
+            self.at = self.at[hit]
+            chosen = pa.array(hit)
+            self.known = {a: v.filter(chosen) for a, v in self.known.items()}
+
+
 def _attrs(cond: Condition) -> list[str]:
     return [o.attr for o in (cond.left, cond.right) if isinstance(o, Field)]
-
-
-def _given(array: Callable[[str], pa.Array | None], attr: str) -> pa.Array:
-    out = array(attr)
-    assert out is not None
-    return out
 
 
 def _on_attributes(cond: Condition) -> bool:
@@ -126,21 +146,34 @@ def widened(values: pa.Array, typ: pa.DataType | None) -> pa.Array:
     return values if typ is None or values.type == typ else cast_attr(values, typ)
 
 
-def seek_arrays(attrs: Mapping[str, AttrColumn], unserved: frozenset[str] | None, rows: np.ndarray,
-                types: Mapping[str, pa.DataType]) -> Callable[[str], pa.Array | None]:
-    """``array(attr)`` for :meth:`RowFilter.mask` over ``rows`` of a seek file with attribute columns
-    ``attrs`` (:class:`~exact.store.seek_attrs.AttrColumn`): values widened to the snapshot's ``types``,
-    all null for an attribute the part does not have, None for one its file does not serve."""
-    cache: dict[str, pa.Array | None] = {}
+class RowValues:
+    """Attributes' values of a read's rows, as :meth:`RowFilter.mask` asks for them."""
 
-    def array(attr: str) -> pa.Array | None:
-        if attr not in cache:
-            column = attrs.get(attr)
-            if column is None:
-                served = unserved is not None and attr not in unserved
-                cache[attr] = pa.nulls(len(rows), types.get(attr, pa.null())) if served else None
-            else:
-                cache[attr] = widened(column.values(rows), types.get(attr))
-        return cache[attr]
+    def served(self, attr: str) -> bool:
+        """Can ``attr`` be told here (else its conditions are not tested: the row is kept)?"""
+        raise NotImplementedError
 
-    return array
+    def of(self, attr: str, positions: np.ndarray) -> pa.Array | None:
+        """The values of ``attr`` at ``positions`` (of the rows), in the snapshot's type."""
+        raise NotImplementedError
+
+
+class SeekValues(RowValues):
+    """``rows`` of a seek file with attribute columns ``attrs`` (:class:`~exact.store.seek_attrs.AttrColumn`)
+    whose file leaves ``unserved`` unserved: values widened to the snapshot's ``types``, all null for an
+    attribute the part does not have."""
+
+    def __init__(self, attrs: Mapping[str, AttrColumn], unserved: frozenset[str] | None, rows: np.ndarray,
+                 types: Mapping[str, pa.DataType]) -> None:
+        self.attrs, self.unserved, self.rows, self.types = attrs, unserved, rows, types
+
+    def served(self, attr: str) -> bool:
+        return attr in self.attrs or (self.unserved is not None and attr not in self.unserved)
+
+    def of(self, attr: str, positions: np.ndarray) -> pa.Array | None:
+        if not self.served(attr):
+            return None
+        column = self.attrs.get(attr)
+        if column is None:
+            return pa.nulls(len(positions), self.types.get(attr, pa.null()))
+        return widened(column.values(self.rows[positions]), self.types.get(attr))
