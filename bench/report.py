@@ -211,7 +211,8 @@ def section_acer(r: dict[str, Any]) -> str:
     intro = (f"The ACER-like stream (bench/acer.py): {r['events']:,} events, 50 types with Zipf(1.3) "
              "frequencies, four uniform attributes; built locally in "
              f"{fmt(r.get('build_s'))} s (Parquet parts {r['store_bytes'] / 2**20:,.0f} MiB, seek files "
-             f"{r.get('seek_bytes', 0) / 2**20:,.0f} MiB, index {r['index_bytes'] / 2**20:,.1f} MiB). Random questions of ACER's shapes under each strategy; "
+             f"{r.get('seek_bytes', 0) / 2**20:,.0f} MiB, index {r['index_bytes'] / 2**20:,.1f} MiB). "
+             "Random questions of ACER's shapes under each strategy; "
              "verified = exact checked on each, and DuckDB's band self-join count on the skip-till-any-match "
              "ones. *Read* is `stats.events_scanned` of verified (rows looked at), *bound* the events whose "
              "type and single-variable conditions fit some variable. Medians in ms.")
