@@ -420,6 +420,7 @@ class _Evaluation:
         done_kept = 0
         kept_after_post = 0
         stopped = False
+        retried = False  # the last call aborted the window it is to start from
         while first < len(prog_starts):
             budget.check()
             called = time.monotonic()
@@ -437,13 +438,18 @@ class _Evaluation:
             if out[K.INEXACT]:
                 return None
             if out[K.ABORTED]:
-                # one window's work outgrew the bound: read the clock, then give it more — four times as
-                # much, but no more than the pace of this run fits before the deadline (a window that needs
-                # more than that cannot finish in time: the query stops there instead of overrunning)
+                # one window's work outgrew the bound: the windows before it in this call are done (the
+                # kernel undid the aborted one only), so go on from it; read the clock, then give it more —
+                # four times as much, but, once a call held that window alone (its pace is then the
+                # window's own), no more than that pace fits before the deadline: a window that needs more
+                # cannot finish in time, and the query stops there instead of overrunning it
+                aborted = int(out[K.NEXT])
+                alone = aborted == first and retried
+                first, retried = aborted, True
                 spent = max(time.monotonic() - called, 1e-6)
                 if budget.stop_early:
                     budget.check(ahead=4 * spent)
-                if budget.deadline is not None:
+                if budget.deadline is not None and alone:
                     fits = int(abort * (budget.deadline - time.monotonic()) / spent)
                     if fits <= abort:
                         budget.check(ahead=float("inf"))
@@ -451,6 +457,7 @@ class _Evaluation:
                 else:
                     abort *= 4
                 continue
+            retried = False
             first = int(out[K.NEXT])
             if post:
                 chunk = self._kept(out, m_start, m_off, b_var, b_pos, seq, done_kept)

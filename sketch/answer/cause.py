@@ -98,6 +98,8 @@ class Read:
     #: the same events without the row filter the read had (:mod:`exact.store.rowfilter`), read again when
     #: asked: relaxing a variable's condition needs the events that fail it (None: the read had no filter)
     unfiltered: Callable[[], Read] | None = None
+    #: at most how many events that read again holds (the rows the filtered read looked at)
+    unfiltered_events: int = 0
 
     @property
     def events(self) -> int:
@@ -136,6 +138,14 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
         return _GENERIC
     plan = normalize(query)
     if read.unfiltered is not None:
+        # the events read again without the filter: only when they are few enough to search, and there is
+        # time left; else what the filtered read's own counts tell
+        search_budget = _budget(budget, spent_ms)
+        if read.unfiltered_events > MAX_EVENTS or (
+                search_budget.deadline is not None and time.monotonic() > search_budget.deadline):
+            return _unbindable(plan, read, type_counts) or (
+                f"{_GENERIC} (the {read.unfiltered_events:,} events to search are more than the "
+                f"{MAX_EVENTS:,} the search for which one looks through, or its time ran out)")
         read = read.unfiltered()
     if read.events > MAX_EVENTS:
         return _unbindable(plan, read, type_counts) or (
@@ -193,12 +203,21 @@ def _unbindable(plan: Plan, read: Read, type_counts: Mapping[str, int] | None) -
         for v in variables:
             assert v.types is not None
             names = " or ".join(sorted(v.types))
-            own = [c for c in plan.query.where if c.variables() == {v.name}]
+            # the conditions the engine tests on v alone (those written, and those the equality closure
+            # adds); a presence test (PARTITION BY) is not named: the cause is then left to the search
+            own = [c for c in v.properties if _one_variable(c)]
+            if not own or len(own) < len(v.properties) or any(_presence(c) for c in own):
+                return None
+            if read.unfiltered is not None:
+                # the read kept only events some variable can bind: v's type's others are not at hand
+                text = " AND ".join(condition_text(c) for c in own)
+                parts.append(f"`{text}` {'holds' if len(own) == 1 else 'together hold'} for none of the "
+                             f"{names} events in them")
+                continue
             of_type = sum(int(type_mask(f, v.types).sum()) for f in frames)
-            if not own or not of_type:
-                return None  # the type does not occur there, or the partition's attribute is missing
-            alone = [c for c in own if _one_variable(c) and not any(
-                (type_mask(f, v.types) & condition_mask(f, c)).any() for f in frames)]
+            if not of_type:
+                return None
+            alone = [c for c in own if not any((type_mask(f, v.types) & condition_mask(f, c)).any() for f in frames)]
             if len(alone) == 1:
                 what = f"`{condition_text(alone[0])}` holds"
             elif alone:
@@ -208,6 +227,12 @@ def _unbindable(plan: Plan, read: Read, type_counts: Mapping[str, int] | None) -
             parts.append(f"{what} for none of the {of_type:,} {names} events they hold")
         said.append(" or ".join(v.name for v in variables) + ": " + "; ".join(parts))
     return "no event in them can bind " + "; nor ".join(said) if said else None
+
+
+def _presence(cond: Condition) -> bool:
+    """``v.x = v.x``: the "x is present" PARTITION BY adds."""
+    return (isinstance(cond.left, Field) and isinstance(cond.right, Field)
+            and cond.left.attr == cond.right.attr)
 
 
 def _one_variable(cond: Condition) -> bool:

@@ -297,7 +297,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
             return Read(tuple((source.read_frame(r, cols, keep_types)[0], starts) for r, starts in read_pieces),
                         keep_types)
 
-        return Read(tuple(pieces), keep_types, unfiltered)
+        return Read(tuple(pieces), keep_types, unfiltered, scanned)
 
     ranges: SeqRanges
     if not stop_at_first and not contiguous:
@@ -484,8 +484,10 @@ def decided_body(query: Query, mode: str, type_counts: Mapping[str, int], events
     positions: dict[int, set[str]] = {}
     for v in plan.positives:
         positions.setdefault(v.group, set()).update(v.types or ())
-    label = next(" or ".join(sorted(types)) for types in positions.values()
-                 if types and not any(type_counts.get(t, 0) for t in types))
+    label = next((" | ".join(sorted(types)) for types in positions.values()
+                  if types and not any(type_counts.get(t, 0) for t in types)), None)
+    if label is None:  # (a position whose conditions admit no type at all: the index path explains it)
+        return None
     body: dict[str, Any] = {"mode": mode}
     if mode == "approximate":
         body.update(strategy=query.strategy.value, exists=False, expected_false_positive_rate=0.0,

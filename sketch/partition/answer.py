@@ -158,7 +158,8 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
         body["explain"] = explain or (
             f"{len(groups):,} {layout.key}(s) hold every type of the pattern, but none of them holds a "
             "match: " + why_empty(query, Read(((frame, None),), types,
-                                              None if keep is None else lambda: Read(((read(None)[0], None),), types)),
+                                              None if keep is None else lambda: Read(((read(None)[0], None),), types),
+                                              scanned),
                                   spans=None, group_key=layout.key,
                                   type_counts=source.type_counts(), budget=budget,
                                   spent_ms=stats["verify_ms"]))

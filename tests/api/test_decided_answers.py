@@ -37,9 +37,15 @@ def test_an_absent_type_is_answered_from_the_counts(built: Path, returns: str) -
         assert again["exists"] is False and again["stats"]["events_scanned"] == 0
         assert again["stats"]["index"] == (None if mode == "exact" else "statistics")
         if mode != "exact":
-            assert again["explain"] == "X or Y never occurs in the history"
+            assert again["explain"] == "X | Y never occurs in the history"
         if mode != "approximate" and returns != "exists":
             assert again["count"] == 0
     # a question the counts do not decide needs the files
     with pytest.raises(SeqsketchError):
         run_query(built, "d", "PATTERN SEQ(A a, B b) PARTITION BY case", mode="verified")
+
+
+def test_a_position_no_type_can_fill_is_left_to_the_index(built: Path) -> None:
+    for mode in ("approximate", "verified", "exact"):
+        body = run_query(built, "d", "PATTERN SEQ(A a, B b) WHERE b.type = 'C'", mode=mode)
+        assert body["exists"] is False and body["stats"]["index"] != "statistics"

@@ -187,3 +187,40 @@ def test_a_limit_stops_once_its_matches_are_certain(strategy: Strategy, data: st
                 assert cut.count == len(expected) and cut.complete, (limit, query)
     finally:
         driver._SLICE_STEPS = saved
+
+
+@pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
+@SETTINGS
+@given(data=st.data())
+def test_windows_abandoned_and_run_again_count_once(strategy: Strategy, data: st.DataObject) -> None:
+    """A window whose work outgrows the bound is abandoned and run again with more; the windows finished
+    before it in the same call are not run again (their matches would count twice)."""
+    from exact.engine import Budget
+
+    query = data.draw(engine_queries(strategy))
+    table = stream_table(data.draw(engine_streams()))
+    expected = sorted(reference_matches(query, table))
+    budget = Budget(window_steps=data.draw(st.sampled_from([1, 2, 3])))
+    found = evaluate_table(query, table, returns=Return.MATCHES, budget=budget, chains=False)
+    assert found.matches() == expected and found.count == len(expected), query
+    budget = Budget(window_steps=data.draw(st.sampled_from([1, 2, 3])))
+    assert evaluate_table(query, table, returns=Return.COUNT, budget=budget, chains=False).count == len(expected)
+
+
+@pytest.mark.parametrize("strategy", [Strategy.SKIP_TILL_ANY_MATCH, Strategy.SKIP_TILL_NEXT_MATCH,
+                                      Strategy.ROBUST_SKIP_TILL_NEXT_MATCH], ids=lambda s: s.value)
+@pytest.mark.parametrize("steps", [1, 2, 4, 8])
+def test_a_window_run_again_after_one_that_finished(strategy: Strategy, steps: int) -> None:
+    """The first A's window is short, the second's (four B's to combine) outgrows a small bound: it is run
+    again alone, and the first window's matches are counted once."""
+    from exact.engine import Budget
+    from exact.query.language import parse
+
+    table = stream_table([{"seq": i, "ts": i, "type": t} for i, t in enumerate("ABCABBBBBB")])
+    query = parse(f"PATTERN SEQ(A a, B+ b) WITHIN 4 EVENTS STRATEGY {strategy.value}")
+    expected = sorted(reference_matches(query, table))
+    for returns in (Return.COUNT, Return.MATCHES):
+        found = evaluate_table(query, table, returns=returns, budget=Budget(window_steps=steps), chains=False)
+        assert found.count == len(expected)
+        if returns == Return.MATCHES:
+            assert found.matches() == expected

@@ -139,7 +139,7 @@ def test_a_position_no_event_fits_is_named_where_the_search_does_not_run(monkeyp
     table = stream(("A", 0, {"x": 1, "z": 0}), ("B", 0.5), ("A", 100, {"x": 0, "z": 5}), ("B", 100.5))
     body = verified(table, "PATTERN SEQ(A a, B b) WHERE a.x = 1 AND a.z = 5 WITHIN 1 s", leaf_size=2)
     assert cause(body) == ("no event in them can bind a: `a.x = 1 AND a.z = 5` together hold for none of the "
-                           "2 A events they hold")
+                           "A events in them")
 
 
 def test_when_the_order_rules_them_out_it_says_so() -> None:
@@ -179,7 +179,7 @@ def test_the_search_stops_in_time_and_says_so() -> None:
     spent = Budget(time.monotonic() - 1.0, 5)  # the query's own budget, already spent
     said = why_empty(approx.query, result.read, spans=approx.interval_bounds(), budget=spent)
     # out of time, what the read's counts tell is said: no A meets a's condition
-    assert said == "no event in them can bind a: `a.x = 2` holds for none of the 20 A events they hold"
+    assert said == "no event in them can bind a: `a.x = 2` holds for none of the A events in them"
     assert why_empty(approx.query, result.read, spans=approx.interval_bounds()) == (
         "they hold 210 matches of A then B under skip_till_any_match, but `a.x = 2` holds for none of them")
     # every position has events that fit it: out of time, nothing is named
