@@ -128,6 +128,17 @@ def test_query_result_accessors() -> None:
     assert (empty.intervals, empty.stats) == ([], {})
 
 
+def test_query_result_summary_says_more_than_n_when_a_limit_stopped_the_search() -> None:
+    match = {"start_seq": 1, "end_seq": 3, "bindings": {"a": [1]}}
+    assert QueryResult({"exists": True, "count": 1, "matches": [match]}).summary() == "1 match"
+    assert QueryResult({"exists": True, "count": 1200, "matches": [match] * 5,
+                        "truncated": True}).summary() == "1,200 matches"
+    stopped = QueryResult({"exists": True, "count": None, "matches": [match] * 5, "truncated": True})
+    assert stopped.summary() == "more than 5 matches"
+    assert QueryResult({"exists": True, "count": None}).summary() == "at least one match"  # RETURN exists
+    assert QueryResult({"exists": False, "count": 0}).summary() == "0 matches"
+
+
 def test_base_url_forms() -> None:
     assert Client("http://h:1").base == "http://h:1/v1"
     assert Client("http://h:1/v1/").base == "http://h:1/v1"
