@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
-from api.service.datasets import dataset_exists, store_events
+from api.service.datasets import dataset_exists
 from api.service.limits import call_with_timeout
 from exact.engine import Budget, answer, evaluate_table, match_ts, warm_up
 from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
@@ -189,7 +189,7 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
     """
     effective = limit if max_matches is None else (max_matches if limit is None else min(limit, max_matches))
     if max_events and mode == "exact":
-        _refuse_exact_scan_over(home, name, max_events)
+        _refuse_exact_scan_over(home, name, query, max_events)
 
     budget = Budget.of_ms(timeout_ms)
 
@@ -208,12 +208,14 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
     return result
 
 
-def _refuse_exact_scan_over(home: Path, name: str, max_events: int) -> None:
-    """Exact mode reads the whole stream: refuse it before any work when that is over the scan limit."""
+def _refuse_exact_scan_over(home: Path, name: str, query: QueryInput, max_events: int) -> None:
+    """Exact mode reads the whole stream: refuse it before any work when that is over the scan limit — unless
+    the dataset's type counts decide the answer, which then reads nothing."""
     if not dataset_exists(home, name):
         return  # the query itself reports the missing dataset
-    events = store_events(home, name)
-    if events > max_events:
+    snap = EventStore.open(store_dir(dataset_dir(check_dataset_name(name), home))).snapshot()
+    events = snap.events
+    if events > max_events and decided_body(_parsed(query), "exact", snap.type_counts, events) is None:
         raise QueryLimitError(f"mode 'exact' scans all {events:,} events of {name!r}, over the server's "
                               f"limit of {max_events:,}; use mode 'verified'", where="mode")
 

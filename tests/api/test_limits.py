@@ -174,6 +174,10 @@ def test_exact_queries_over_the_scan_limit_are_refused_before_work(home: Path) -
         response = query(client, "PATTERN SEQ(A a, B b)", mode="exact")
         assert error_code(response, 400) == "query_limit"
         assert f"{N:,}" in response.json["error"]["message"]
+        # a question the type counts decide reads nothing: it is answered
+        decided = query(client, "PATTERN SEQ(A a, X x)", mode="exact")
+        assert decided.status_code == 200 and decided.json["count"] == 0
+        assert decided.json["stats"]["events_scanned"] == 0
     finally:
         close(app)
 
