@@ -64,11 +64,12 @@ from numpy.typing import NDArray
 
 from exact.engine import Budget, MatchTable, evaluate_table, match_ts
 from exact.errors import QueryLimitError, SeqsketchError
-from exact.prefilter import EventFrame, condition_mask, type_mask, variable_bits
-from exact.query.ast import Absent, Condition, Field, Literal, Query, Return, Strategy, WithinEvents
+from exact.prefilter import EventFrame
+from exact.query.ast import Absent, Condition, Query, Return, Strategy, WithinEvents
 from exact.query.language import condition_text, element_text, window_text
 from exact.query.language.lexical import attribute
 from exact.query.normalize import Plan, VarPlan, normalize
+from sketch.answer.unbindable import unbindable
 from sketch.evaluate.explain import Position
 from sketch.evaluate.explain import window_text as window_phrase
 from sketch.evaluate.windows import is_contiguous
@@ -143,12 +144,12 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
         search_budget = _budget(budget, spent_ms)
         if read.unfiltered_events > MAX_EVENTS or (
                 search_budget.deadline is not None and time.monotonic() > search_budget.deadline):
-            return _unbindable(plan, read, type_counts) or (
+            return _told(plan, read) or (
                 f"{_GENERIC} (the {read.unfiltered_events:,} events to search are more than the "
                 f"{MAX_EVENTS:,} the search for which one looks through, or its time ran out)")
         read = read.unfiltered()
     if read.events > MAX_EVENTS:
-        return _unbindable(plan, read, type_counts) or (
+        return _told(plan, read) or (
             f"{_GENERIC} (the {read.events:,} events read are more than the {MAX_EVENTS:,} the search for "
             "which one looks through)")
     relaxations = _relaxations(query, plan, group_key)
@@ -168,11 +169,11 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
             if found.count:
                 return _cause(query, plan, relaxation, found)
             tried.append(relaxation)
-        return _unbindable(plan, read, type_counts) or _nothing_single(query, plan, search, tried, unread)
+        return _told(plan, read) or _nothing_single(query, plan, search, tried, unread)
     except _TimedOut:
-        unbindable = _unbindable(plan, read, type_counts)
-        if unbindable is not None:
-            return unbindable
+        told = _told(plan, read)
+        if told is not None:
+            return told
         done = f" ({_without(tried, 'or')}, they hold no match)" if tried else ""
         return f"{_GENERIC}; the search for which one ran out of time{done}"
 
@@ -180,65 +181,9 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
 _GENERIC = "conditions, negation, the window or the strategy rule them out"
 
 
-def _unbindable(plan: Plan, read: Read, type_counts: Mapping[str, int] | None) -> str | None:
-    """The cause when a position of the pattern has no event in the read that fits it on its own (by type
-    and by the conditions on its variable alone): those of its variable's conditions that alone hold for
-    none of its type's events there (or all of them together), with the number of those events.  Counted
-    with the engine's own per-variable test on the events read (every event of the types read)."""
-    if not any(v.properties for v in plan.positives):
-        return None
-    frames = [events if isinstance(events, EventFrame) else EventFrame.build(events) for events, _ in read.pieces]
-    fitting = np.zeros(len(plan.positives), dtype=np.int64)
-    for frame in frames:
-        fitting += np.asarray(variable_bits(frame, plan.positives)[1], dtype=np.int64)
-    said: list[str] = []
-    for first in (g for element in plan.elements for g in element):
-        members = plan.group_members[first]
-        if any(fitting[i] for i in members):
-            continue
-        variables = [plan.positives[i] for i in members]
-        if not all(v.types is not None and v.types <= (read.types or v.types) for v in variables):
-            return None  # (a variable of any type: not all its events were read)
-        parts = []
-        for v in variables:
-            assert v.types is not None
-            names = " or ".join(sorted(v.types))
-            # the conditions the engine tests on v alone (those written, and those the equality closure
-            # adds); a presence test (PARTITION BY) is not named: the cause is then left to the search
-            own = [c for c in v.properties if _one_variable(c)]
-            if not own or len(own) < len(v.properties) or any(_presence(c) for c in own):
-                return None
-            if read.unfiltered is not None:
-                # the read kept only events some variable can bind: v's type's others are not at hand
-                text = " AND ".join(condition_text(c) for c in own)
-                parts.append(f"`{text}` {'holds' if len(own) == 1 else 'together hold'} for none of the "
-                             f"{names} events in them")
-                continue
-            of_type = sum(int(type_mask(f, v.types).sum()) for f in frames)
-            if not of_type:
-                return None
-            alone = [c for c in own if not any((type_mask(f, v.types) & condition_mask(f, c)).any() for f in frames)]
-            if len(alone) == 1:
-                what = f"`{condition_text(alone[0])}` holds"
-            elif alone:
-                what = " and ".join(f"`{condition_text(c)}`" for c in alone) + " each hold"
-            else:
-                what = "`" + " AND ".join(condition_text(c) for c in own) + "` together hold"
-            parts.append(f"{what} for none of the {of_type:,} {names} events they hold")
-        said.append(" or ".join(v.name for v in variables) + ": " + "; ".join(parts))
-    return "no event in them can bind " + "; nor ".join(said) if said else None
-
-
-def _presence(cond: Condition) -> bool:
-    """``v.x = v.x``: the "x is present" PARTITION BY adds."""
-    return (isinstance(cond.left, Field) and isinstance(cond.right, Field)
-            and cond.left.attr == cond.right.attr)
-
-
-def _one_variable(cond: Condition) -> bool:
-    """Can ``cond`` be evaluated over single events (a property: no ``prev``, no run operand)?"""
-    return all(isinstance(o, (Field, Literal)) and not (isinstance(o, Field) and o.prev)
-               for o in (cond.left, cond.right))
+def _told(plan: Plan, read: Read) -> str | None:
+    """What the events read tell at once (:func:`sketch.answer.unbindable.unbindable`)."""
+    return unbindable(plan, [e for e, _ in read.pieces], read.types, filtered=read.unfiltered is not None)
 
 
 def _budget(budget: Budget | None, spent_ms: float | None) -> Budget:
