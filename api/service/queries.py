@@ -19,16 +19,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
+import pyarrow as pa
 
 from api.service.datasets import dataset_exists
 from api.service.limits import call_with_timeout
-from exact.engine import Budget, answer, evaluate_table, match_ts, warm_up
+from exact.engine import Budget, answer, evaluate_table, warm_up
+from exact.engine.columns import bound_columns_of
+from exact.engine.matchtable import match_times
 from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
 from exact.events import iso_of_micros, to_records
 from exact.query.ast import Query
 from exact.query.language import attribute_kinds, check_kinds, load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
-from sketch.answer.verify import StoreSource, answer_indexed, decided_body, exact_body, needed_columns
+from sketch.answer.cases import case_lookup
+from sketch.answer.verify import StoreSource, TableSource, answer_indexed, decided_body, exact_body, needed_columns
 from sketch.dataset import INDEX_KEY, Dataset, require_index
 
 if TYPE_CHECKING:
@@ -56,11 +60,12 @@ def prepare_queries() -> None:
 
 def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified",
               limit: int | None = None, granularity: int | None = None,
-              budget: Budget | None = None) -> QueryAnswer:
+              budget: Budget | None = None, columnar: bool = False) -> QueryAnswer:
     """Answer ``query`` (text, JSON text, the JSON form or a parsed query) on dataset ``name``.
 
     ``granularity`` is the tree level approximate intervals are resolved at (default: leaves); ``budget``
-    the time the engine may take (it reads its clock between slices of its work).
+    the time the engine may take (it reads its clock between slices of its work); ``columnar``: the rows
+    (matches, cases or intervals) as one Arrow table under ``rows`` (docs/contract.md §3.6) instead of lists.
     """
     if mode not in QUERY_MODES:
         raise QuerySemanticError(f"unknown mode {mode!r}; choose one of {', '.join(QUERY_MODES)}",
@@ -69,19 +74,19 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
         raise QuerySemanticError(f"limit must be an integer ≥ 1, got {limit!r}", where="limit")
     if mode != "exact":
         return indexed_query(home, name, query, mode=mode, limit=limit, granularity=granularity,
-                             budget=budget)
+                             budget=budget, columnar=columnar)
     parsed = _parsed(query)
     if not dataset_exists(home, name):
         raise NotFound(f"dataset {name!r} does not exist", where=name)
     dataset = Dataset.open(home, name)
     snap = dataset.store.snapshot()
     _check_attribute_kinds(query, parsed, snap.attrs)
-    decided = decided_body(parsed, "exact", snap.type_counts, snap.events)
+    decided = decided_body(parsed, "exact", snap.type_counts, snap.events, columnar)
     if decided is not None:  # the type counts answer it: no layout or part is opened
         return {"dataset": name, "index_version": None, **decided}
     partition = dataset.partition(snap)
     body = exact_body(parsed, StoreSource(dataset.store, snap), limit=limit, partition=partition,
-                      budget=budget)
+                      budget=budget, columnar=columnar)
     return {"dataset": name, "index_version": None, **body}
 
 
@@ -97,7 +102,8 @@ def full_scan(home: Path, name: str, query: QueryInput,
     columns = [c for c in needed_columns(parsed) if not c.startswith("attrs.") or snap.attrs]
     table = store.read_table(snapshot=snap, columns=columns, type_dictionary=True)
     found = evaluate_table(parsed, table, limit=limit)
-    body = answer(parsed, found, match_ts(table, found), limit=limit)
+    body = answer(parsed, found, match_times(table, found), limit=limit,
+                  case_of=case_lookup(parsed, TableSource(table)))
     return {**body, "stats": {"total_ms": round((time.perf_counter() - started) * 1000.0, 3),
                               "events_scanned": table.num_rows}}
 
@@ -149,7 +155,7 @@ def _check_unicode(text: str) -> None:
 
 def indexed_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified",
                   limit: int | None = None, granularity: int | None = None,
-                  budget: Budget | None = None) -> QueryAnswer:
+                  budget: Budget | None = None, columnar: bool = False) -> QueryAnswer:
     """The ``approximate`` and ``verified`` modes of docs/contract.md §3 on dataset ``name``'s index snapshot.
 
     The store snapshot and the tree come from one manifest, so the answer sees the events the index covers.
@@ -164,7 +170,7 @@ def indexed_query(home: Path, name: str, query: QueryInput, *, mode: str = "veri
     dataset = Dataset.open(home, name)
     stored = dataset.store.snapshot()
     _check_attribute_kinds(query, parsed, stored.attrs)
-    decided = decided_body(parsed, mode, stored.type_counts, stored.events)
+    decided = decided_body(parsed, mode, stored.type_counts, stored.events, columnar)
     if decided is not None:  # the type counts answer it: no index, layout or part is opened
         version = ((stored.extra or {}).get(INDEX_KEY) or {}).get("version")
         if version is None:
@@ -174,18 +180,19 @@ def indexed_query(home: Path, name: str, query: QueryInput, *, mode: str = "veri
     tree = require_index(snap, name)
     body = answer_indexed(parsed, tree, StoreSource(dataset.store, snap.store), mode=mode, limit=limit,
                           granularity=granularity or 0, partition=dataset.partition(snap.store),
-                          budget=budget)
+                          budget=budget, columnar=columnar)
     return {"dataset": name, "index_version": snap.index_version, **body}
 
 
 def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: str = "verified",
                   limit: int | None = None, granularity: int | None = None, include_events: bool = False,
                   max_matches: int | None = None, timeout_ms: int | None = None,
-                  max_events: int | None = None) -> QueryAnswer:
+                  max_events: int | None = None, columnar: bool = False) -> QueryAnswer:
     """:func:`run_query` under per-query limits.
 
     ``max_matches`` caps the matches returned (the answer says ``truncated``); ``timeout_ms`` bounds the
     wall time and ``max_events`` the events a query may scan (both refuse with ``query_limit``).
+    ``include_events`` adds each match's bound events (as ``events``, or as columns when ``columnar``).
     """
     effective = limit if max_matches is None else (max_matches if limit is None else min(limit, max_matches))
     if max_events and mode == "exact":
@@ -195,13 +202,18 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
 
     def run() -> QueryAnswer:
         return run_query(home, name, query, mode=mode, limit=effective,
-                         granularity=granularity if mode == "approximate" else None, budget=budget)
+                         granularity=granularity if mode == "approximate" else None, budget=budget,
+                         columnar=columnar)
 
     # the engine stops itself at the limit; the thread is the backstop for work that cannot look at a clock
     result = call_with_timeout(run, timeout_ms and timeout_ms + _GRACE_MS, "the query", limit_ms=timeout_ms)
     if max_events and (result.get("stats") or {}).get("events_scanned", 0) > max_events:
         raise QueryLimitError(f"the query scanned {result['stats']['events_scanned']:,} events, over the "
                               f"server's limit of {max_events:,}")
+    if include_events and isinstance(result.get("rows"), pa.Table) and result["rows"].num_rows \
+            and "start_seq" in result["rows"].column_names and any(
+                c.endswith(".seq") for c in result["rows"].column_names):
+        result["rows"] = bound_columns(home, name, result["rows"])
     if include_events and result.get("matches"):
         for match, events in zip(result["matches"], bound_events(home, name, result["matches"]), strict=True):
             match["events"] = events
@@ -247,7 +259,8 @@ def query_text(query: str | Mapping[str, Any]) -> str:
 def logged_query(catalog: Catalog, home: Path, name: str, query: str | Mapping[str, Any], *,
                  mode: str = "verified", limit: int | None = None, granularity: int | None = None,
                  include_events: bool = False, timeout_ms: int | None = None,
-                 limits: QueryLimits = QueryLimits(), token: str | None = None) -> QueryAnswer:
+                 limits: QueryLimits = QueryLimits(), token: str | None = None,
+                 columnar: bool = False) -> QueryAnswer:
     """:func:`limited_query` under the server's ``limits`` (and the request's ``timeout_ms`` when tighter),
     written to the catalog's query log with its time, counts and error code — or ``internal`` for a fault —
     and the name of the ``token`` that asked."""
@@ -260,7 +273,7 @@ def logged_query(catalog: Catalog, home: Path, name: str, query: str | Mapping[s
         answer = limited_query(
             home, name, query, mode=mode, limit=limit, granularity=granularity, include_events=include_events,
             max_matches=limits.max_matches, timeout_ms=tighter_timeout(timeout_ms, limits.timeout_ms),
-            max_events=limits.max_events)
+            max_events=limits.max_events, columnar=columnar)
         return answer
     except SeqsketchError as err:
         error_code = err.code
@@ -301,3 +314,20 @@ def bound_events(home: Path, name: str, matches: Sequence[Mapping[str, Any]]) ->
             iso = iso_of_micros(ts) if isinstance(ts, int) else str(ts)
             by_seq[seq] = {"seq": seq, "ts": iso, "type": row["type"], "attrs": row.get("attrs", {})}
     return [[by_seq[s] for s in seqs if s in by_seq] for seqs in per_match]
+
+
+def bound_columns(home: Path, name: str, rows: pa.Table) -> pa.Table:
+    """A matches table with its bound events' ``<var>.type`` and ``<var>.attrs.<attribute>`` columns (docs/contract.md
+    §3.6): every bound event of every match read together, in one pass over the store."""
+    variables = [c[:-len(".seq")] for c in rows.column_names if c.endswith(".seq")]
+    seqs = [rows.column(f"{v}.seq").combine_chunks() for v in variables]
+    flat = [s.flatten() if pa.types.is_list(s.type) else s for s in seqs]
+    wanted = np.unique(np.concatenate([f.drop_null().to_numpy(zero_copy_only=False) for f in flat] or
+                                      [np.zeros(0, dtype=np.int64)]).astype(np.int64))
+    if not len(wanted):
+        return rows
+    from sketch.partition.answer import runs_of
+
+    store = EventStore.open(store_dir(dataset_dir(name, home)))
+    events, _ = store.read_ranges(runs_of(wanted), snapshot=store.snapshot())
+    return bound_columns_of(rows, variables, events)

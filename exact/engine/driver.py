@@ -20,7 +20,8 @@ variable can bind take part (Cadonna's filtered windows, Thm. 5.1).  Then:
    as plain Python with Python's integers (:func:`exact.engine.kernels.python_kernels`) — exact, and slow.
 5. **What is kept** follows ``RETURN``: ``exists`` stops at the first match, ``count`` only counts,
    ``intervals`` merges spans as they come, ``matches`` keeps the bindings of the first ``limit`` matches
-   in answer order and stops once they are certain (the count is then unknown).  An OR position bound to
+   in answer order and stops once they are certain (the count is then unknown), ``cases`` keeps every
+   match (each case's matches are counted, and a limit cuts cases, not matches).  An OR position bound to
    the same events under several alternatives is reported once, under the first alternative; SASE+
    negation (:mod:`exact.engine.negation`) drops the matches with a forbidden event in a negated gap.  Both need
    the bindings, so a query with either keeps them until they are applied.
@@ -149,7 +150,10 @@ def evaluate_table(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | E
         return MatchTable(names)
     evaluation = _Evaluation(plan, frame, type_counts=type_counts, starts=starts, two_phase=two_phase,
                              prefilter=prefilter)
-    return evaluation.run(query.returns if returns is None else returns, limit, budget or Budget(), chains)
+    returns = query.returns if returns is None else returns
+    if returns == Return.CASES:  # every match's place is needed to count the cases' matches: a limit cuts cases
+        limit = None
+    return evaluation.run(returns, limit, budget or Budget(), chains)
 
 
 def absent_types(plan: Plan, type_counts: Mapping[str, int] | None) -> bool:
@@ -237,6 +241,8 @@ class _Evaluation:
         firsts = self._firsts()
         if not len(firsts):
             return MatchTable(self.names)
+        if returns == Return.CASES:  # the kernels keep every match whole
+            returns = Return.MATCHES
         return self._kernel(firsts, dropped, returns, limit, budget)
 
     def _firsts(self) -> np.ndarray:
@@ -282,8 +288,11 @@ class _Evaluation:
             table = table.take(self._negation(table))
             table.count = len(table)
             table.spans = merge_spans(table.start, table.end)
-            return self._cut(table, returns, limit)
+            return self._cut(table, Return.MATCHES if returns == Return.CASES else returns, limit)
         table = MatchTable(self.names, start, end, count=m)
+        if returns == Return.CASES:  # every match's first and last event, no bindings: one match per start
+            table.spans, table.off = None, np.zeros(m + 1, dtype=_I64)
+            return table
         table.spans = merge_spans(start, end) if returns in (Return.MATCHES, Return.INTERVALS) else None
         if returns == Return.MATCHES:
             keep = np.arange(m if limit is None else min(m, limit))  # one match per start: sorted already

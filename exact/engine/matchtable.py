@@ -20,9 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from exact.arrays import run_positions
+from exact.engine.columns import SeqTimes, cases_of, intervals_arrow, matches_arrow
 from exact.events import micros
 from exact.prefilter import EventFrame
 from exact.query.ast import Query, Return
+from exact.query.normalize import normalize
 
 _I64 = np.int64
 
@@ -223,15 +225,23 @@ def iso_ts_many(micros: np.ndarray | Sequence[int]) -> list[str]:
 
 
 def answer(query: Query, found: MatchTable | Sequence[Match],
-           ts_of: Mapping[int, int] | Callable[[int], int], *, limit: int | None = None) -> dict[str, Any]:
+           ts_of: Mapping[int, int] | Callable[[int], int], *, limit: int | None = None,
+           case_of: Callable[[np.ndarray], pa.Array] | None = None, columnar: bool = False) -> dict[str, Any]:
     """The query-dependent parts of a docs/contract.md §3 answer: ``strategy``, ``exists``, ``count`` (None when
     the search stopped at ``limit``), ``truncated``, and by ``RETURN`` the ``matches`` (the first ``limit``
-    in answer order) and ``intervals``.  ``ts_of`` maps a seq to its UTC microseconds."""
+    in answer order), ``intervals`` or ``cases`` (the first ``limit``, with ``case_count``).  ``ts_of`` maps
+    a seq to its UTC microseconds (a :class:`SeqTimes` looks many up at once); ``case_of`` gives the case
+    of each of an array of first seqs (needed for ``RETURN cases``, and adds each match's ``case``).
+
+    ``columnar``: the rows (matches, cases or intervals) come as one Arrow table under ``rows``
+    (:mod:`exact.engine.columns`) instead of JSON objects."""
     table = found if isinstance(found, MatchTable) else _ListTable(sorted(found))
-    lookup: Callable[[int], int] = ts_of.__getitem__ if isinstance(ts_of, Mapping) else ts_of
+    times = _times(ts_of)
     # RETURN exists asks only the yes/no: the search stops at the first match, so the count is not known
     count = (None if table.exists else 0) if query.returns == Return.EXISTS else table.count
     out: dict[str, Any] = {"strategy": query.strategy.value, "exists": table.exists, "count": count}
+    if query.returns == Return.CASES:
+        return _cases_answer(out, table, times, limit, case_of, columnar)
     shown: list[Match] = []
     shown_ends = np.zeros((0, 2), dtype=_I64)
     spans: np.ndarray = np.zeros((0, 2), dtype=_I64)
@@ -251,8 +261,22 @@ def answer(query: Query, found: MatchTable | Sequence[Match],
             spans = table.spans
         else:  # the search stopped early: the spans of what it found
             spans = merge_spans(shown_ends[:, 0], shown_ends[:, 1])
-    seqs = np.unique(np.concatenate([shown_ends.ravel(), np.asarray(spans, dtype=_I64).ravel()])).tolist()
-    text = dict(zip(seqs, iso_ts_many([lookup(s) for s in seqs]), strict=True))
+    spans = np.asarray(spans, dtype=_I64).reshape(-1, 2)
+    cases = case_of(shown_ends[:, 0]) if case_of is not None and len(shown_ends) else None
+    if columnar:
+        if query.returns == Return.MATCHES:
+            if not isinstance(table, MatchTable):
+                table = _as_table(tuple(v.name for v in normalize(query).positives), shown)
+                order = np.arange(len(shown), dtype=_I64)
+            assert order is not None
+            kleene = frozenset(v.name for v in query.variables() if v.kleene)
+            out["rows"] = matches_arrow(table, order, times, kleene, cases if case_of is not None else None)
+        elif query.returns == Return.INTERVALS:
+            out["rows"] = intervals_arrow(spans, times)
+        out["truncated"] = truncated
+        return out
+    seqs = np.unique(np.concatenate([shown_ends.ravel(), spans.ravel()]))
+    text = dict(zip(seqs.tolist(), iso_ts_many(times.many(seqs)), strict=True))
     if query.returns == Return.MATCHES:
         if isinstance(table, MatchTable) and order is not None:
             with without_collector():
@@ -261,11 +285,72 @@ def answer(query: Query, found: MatchTable | Sequence[Match],
             out["matches"] = [
                 {"start_seq": m.start_seq, "end_seq": m.end_seq, "start_ts": text[m.start_seq],
                  "end_ts": text[m.end_seq], "bindings": m.bindings_dict()} for m in shown]
+        if cases is not None:
+            for match, value in zip(out["matches"], cases.to_pylist(), strict=True):
+                match["case"] = value
     if query.returns in (Return.MATCHES, Return.INTERVALS):
         out["intervals"] = [{"start_seq": s, "end_seq": e, "start_ts": text[s], "end_ts": text[e]}
-                            for s, e in np.asarray(spans, dtype=_I64).reshape(-1, 2).tolist()]
+                            for s, e in spans.tolist()]
     out["truncated"] = truncated
     return out
+
+
+class _Lookup:
+    """A seq → ts lookup one at a time, read as a :class:`SeqTimes`."""
+
+    def __init__(self, lookup: Callable[[int], int]) -> None:
+        self._lookup = lookup
+
+    def many(self, seqs: np.ndarray) -> np.ndarray:
+        return np.fromiter((self._lookup(s) for s in np.asarray(seqs).tolist()), dtype=_I64, count=len(seqs))
+
+
+def _times(ts_of: Mapping[int, int] | Callable[[int], int]) -> Any:
+    if isinstance(ts_of, SeqTimes):
+        return ts_of
+    return _Lookup(ts_of.__getitem__ if isinstance(ts_of, Mapping) else ts_of)
+
+
+def _cases_answer(out: dict[str, Any], table: Any, times: Any, limit: int | None,
+                  case_of: Callable[[np.ndarray], pa.Array] | None, columnar: bool) -> dict[str, Any]:
+    """``RETURN cases``: the cases holding a match in the order of their first matches, the first ``limit``."""
+    if isinstance(table, MatchTable):
+        order = table.answer_order(None)
+        starts, ends = table.start[order], table.end[order]
+    else:
+        shown = table.matches(None)
+        starts = np.asarray([m.start_seq for m in shown], dtype=_I64)
+        ends = np.asarray([m.end_seq for m in shown], dtype=_I64)
+    if len(starts) and case_of is None:
+        raise ValueError("RETURN cases needs the case of each match")
+    keys = case_of(starts) if case_of is not None and len(starts) else pa.array([], pa.null())
+    every = cases_of(starts, ends, keys)
+    cases = every.head(limit)
+    out["case_count"] = len(every) if table.complete else None
+    if columnar:
+        out["rows"] = cases.arrow(times)
+    else:
+        firsts = np.unique(np.concatenate([cases.start, cases.end]))
+        text = dict(zip(firsts.tolist(), iso_ts_many(times.many(firsts)), strict=True))
+        out["cases"] = [{"case": value, "matches": n, "start_seq": a, "end_seq": b, "start_ts": text[a],
+                         "end_ts": text[b]}
+                        for value, n, a, b in zip(cases.value.to_pylist(), cases.matches.tolist(),
+                                                  cases.start.tolist(), cases.end.tolist(), strict=True)]
+    out["truncated"] = not table.complete or len(cases) < len(every)
+    return out
+
+
+def _as_table(names: tuple[str, ...], matches: Sequence[Match]) -> MatchTable:
+    """Matches given as values, as a table (their order kept)."""
+    index = {n: i for i, n in enumerate(names)}
+    var = [index[n] for m in matches for n, seqs in m.bindings for _ in seqs]
+    seq = [s for m in matches for _, seqs in m.bindings for s in seqs]
+    lengths = [sum(len(seqs) for _, seqs in m.bindings) for m in matches]
+    off = np.zeros(len(matches) + 1, dtype=_I64)
+    off[1:] = np.cumsum(lengths)
+    return MatchTable(names, np.asarray([m.start_seq for m in matches], dtype=_I64),
+                      np.asarray([m.end_seq for m in matches], dtype=_I64), off,
+                      np.asarray(var, dtype=_I64), np.asarray(seq, dtype=_I64), count=len(matches))
 
 
 class _ListTable:
@@ -289,10 +374,26 @@ class _ListTable:
 # ------------------------------------------------------------------------------------------- times
 
 
-def match_ts(events: pa.Table | EventFrame, matches: Sequence[Match] | MatchTable) -> dict[int, int]:
+def match_times(events: pa.Table | EventFrame, table: MatchTable) -> SeqTimes:
+    """The ts of every event ``table`` names — its matches' first, last and bound events and its spans' ends —
+    found in the seq-sorted ``events`` (for :func:`answer`): a frame's own columns, else looked up."""
+    if isinstance(events, EventFrame):
+        return SeqTimes(events.seq, events.ts)
+    spans = [table.spans.ravel()] if table.spans is not None else []
+    wanted = np.unique(np.concatenate([table.start, table.end, table.seq, *spans]).astype(_I64))
+    if not len(wanted) or len(events) == 0:
+        return SeqTimes.empty()
+    found = match_ts(events, table, wanted)
+    return SeqTimes(wanted, np.fromiter(map(found.__getitem__, wanted.tolist()), dtype=_I64, count=len(wanted)))
+
+
+def match_ts(events: pa.Table | EventFrame, matches: Sequence[Match] | MatchTable,
+             wanted_seqs: np.ndarray | None = None) -> dict[int, int]:
     """seq → ts (UTC microseconds) of the first and last events of ``matches`` (for :func:`answer`),
     found in the seq-sorted ``events`` chunk by chunk: a full scan's columns are never converted whole."""
-    if isinstance(matches, MatchTable):
+    if wanted_seqs is not None:
+        wanted_list = wanted_seqs.tolist()
+    elif isinstance(matches, MatchTable):
         spans = [matches.spans.ravel()] if matches.spans is not None else []
         wanted_arr = np.unique(np.concatenate([matches.start, matches.end, *spans]))
         wanted_list = wanted_arr.tolist()

@@ -79,6 +79,8 @@ class Return(str, Enum):
     INTERVALS = "intervals"
     EXISTS = "exists"
     COUNT = "count"
+    #: the partitions (cases) holding a match, each with its number of matches and its first match's interval
+    CASES = "cases"
 
 
 @dataclass(frozen=True)

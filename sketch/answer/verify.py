@@ -41,9 +41,10 @@ from exact.engine import (
     answer,
     evaluate_table,
     iso_ts_many,
-    match_ts,
     merge_spans,
 )
+from exact.engine.columns import SeqTimes
+from exact.engine.matchtable import match_times
 from exact.events import ATTRS, micros
 from exact.prefilter import EventFrame
 from exact.query.ast import Query, Return, Strategy
@@ -51,6 +52,7 @@ from exact.query.normalize import Plan, normalize
 from exact.store import EventStore, Snapshot, type_mask
 from exact.store.manifest import SeqRanges
 from exact.store.rowfilter import RowFilter, row_filter
+from sketch.answer.cases import case_lookup
 from sketch.answer.cause import Read, why_empty
 from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
 from sketch.partition.answer import columns_without_key, keyed_frame, partition_body, runs_of, served, tail_of
@@ -222,7 +224,7 @@ class Verification:
     found: MatchTable
     events_scanned: int
     regions: int
-    ts_of: dict[int, int]
+    ts_of: SeqTimes
     events_checked: int = 0
     #: the events handed to the engine, kept for explaining an empty answer (:mod:`sketch.answer.cause`)
     read: Read | None = None
@@ -277,7 +279,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     tables: list[MatchTable] = []
     pieces: list[tuple[pa.Table | EventFrame, tuple[int, int]]] = []
     read_pieces: list[tuple[SeqRanges, tuple[int, int]]] = []
-    ts_of: dict[int, int] = {}
+    times: list[SeqTimes] = []
     scanned = checked = 0
     names = tuple(v.name for v in plan.positives)
 
@@ -286,7 +288,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         read_pieces.append((ranges, (region.start_lo, region.start_hi)))
         found = evaluate_table(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi),
                                budget=budget, limit=limit)
-        ts_of.update(match_ts(table, found))
+        times.append(match_times(table, found))
         return found
 
     def read() -> Read:
@@ -307,7 +309,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         ranges, n_regions, whole = approx.read_plan(merge_gap)
         frame, scanned = source.read_frame(ranges, cols, keep_types, keep)
         found = run(whole, frame, ranges) if whole is not None else MatchTable(names)
-        return Verification(found, scanned, n_regions, ts_of, len(frame), read())
+        return Verification(found, scanned, n_regions, SeqTimes.merged(times), len(frame), read())
 
     regions = approx.regions(merge_gap)
     per_region = _region_ranges(approx, regions)
@@ -350,8 +352,8 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
                 # more than ``limit`` matches, in regions of increasing starts: the first ``limit`` are certain
                 out = combined(names, tables)
                 out.count, out.spans, out.complete = None, None, False
-                return Verification(out, scanned, len(regions), ts_of, checked, read())
-    return Verification(combined(names, tables), scanned, len(regions), ts_of, checked, read())
+                return Verification(out, scanned, len(regions), SeqTimes.merged(times), checked, read())
+    return Verification(combined(names, tables), scanned, len(regions), SeqTimes.merged(times), checked, read())
 
 
 def combined(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
@@ -416,13 +418,14 @@ def approximate_body(approx: Approximation, *, events_total: int) -> dict[str, A
 
 def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *, mode: str = "verified",
                    limit: int | None = None, granularity: int = 0, partition: PartitionIndex | None = None,
-                   budget: Budget | None = None) -> dict[str, Any]:
+                   budget: Budget | None = None, columnar: bool = False) -> dict[str, Any]:
     """The docs/contract.md §3 answer (without ``dataset`` and ``index_version``) of ``query`` in ``mode``.
 
     ``approximate``: from the tree alone.  ``verified``: approximate, then :func:`verify` on the candidates.
     ``exact``: the exact engine over the whole stream (``tree`` unused; may be None).  A query partitioned
     on ``partition``'s key is answered from the partition-clustered tree (:mod:`sketch.partition.answer`):
-    the planner's choice, reported as ``stats.index`` (``partition`` or ``stream``).
+    the planner's choice, reported as ``stats.index`` (``partition`` or ``stream``).  ``columnar``: the
+    answer's rows as one Arrow table under ``rows`` (see :func:`exact.engine.answer`).
     """
     if mode not in MODES:
         from exact.errors import QuerySemanticError
@@ -430,12 +433,13 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
         raise QuerySemanticError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}", where="mode")
     started = time.perf_counter()
     if mode == "exact":
-        return exact_body(query, source, limit=limit, partition=partition, budget=budget)
+        return exact_body(query, source, limit=limit, partition=partition, budget=budget, columnar=columnar)
     plan = normalize(query)
     if partition is not None and served(query, partition.key) and granularity == 0:
         # (a coarser granularity asks for the stream tree's levels)
         return partition_body(query, plan, partition, source, mode=mode, limit=limit,
-                              columns=needed_columns(query), types=read_types(query, plan), budget=budget)
+                              columns=needed_columns(query), types=read_types(query, plan), budget=budget,
+                              columnar=columnar)
     stats: dict[str, Any] = {"index": "stream", "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
                              "nodes_probed": 0, "candidate_intervals": 0, "events_scanned": 0,
                              "events_total": source.events_total}
@@ -461,7 +465,8 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
     result = verify(approx, source, budget=budget, limit=limit)
     stats["verify_ms"] = _ms(verifying)
     stats["events_scanned"] = result.events_scanned
-    body = answer(query, result.found, result.ts_of.__getitem__, limit=limit)
+    body = answer(query, result.found, result.ts_of, limit=limit, case_of=case_lookup(query, source, partition),
+                  columnar=columnar)
     if not result.found.exists:
         body["explain"] = approx.explain if approx.explain is not None else (
             f"{stats['candidate_intervals']} candidate interval(s) of {approx.coverage():,} events hold no "
@@ -472,8 +477,8 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
     return {"mode": mode, **body, "stats": stats}
 
 
-def decided_body(query: Query, mode: str, type_counts: Mapping[str, int], events_total: int
-                 ) -> dict[str, Any] | None:
+def decided_body(query: Query, mode: str, type_counts: Mapping[str, int], events_total: int,
+                 columnar: bool = False) -> dict[str, Any] | None:
     """The answer (without ``dataset`` and ``index_version``) when the dataset's type counts decide it — a
     position of the pattern needs types no event has — made before any index or store file is opened; None
     when they do not decide it.  ``stats.index`` is ``statistics`` (``null`` in exact mode)."""
@@ -495,7 +500,7 @@ def decided_body(query: Query, mode: str, type_counts: Mapping[str, int], events
         if query.returns != Return.EXISTS:
             body["intervals"] = []
     else:
-        body.update(answer(query, MatchTable(tuple(v.name for v in plan.positives)), {}))
+        body.update(answer(query, MatchTable(tuple(v.name for v in plan.positives)), {}, columnar=columnar))
     if mode != "exact":  # (exact answers do not explain)
         body["explain"] = f"{label} never occurs in the history"
     body["stats"] = {"index": None if mode == "exact" else "statistics", "approximate_ms": 0.0,
@@ -505,7 +510,8 @@ def decided_body(query: Query, mode: str, type_counts: Mapping[str, int], events
 
 
 def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
-               partition: PartitionIndex | None = None, budget: Budget | None = None) -> dict[str, Any]:
+               partition: PartitionIndex | None = None, budget: Budget | None = None,
+               columnar: bool = False) -> dict[str, Any]:
     """The ``exact`` answer: the engine over every event of the stream, no index.  Only the columns the
     query needs are read, and only the events of types a variable can bind (from the seek files, in place;
     every event under the contiguity strategies); a query partitioned on the store's partition key gets
@@ -534,7 +540,8 @@ def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
         scanned = len(frame)
     table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts())
     stats["events_scanned"] = scanned
-    body = answer(query, table, match_ts(frame, table), limit=limit)
+    body = answer(query, table, match_times(frame, table), limit=limit,
+                  case_of=case_lookup(query, source, partition), columnar=columnar)
     stats["verify_ms"] = _ms(started)
     stats["total_ms"] = stats["verify_ms"]
     return {"mode": "exact", **body, "stats": stats}

@@ -19,13 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from exact.engine import Budget, answer, evaluate_table, iso_ts_many, match_ts
-from exact.engine.matchtable import merge_spans
+from exact.engine import Budget, answer, evaluate_table, iso_ts_many
+from exact.engine.matchtable import match_times, merge_spans
 from exact.prefilter import EventFrame
 from exact.query.ast import Query, Return, Strategy
 from exact.query.normalize import Plan
 from exact.store.grouping import Layout
 from exact.store.rowfilter import RowFilter, row_filter
+from sketch.answer.cases import case_lookup
 from sketch.answer.cause import Read, why_empty
 from sketch.partition.index import PartitionIndex, Tail, position_types, read_tail
 
@@ -89,7 +90,7 @@ def columns_without_key(query: Query, columns: list[str], key: str) -> list[str]
 
 def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any, *, mode: str,
                    limit: int | None, columns: list[str], types: frozenset[str] | None,
-                   budget: Budget | None = None) -> dict[str, Any]:
+                   budget: Budget | None = None, columnar: bool = False) -> dict[str, Any]:
     """The §3 answer body (without dataset and index version) of ``query`` in ``approximate`` or
     ``verified`` mode from the partition index."""
     started = time.perf_counter()
@@ -153,7 +154,8 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
     table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts())
     stats["verify_ms"] = _ms(verifying)
     stats["events_scanned"] = scanned
-    body = answer(query, table, match_ts(frame, table), limit=limit)
+    body = answer(query, table, match_times(frame, table), limit=limit,
+                  case_of=case_lookup(query, source, pindex), columnar=columnar)
     if not body["exists"]:
         body["explain"] = explain or (
             f"{len(groups):,} {layout.key}(s) hold every type of the pattern, but none of them holds a "

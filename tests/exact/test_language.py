@@ -215,7 +215,8 @@ def test_every_strategy(strategy):
 
 @pytest.mark.parametrize("mode", list(Return))
 def test_every_return_mode(mode):
-    assert parse(f"PATTERN A a RETURN {mode.value}").returns is mode
+    # (a case is a value of PARTITION BY: RETURN cases needs one)
+    assert parse(f"PATTERN A a PARTITION BY case RETURN {mode.value}").returns is mode
 
 
 def test_defaults():

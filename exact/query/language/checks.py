@@ -32,6 +32,7 @@ from exact.query.ast import (
     Literal,
     Operand,
     Query,
+    Return,
     Strategy,
     VarOperand,
     WithinEvents,
@@ -475,4 +476,7 @@ def _check_strategy(query: Query, locator: Locator) -> None:
     if query.strategy is Strategy.PARTITION_CONTIGUITY and not query.partition_by:
         raise locator.error(QuerySemanticError, "STRATEGY partition_contiguity needs PARTITION BY: it is "
                             "contiguity within the partition", ("strategy",))
+    if query.returns is Return.CASES and not query.partition_by:
+        raise locator.error(QuerySemanticError, "RETURN cases needs PARTITION BY: a case is a value of the "
+                            "partition attributes (e.g. PARTITION BY case)", ("returns",))
 
