@@ -12,6 +12,7 @@ key                        environment                      default
 ``MAX_CONTENT_LENGTH``     ``SEQSKETCH_MAX_REQUEST_BYTES``  1 MiB (any other request)
 ``QUERY_TIMEOUT_MS``       ``SEQSKETCH_QUERY_TIMEOUT_MS``   30000
 ``QUERY_MAX_MATCHES``      ``SEQSKETCH_QUERY_MAX_MATCHES``  10000 (answers beyond are truncated)
+``QUERY_MAX_ROWS``         ``SEQSKETCH_QUERY_MAX_ROWS``     1000000 (the same for Arrow and JSON-lines answers)
 ``QUERY_MAX_EVENTS``       ``SEQSKETCH_QUERY_MAX_EVENTS``   0 = unlimited (events a query may scan)
 ``BUILD_WORKERS``          ``SEQSKETCH_BUILD_WORKERS``      1 (builds a job runner runs at once)
 ``JOB_RUNNER``             ``SEQSKETCH_JOB_RUNNER``         ``external``: a job runner process runs builds;

@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 JSON = dict[str, Any]
+#: the media type of an answer in Arrow form (docs/contract.md §3.6)
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
 
 class SeqsketchAPIError(Exception):
@@ -122,9 +124,42 @@ def error_for(status: int, body: Any) -> SeqsketchAPIError:
 
 @dataclass(frozen=True)
 class QueryResult:
-    """A query answer (docs/contract.md §3); ``raw`` is the whole JSON object."""
+    """A query answer (docs/contract.md §3); ``raw`` is the whole JSON object — or, for an answer fetched as
+    Arrow (``Client.query(..., format="arrow")``), everything but its rows, which are ``table``."""
 
     raw: JSON = field(repr=False)
+    #: the rows (matches, cases or intervals) as the server sent them in Arrow form (None: sent as JSON)
+    table: Any = field(default=None, repr=False)
+
+    def to_arrow(self) -> Any:
+        """The answer's rows — matches, cases or intervals (docs/contract.md §3.6) — as a ``pyarrow.Table``:
+        as sent in Arrow form, or made from the JSON rows (a variable whose every binding is one event is
+        then one seq column, otherwise a list column)."""
+        if self.table is not None:
+            return self.table
+        return _table_of_json(self.raw)
+
+    def to_pandas(self) -> Any:
+        """:meth:`to_arrow` as a ``pandas.DataFrame`` (times as timezone-aware timestamps)."""
+        return self.to_arrow().to_pandas()
+
+    @property
+    def cases(self) -> list[JSON]:
+        """``RETURN cases``: each case holding a match, with its number of matches and first match's place."""
+        return self._rows("cases")
+
+    @property
+    def case_count(self) -> int | None:
+        return self.raw.get("case_count")
+
+    def _rows(self, kind: str) -> list[JSON]:
+        if self.table is not None:
+            if self.raw.get("rows") != kind:
+                return []
+            from exact.engine.columns import rows_json
+
+            return rows_json(self.table)
+        return list(self.raw.get(kind) or [])
 
     @property
     def exists(self) -> bool:
@@ -136,11 +171,11 @@ class QueryResult:
 
     @property
     def matches(self) -> list[JSON]:
-        return list(self.raw.get("matches") or [])
+        return self._rows("matches")
 
     @property
     def intervals(self) -> list[JSON]:
-        return list(self.raw.get("intervals") or [])
+        return self._rows("intervals")
 
     @property
     def stats(self) -> JSON:
@@ -155,6 +190,8 @@ class QueryResult:
         the search (the count is then unknown; ``RETURN count`` counts them all)."""
         if self.count is not None:
             return f"{self.count:,} match{'' if self.count == 1 else 'es'}"
+        if self.truncated and self.table is not None and self.raw.get("rows") == "matches":
+            return f"more than {self.table.num_rows:,} matches"
         if self.truncated and self.matches:
             return f"more than {len(self.matches):,} matches"
         return "at least one match" if self.exists else "no match"
@@ -169,6 +206,41 @@ class QueryResult:
 
     def __getitem__(self, key: str) -> Any:
         return self.raw[key]
+
+
+def _table_of_json(raw: JSON) -> Any:
+    """A JSON answer's rows as a ``pyarrow.Table`` in the columns of docs/contract.md §3.6 (per-variable
+    times are not in a JSON answer: only ``<var>.seq``)."""
+    import pyarrow as pa
+
+    kind = next((k for k in ("matches", "cases", "intervals") if k in raw), None)
+    if kind is None:
+        return pa.table({"exists": pa.array([bool(raw.get("exists"))]),
+                         "count": pa.array([raw.get("count")], pa.int64())})
+    rows: list[JSON] = list(raw[kind])
+    ts = pa.timestamp("us", tz="UTC")
+
+    def times(key: str) -> Any:
+        texts = [r.get(key) for r in rows]
+        return pa.array([None if t is None else dt.datetime.fromisoformat(t) for t in texts], ts)
+
+    columns: dict[str, Any] = {}
+    if kind == "cases":
+        columns["case"] = pa.array([r["case"] for r in rows])
+        columns["matches"] = pa.array([r["matches"] for r in rows], pa.int64())
+    columns["start_seq"] = pa.array([r["start_seq"] for r in rows], pa.int64())
+    columns["end_seq"] = pa.array([r["end_seq"] for r in rows], pa.int64())
+    columns["start_ts"], columns["end_ts"] = times("start_ts"), times("end_ts")
+    if kind == "matches":
+        if any("case" in r for r in rows):
+            columns["case"] = pa.array([r.get("case") for r in rows])
+        names = list(dict.fromkeys(n for r in rows for n in r["bindings"]))
+        for n in names:
+            bound = [r["bindings"].get(n) for r in rows]
+            single = all(b is None or len(b) == 1 for b in bound)
+            columns[f"{n}.seq"] = (pa.array([None if b is None else b[0] for b in bound], pa.int64()) if single
+                                   else pa.array(bound, pa.list_(pa.int64())))
+    return pa.table(columns)
 
 
 def _json_default(value: Any) -> Any:
@@ -217,10 +289,11 @@ class Client:
     # --- transport -----------------------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, *, body: Any = None, raw: bytes | None = None,
-                 content_type: str = "application/json", idempotent: bool = False) -> Any:
+                 content_type: str = "application/json", idempotent: bool = False,
+                 accept: str = "application/json") -> Any:
         data = raw if raw is not None else (
             None if body is None else json.dumps(body, default=_json_default).encode("utf-8"))
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if data is not None:
             headers["Content-Type"] = content_type
         if self.token:
@@ -232,6 +305,8 @@ class Client:
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                     payload = resp.read()
+                    if accept != "application/json":
+                        return payload
                     return json.loads(payload) if payload else None
             except urllib.error.HTTPError as err:
                 payload = err.read()
@@ -317,12 +392,15 @@ class Client:
 
     def query(self, name: str, query: Any, mode: str = "verified", limit: int | None = None, *,
               granularity: int | None = None, include_events: bool = False,
-              timeout_ms: int | None = None) -> QueryResult:
+              timeout_ms: int | None = None, format: str = "json") -> QueryResult:
         """Answer ``query`` (text, its JSON form, or an ``exact.query.ast.Query``) on dataset ``name``.
 
         ``limit`` caps the matches returned (the server caps them too); ``timeout_ms`` asks for a tighter
         wall-time limit than the server's (a query over it fails with :class:`QueryError`, code
-        ``query_limit``)."""
+        ``query_limit``).  ``format="arrow"`` fetches the rows as an Arrow stream (``result.table``,
+        ``to_arrow()``, ``to_pandas()``): no JSON object is made per match, here or on the server."""
+        if format not in ("json", "arrow"):
+            raise ValueError(f"format must be 'json' or 'arrow', got {format!r}")
         body: JSON = {"query": _query_payload(query), "mode": mode}
         if limit is not None:
             body["limit"] = limit
@@ -333,5 +411,13 @@ class Client:
         if include_events:
             body["include_events"] = True
         # A query changes nothing, so it is safe to resend after a dropped connection.
+        if format == "arrow":
+            import pyarrow as pa
+
+            payload = self._request("POST", f"/datasets/{self._name(name)}/query", body=body, idempotent=True,
+                                    accept=ARROW_STREAM)
+            table = pa.ipc.open_stream(payload).read_all()
+            head = json.loads((table.schema.metadata or {}).get(b"seqsketch.answer", b"{}"))
+            return QueryResult(head, table.replace_schema_metadata(None))
         return QueryResult(self._request("POST", f"/datasets/{self._name(name)}/query", body=body,
                                          idempotent=True))

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from flask import Blueprint, current_app, g, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from api import formats, service
 from api import schemas as sc
-from api import service
 from api.auth import Principal, authorize, has_active_tokens
 from api.catalog import Scope
 from api.db import head_revision
@@ -225,16 +225,28 @@ def get_job(job_id: str) -> Any:
     summary="Answer a pattern query", scope="read", tag="queries", request=sc.QUERY_REQUEST,
     description="Modes: approximate (the Bloom-filter tree alone), verified (default; exact on the "
                 "candidates), exact (the whole stream). Answers beyond the server's match limit are "
-                "truncated (truncated: true); a query over the time or scan limit fails with query_limit.",
+                "truncated (truncated: true); a query over the time or scan limit fails with query_limit. "
+                f"With Accept: {formats.ARROW_STREAM} the rows (matches, cases or intervals) come as an Arrow "
+                f"stream, the rest of the answer in its schema metadata; with Accept: {formats.NDJSON}, the "
+                "rest of the answer on the first line, then one row per line (docs/contract.md §3.6).",
+    media_types=(formats.ARROW_STREAM, formats.NDJSON),
     responses={200: ("the answer (docs/contract.md §3)", sc.QUERY_ANSWER)}))
 def query(name: str, body: dict[str, Any]) -> Any:
     st = state()
     cfg = current_app.config
-    limits = service.QueryLimits(max_matches=int(cfg["QUERY_MAX_MATCHES"]) or None,
+    form = request.accept_mimetypes.best_match(["application/json", formats.ARROW_STREAM, formats.NDJSON],
+                                               default="application/json")
+    most = cfg["QUERY_MAX_MATCHES"] if form == "application/json" else cfg["QUERY_MAX_ROWS"]
+    limits = service.QueryLimits(max_matches=int(most) or None,
                                  timeout_ms=int(cfg["QUERY_TIMEOUT_MS"]) or None,
                                  max_events=int(cfg["QUERY_MAX_EVENTS"]) or None)
-    return jsonify(service.logged_query(
+    answer = service.logged_query(
         st.catalog, st.home, checked_name(name), body["query"], mode=body.get("mode") or "verified",
         limit=body.get("limit"), granularity=body.get("granularity"),
         include_events=bool(body.get("include_events")), timeout_ms=body.get("timeout_ms"), limits=limits,
-        token=_principal_name()))
+        token=_principal_name(), columnar=form != "application/json")
+    if form == formats.ARROW_STREAM:
+        return Response(formats.arrow_stream(answer), mimetype=formats.ARROW_STREAM)
+    if form == formats.NDJSON:
+        return Response(formats.json_lines(answer), mimetype=formats.NDJSON)
+    return jsonify(answer)

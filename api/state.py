@@ -69,6 +69,8 @@ def default_config() -> dict[str, Any]:
         "MAX_CONTENT_LENGTH": _env_int("SEQSKETCH_MAX_REQUEST_BYTES", 1024 * 1024),
         "QUERY_TIMEOUT_MS": _env_int("SEQSKETCH_QUERY_TIMEOUT_MS", 30_000),
         "QUERY_MAX_MATCHES": _env_int("SEQSKETCH_QUERY_MAX_MATCHES", 10_000),
+        # answers as columns make no object per match: they may carry many more
+        "QUERY_MAX_ROWS": _env_int("SEQSKETCH_QUERY_MAX_ROWS", 1_000_000),
         "QUERY_MAX_EVENTS": _env_int("SEQSKETCH_QUERY_MAX_EVENTS", 0),
         "BUILD_WORKERS": _env_int("SEQSKETCH_BUILD_WORKERS", 1),
         # Where queued builds run: "external" — a job runner process (seqsketch jobs run, started by

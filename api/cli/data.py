@@ -200,9 +200,15 @@ def add_query(sub: argparse._SubParsersAction) -> None:
                    help="approximate: index only; verified (default): index, then exact on candidates; "
                         "exact: the exact engine over the whole stream")
     p.add_argument("--limit", type=positive_int, default=None,
-                   help=f"return at most N matches (default and most: {QUERY_MAX_MATCHES:,}, as the server)")
+                   help=f"return at most N matches, or cases with RETURN cases (default: {QUERY_MAX_MATCHES:,}, as the "
+                        "server; with --out, all)")
     p.add_argument("--timeout", type=_positive_float, default=QUERY_TIMEOUT_S, metavar="SECONDS",
                    help=f"give up after this many seconds (default {QUERY_TIMEOUT_S:g})")
+    p.add_argument("--out", default=None, metavar="PATH",
+                   help="write the rows (matches, cases or intervals) to a file, all of them unless --limit is "
+                        "given: .parquet, .csv (list columns as JSON text) or .jsonl")
+    p.add_argument("--include-events", action="store_true",
+                   help="add each match's bound events (their type and attributes, per variable)")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="also draw the answer on a timeline of the history into this file (needs matplotlib: "
                         "the 'plot' extra)")
@@ -213,12 +219,24 @@ def add_query(sub: argparse._SubParsersAction) -> None:
 def _query(args: argparse.Namespace) -> int:
     import sys
 
-    limit = QUERY_MAX_MATCHES if args.limit is None else args.limit
     home = seqsketch_home()
+    if args.out:
+        from api.formats import check_out_path, split_answer, write_rows
+
+        check_out_path(args.out)  # before the query runs
+        result = service.limited_query(home, args.dataset, args.query, mode=args.mode, limit=args.limit,
+                                       timeout_ms=round(args.timeout * 1000), include_events=args.include_events,
+                                       columnar=True)
+        written = write_rows(result, args.out)
+        head, _ = split_answer(result)
+        stats = head.get("stats", {})
+        emit(args, head, f"wrote {written:,} {head['rows']} to {args.out}  ({_count_text(head)} match(es); "
+                         f"{head['mode']}, {stats.get('total_ms', 0):.1f} ms)")
+        return 0
+    limit = QUERY_MAX_MATCHES if args.limit is None else args.limit
     result = service.limited_query(home, args.dataset, args.query, mode=args.mode, limit=limit,
-                                   timeout_ms=round(args.timeout * 1000))
-    partition = _partition_values(home, args.dataset, args.query, result) if not args.json else None
-    emit(args, result, _query_text(result, partition))
+                                   timeout_ms=round(args.timeout * 1000), include_events=args.include_events)
+    emit(args, result, _query_text(result, _partition_values(args.query, result)))
     if args.plot:
         from api.cli.plot import plot_answer
 
@@ -231,25 +249,27 @@ def _query(args: argparse.Namespace) -> int:
     return 0
 
 
-def _partition_values(home: Any, name: str, query: str,
-                      result: dict[str, Any]) -> tuple[list[str], list[str]] | None:
-    """``(keys, value per match)`` when the query has ``PARTITION BY``: each match's partition, read from its
-    first bound event (all its bound events share it)."""
+def _partition_values(query: str, result: dict[str, Any]) -> tuple[list[str], list[str]] | None:
+    """``(keys, value per match)`` when the query has ``PARTITION BY``: each match's case."""
     from exact.query.language import load
 
     matches = result.get("matches") or []
-    if not matches:
+    if not matches or "case" not in matches[0]:
         return None
     keys = list(load(query).partition_by)
-    if not keys:
-        return None
-    firsts = [{"bindings": {"first": [min(s for seqs in m["bindings"].values() for s in seqs)]}}
-              if m.get("bindings") else {} for m in matches]
-    values = []
-    for events in service.bound_events(home, name, firsts):
-        attrs = events[0]["attrs"] if events else {}
-        values.append(", ".join("-" if attrs.get(k) is None else str(attrs.get(k)) for k in keys))
-    return keys, values
+    return keys, [_case_text(m.get("case")) for m in matches]
+
+
+def _case_text(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join("-" if v is None else str(v) for v in value.values())
+    return "-" if value is None else str(value)
+
+
+def _count_text(result: dict[str, Any]) -> str:
+    if result.get("count") is not None:
+        return f"{result['count']:,}"
+    return "more than the" if result.get("truncated") else "some"
 
 
 def _query_text(result: dict[str, Any], partition: tuple[list[str], list[str]] | None = None) -> str:
@@ -290,6 +310,13 @@ def _query_text(result: dict[str, Any], partition: tuple[list[str], list[str]] |
         rows = [(str(i["start_seq"]), str(i["end_seq"]), i["start_ts"], i["end_ts"])
                 for i in result["intervals"]]
         return f"{head}\n{table(('START', 'END', 'START_TS', 'END_TS'), rows)}"
+    if result.get("cases"):
+        shown = len(result["cases"])
+        head = head.replace(" match(es),", f" match(es) in {result.get('case_count') or shown:,} case(s),", 1)
+        rows = [(_case_text(c["case"]), f"{c['matches']:,}", str(c["start_seq"]), str(c["end_seq"]),
+                 c["start_ts"]) for c in result["cases"]]
+        more = "\n(truncated: --limit caps the cases shown)" if result.get("truncated") else ""
+        return f"{head}\n{table(('CASE', 'MATCHES', 'FIRST_START', 'FIRST_END', 'FIRST_START_TS'), rows)}{more}"
     return head
 
 

@@ -223,6 +223,18 @@ _MATCH = {
         "bindings": {"type": "object",
                      "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
         "events": {"type": "array", "items": {"type": "object"}},
+        "case": {"description": "the match's case: its PARTITION BY value (an object of them for several)"},
+    },
+}
+
+_CASE = {
+    "type": "object",
+    "required": ["case", "matches", "start_seq", "end_seq"],
+    "properties": {
+        "case": {"description": "the PARTITION BY value (an object of them for several attributes)"},
+        "matches": {"type": "integer", "minimum": 1},
+        "start_seq": {"type": "integer"}, "end_seq": {"type": "integer"},
+        "start_ts": {"type": ["string", "null"]}, "end_ts": {"type": ["string", "null"]},
     },
 }
 
@@ -239,6 +251,9 @@ QUERY_ANSWER = Schema("QueryAnswer", {
         "count": {"type": ["integer", "null"]},
         "matches": {"type": "array", "items": _MATCH},
         "intervals": {"type": "array", "items": _INTERVAL},
+        "cases": {"type": "array", "items": _CASE,
+                  "description": "RETURN cases: the cases holding a match, in the order of their first matches"},
+        "case_count": {"type": ["integer", "null"], "description": "RETURN cases: how many cases hold a match"},
         "truncated": {"type": "boolean"},
         "expected_false_positive_rate": {"type": "number"},
         "stats": {"type": "object", "additionalProperties": {"type": ["number", "integer", "null"]}},

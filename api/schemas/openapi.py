@@ -78,6 +78,9 @@ def _operation_object(op: Operation, endpoint: str, params: list[str]) -> JSON:
         responses[str(status)] = {"description": description}
         if schema is not None:
             responses[str(status)]["content"] = {"application/json": {"schema": schema.ref()}}
+            if status < 300:  # the same answer in other forms, chosen by Accept
+                responses[str(status)]["content"].update(
+                    {m: {"schema": {"type": "string", "format": "binary"}} for m in op.media_types})
         elif op.media_types and status < 300:
             responses[str(status)]["content"] = {m: {"schema": {"type": "string"}} for m in op.media_types}
     for status, description in _ERROR_RESPONSES.items():

@@ -75,6 +75,49 @@ def test_the_query_table_shows_each_matchs_partition(running: str, home: Path,
     assert "CASE" not in capsys.readouterr().out  # no PARTITION BY, no partition column
 
 
+def test_query_out_writes_every_match_as_a_file(running: str, home: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``--out`` writes all rows (no default cap) in the suffix's format, each the same rows as the JSON
+    answer; an unknown suffix is refused before the query runs, naming the formats."""
+    import json
+
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    answer = service.run_query(home, running, PAIR)
+    assert answer["count"] == len(answer["matches"]) > 1
+    assert main(["query", running, PAIR, "--out", str(tmp_path / "m.parquet")]) == 0
+    assert f"wrote {answer['count']:,} matches" in capsys.readouterr().out
+    table = pq.read_table(tmp_path / "m.parquet")
+    assert table.column("r.seq").to_pylist() == [m["bindings"]["r"][0] for m in answer["matches"]]
+    assert table.column("case").to_pylist() == [m["case"] for m in answer["matches"]]
+    assert main(["query", running, PAIR, "--out", str(tmp_path / "m.jsonl")]) == 0
+    lines = (tmp_path / "m.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == answer["matches"]
+    assert main(["query", running, PAIR, "--out", str(tmp_path / "m.csv"), "--limit", "2"]) == 0
+    assert pacsv.read_csv(tmp_path / "m.csv").column("start_seq").to_pylist() == [
+        m["start_seq"] for m in answer["matches"][:2]]
+    cases = PAIR + " RETURN cases"
+    assert main(["query", running, cases, "--out", str(tmp_path / "c.parquet")]) == 0
+    by_case = pq.read_table(tmp_path / "c.parquet")
+    assert sum(by_case.column("matches").to_pylist()) == answer["count"]
+    assert by_case.column("case").to_pylist() == list(dict.fromkeys(m["case"] for m in answer["matches"]))
+    capsys.readouterr()
+    assert main(["query", running, PAIR, "--out", str(tmp_path / "m.txt")]) == 1
+    err = capsys.readouterr().err
+    assert "'.txt'" in err and ".parquet" in err and not (tmp_path / "m.txt").exists()
+
+
+def test_return_cases_as_a_table(running: str, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["query", running, PAIR + " RETURN cases"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    answer = service.run_query(home, running, PAIR + " RETURN cases")
+    assert f"in {answer['case_count']:,} case(s)" in lines[0]
+    assert lines[1].split() == ["CASE", "MATCHES", "FIRST_START", "FIRST_END", "FIRST_START_TS"]
+    assert [line.split()[:2] for line in lines[2:]] == [[str(c["case"]), str(c["matches"])]
+                                                       for c in answer["cases"]]
+
+
 def test_progress_phases_and_quiet_when_not_a_terminal() -> None:
     import argparse
 

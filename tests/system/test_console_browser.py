@@ -124,6 +124,22 @@ def test_the_answer_is_drawn_on_the_timeline(page: Any, server: tuple[str, Clien
     assert [starts[i] for i in by_x] == sorted(starts.values())
 
 
+def test_return_cases_lists_each_case_once(page: Any, server: tuple[str, Client]) -> None:
+    _, client = server
+    pick(page, "running")
+    query = PAIR_QUERY + " RETURN cases"
+    run(page, query)
+    answer = client.query("running", query, mode="verified", limit=100)
+    assert answer.cases and answer.case_count == len(answer.cases)
+    rows = page.eval_on_selector_all("#match-list tbody tr", "rows => rows.map(r => [...r.cells].map(c => "
+                                     "c.innerText))")
+    assert [(r[1], int(r[2])) for r in rows] == [(str(c["case"]), c["matches"]) for c in answer.cases]
+    assert f"in {answer.case_count} case" in page.inner_text("#summary")
+    assert page.locator("#timeline rect.match").count() == len(answer.cases)  # each case's first match
+    page.click("#timeline rect.match[data-i='0']")  # a case's mark opens no match panel, and breaks nothing
+    assert page.locator("#match-detail").is_hidden()
+
+
 def test_a_match_opens_its_bound_events(page: Any, server: tuple[str, Client]) -> None:
     _, client = server
     pick(page, "running")

@@ -121,6 +121,50 @@ def test_query_by_json_form_limit_and_bound_events(server: tuple[Client, Path]) 
         assert [e["type"] for e in match["events"]] == [by_seq[s]["type"] for s in seqs]
 
 
+def test_answers_as_columns_over_http(server: tuple[Client, Path]) -> None:
+    """The Arrow stream, read by pyarrow straight off the socket, and JSON lines hold the JSON answer's rows;
+    the SDK hands them over as Arrow and pandas; RETURN cases lists each case once, with its matches."""
+    import json
+    import urllib.request
+
+    import pyarrow as pa
+
+    client, home = server
+    listed = client.query("running", PAIR_QUERY, mode="verified")
+    expected = pairs_in_case(stored_events(home, "running"), "register request", "pay compensation")
+    assert listed.count == len(expected) > 1
+    body = json.dumps({"query": PAIR_QUERY}).encode()
+    request = urllib.request.Request(client.base + "/datasets/running/query", data=body, method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/vnd.apache.arrow.stream"})
+    with urllib.request.urlopen(request) as resp:
+        assert resp.headers["Content-Type"] == "application/vnd.apache.arrow.stream"
+        table = pa.ipc.open_stream(resp).read_all()
+    head = json.loads(table.schema.metadata[b"seqsketch.answer"])
+    assert head["count"] == listed.count and head["rows"] == "matches"
+    assert list(zip(table.column("r.seq").to_pylist(), table.column("p.seq").to_pylist(), strict=True)) == \
+        sorted(expected)
+    assert pa.types.is_timestamp(table.schema.field("r.ts").type)
+    request = urllib.request.Request(client.base + "/datasets/running/query", data=body, method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/x-ndjson"})
+    with urllib.request.urlopen(request) as resp:
+        lines = [json.loads(line) for line in resp.read().decode().splitlines()]
+    assert lines[0]["count"] == listed.count and lines[1:] == listed.matches
+    by_arrow = client.query("running", PAIR_QUERY, format="arrow")
+    assert by_arrow.matches == listed.matches and by_arrow.count == listed.count
+    frame = by_arrow.to_pandas()
+    assert list(frame["p.seq"]) == [b for _, b in sorted(expected)]
+    assert list(listed.to_arrow().column("p.seq").to_pylist()) == list(frame["p.seq"])
+    cases = client.query("running", PAIR_QUERY + " RETURN cases")
+    case_of = {e["seq"]: e["attrs"]["case"] for e in stored_events(home, "running")}
+    per_case: dict[str, int] = {}
+    for a, _ in sorted(expected):
+        per_case[case_of[a]] = per_case.get(case_of[a], 0) + 1
+    assert [(c["case"], c["matches"]) for c in cases.cases] == list(per_case.items())
+    assert cases.case_count == len(per_case) and cases.count == len(expected)
+    as_arrow = client.query("running", PAIR_QUERY + " RETURN cases", format="arrow")
+    assert as_arrow.cases == cases.cases and as_arrow.to_arrow().column("case").to_pylist() == list(per_case)
+
+
 def test_append_then_query_sees_the_new_events(server: tuple[Client, Path]) -> None:
     client, home = server
     before = client.info("running")

@@ -264,6 +264,10 @@ function renderAnswer() {
       ? (a.truncated ? `more than ${fmt(matches.length)} matches` : `${fmt(matches.length)}+ matches`)
       : `${fmt(a.count)} match${a.count === 1 ? "" : "es"}`}), ` · exists: ${a.exists}`);
     if (matches.length) parts.push(` · ${fmt(matches.length)} drawn${a.truncated ? " (truncated by the limit)" : ""}`);
+    if (a.cases) {
+      parts.push(` · in ${fmt(a.case_count ?? a.cases.length)} case${(a.case_count ?? a.cases.length) === 1 ? "" : "s"}`);
+      if (a.truncated) parts.push(` · ${fmt(a.cases.length)} listed (truncated by the limit)`);
+    }
   }
   parts.push(h("span", {class: "muted", text: `  [${a.mode}, ${a.strategy || strategyOf(state.query)}]`}));
   $("summary").replaceChildren(...parts);
@@ -337,7 +341,20 @@ function renderStats() {
   );
 }
 
+function renderCaseList() {
+  // RETURN cases: each case once, with its number of matches and its first match
+  const rows = state.answer.cases.slice(0, 500).map((c, i) => h("tr", {},
+    h("td", {text: `#${i + 1}`}), h("td", {class: "mono", text: typeof c.case === "object" && c.case !== null
+      ? Object.values(c.case).join(", ") : String(c.case)}),
+    h("td", {text: fmt(c.matches)}), h("td", {class: "mono", text: `${c.start_seq}–${c.end_seq}`}),
+    h("td", {class: "mono", text: `${(c.start_ts || "").slice(0, 19)} → ${(c.end_ts || "").slice(0, 19)}`})));
+  $("match-list").replaceChildren(h("h3", {text: "Cases"}), h("table", {},
+    h("thead", {}, h("tr", {}, h("th", {text: ""}), h("th", {text: "case"}), h("th", {text: "matches"}),
+      h("th", {text: "first match (seq)"}), h("th", {text: "first match (UTC)"}))), h("tbody", {}, rows)));
+}
+
 function renderMatchList() {
+  if (state.answer.cases && state.answer.cases.length) { renderCaseList(); return; }
   const matches = state.answer.matches || [];
   if (!matches.length) { $("match-list").replaceChildren(); return; }
   const rows = matches.slice(0, 500).map((m, i) => h("tr", {"data-i": i, onclick: () => openMatch(i)},
@@ -350,7 +367,8 @@ function renderMatchList() {
 }
 
 async function openMatch(i) {
-  const m = state.answer.matches[i];
+  const m = (state.answer.matches || [])[i];
+  if (!m) return;  // (a case's first match on the timeline: the case list says it)
   timeline.select(i);
   for (const tr of $("match-list").querySelectorAll("tbody tr")) tr.classList.toggle("selected", Number(tr.dataset.i) === i);
   const panel = $("match-detail");
@@ -413,6 +431,10 @@ function drawTimeline() {
   if (a && a.matches) {
     data.matches = a.matches.map((m, i) => ({start: parseTs(m.start_ts), end: parseTs(m.end_ts),
       title: `match #${i + 1}: seq ${m.start_seq}–${m.end_seq}\n${m.start_ts} → ${m.end_ts}`}));
+  } else if (a && a.cases) {  // each case's first match
+    data.matches = a.cases.map((c) => ({start: parseTs(c.start_ts), end: parseTs(c.end_ts),
+      title: `case ${typeof c.case === "object" && c.case !== null ? Object.values(c.case).join(", ") : c.case}: `
+        + `${c.matches} match(es), the first seq ${c.start_seq}–${c.end_seq}\n${c.start_ts} → ${c.end_ts}`}));
   } else if (a && a.mode !== "approximate" && a.intervals) {
     data.intervals = a.intervals.map((iv) => ({start: parseTs(iv.start_ts), end: parseTs(iv.end_ts),
       title: `seq ${iv.start_seq}–${iv.end_seq}`}));

@@ -5,7 +5,7 @@ export const KEYWORDS = ["PATTERN", "SEQ", "AND", "OR", "NOT", "ANY", "WHERE", "
   "PARTITION", "BY", "WITHIN", "EVENTS", "EVENT", "BETWEEN", "STRATEGY", "RETURN"];
 export const STRATEGIES = ["skip_till_next_match", "skip_till_any_match", "robust_skip_till_next_match",
   "strict_contiguity", "partition_contiguity"];
-export const RETURNS = ["matches", "intervals", "exists", "count"];
+export const RETURNS = ["matches", "intervals", "exists", "count", "cases"];
 export const UNITS = ["ms", "s", "sec", "min", "h", "hour", "hours", "d", "day", "days"];
 const KEYWORD_SET = new Set(KEYWORDS);
 const VALUE_SET = new Set([...STRATEGIES, ...RETURNS]);
