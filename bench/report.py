@@ -175,6 +175,9 @@ def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
         if name == "acer" and "rows" in (rec.get("results") or {}):
             parts.append(head + "\n\n" + section_acer(rec["results"]))
             continue
+        if name == "columns" and "rows" in (rec.get("results") or {}):
+            parts.append(head + "\n\n" + section_columns(rec["results"]))
+            continue
         leaves = flatten(rec["results"])
         shown = leaves[:limit]
         parts.append(head + "\n\n" + table(("figure", "value"), shown)
@@ -222,6 +225,20 @@ def section_acer(r: dict[str, Any]) -> str:
                f"{fmt(r.get('verified_over_duckdb_median'))}, worst {fmt(r.get('verified_over_duckdb_worst'))}.")
     return intro + "\n\n" + table(("strategy", "variables", "count", "verified ms", "exact ms", "DuckDB ms",
                                     "verified / DuckDB", "read", "bound"), rows) + "\n\n" + summary
+
+
+def section_columns(r: dict[str, Any]) -> str:
+    """``python -m bench columns``: listing matches and cases through the SDK, beside pm4py."""
+    intro = ("The per-case question of bench/columns.py on a replay of BPI 2012, through the SDK against a real "
+             "`seqsketch serve` on loopback, beside pm4py's `filter_eventually_follows_relation` on the same "
+             "events as a DataFrame (answers checked equal first: the same cases, counts summing to the "
+             f"matches). Medians of {r.get('rounds')} interleaved rounds, in ms.")
+    rows = [(f"{x['events']:,}", x["matches"], x["cases"], x["count_ms"], x["matches_json_ms"],
+             x["matches_arrow_ms"], x["matches_pandas_ms"], x["cases_json_ms"], x["cases_arrow_ms"],
+             x["pm4py_ms"], x["matches_arrow_over_count"], x["cases_arrow_over_pm4py"]) for x in r["rows"]]
+    return intro + "\n\n" + table(
+        ("events", "matches", "cases", "RETURN count", "matches JSON", "matches Arrow", "matches pandas",
+         "cases JSON", "cases Arrow", "pm4py", "Arrow / count", "cases Arrow / pm4py"), rows)
 
 
 def section_exact(r: dict[str, Any]) -> str:

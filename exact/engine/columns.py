@@ -64,9 +64,9 @@ class SeqTimes(Mapping[int, int]):
             lo, table = dense
             at = seqs - lo
             if int(at.min()) >= 0 and int(at.max()) < len(table):
-                out = table[at]
-                if not (out == _UNKNOWN).any():
-                    return out
+                gathered: np.ndarray = table[at]
+                if not (gathered == _UNKNOWN).any():
+                    return gathered
             bad = seqs[(at < 0) | (at >= len(table))]
             raise KeyError(int(bad[0]) if len(bad) else int(seqs[table[np.clip(at, 0, len(table) - 1)] == _UNKNOWN][0]))
         at = np.searchsorted(self.seq, seqs)

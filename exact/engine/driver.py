@@ -136,10 +136,12 @@ def evaluate_table(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | E
                    returns: Return | None = None, limit: int | None = None, budget: Budget | None = None,
                    two_phase: bool = True, prefilter: bool = True,
                    type_counts: Mapping[str, int] | None = None,
-                   starts: tuple[int, int] | None = None, chains: bool = True) -> MatchTable:
+                   starts: tuple[int, int] | None = None, chains: bool = True, spans: bool = True) -> MatchTable:
     """The matches of ``query`` in ``events`` as a :class:`MatchTable`, keeping what ``returns`` (default:
     the query's ``RETURN``) needs — see the module docstring; ``limit`` caps the matches kept.
-    ``chains=False`` runs every pattern in the kernels (the tests hold both ways to the reference)."""
+    ``chains=False`` runs every pattern in the kernels (the tests hold both ways to the reference);
+    ``spans=False``: the matches' merged spans are not wanted (an answer as columns carries none), so the
+    chains leave them out (``spans`` None)."""
     plan = normalize(query)
     if plan.nvars > MAX_VARIABLES:
         raise QueryLimitError(f"a pattern may have at most {MAX_VARIABLES} positive variables")
@@ -150,6 +152,7 @@ def evaluate_table(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | E
         return MatchTable(names)
     evaluation = _Evaluation(plan, frame, type_counts=type_counts, starts=starts, two_phase=two_phase,
                              prefilter=prefilter)
+    evaluation.want_spans = spans
     returns = query.returns if returns is None else returns
     if returns == Return.CASES:  # every match's place is needed to count the cases' matches: a limit cuts cases
         limit = None
@@ -179,6 +182,7 @@ class _Evaluation:
         self.type_counts = type_counts
         self.starts = starts
         self.two_phase = two_phase
+        self.want_spans = True  # (see evaluate_table)
         self.prefilter = prefilter
         self.aut = automaton_for(self.query)
         evmask, var_counts = variable_bits(frame, plan.positives, counts=type_counts is None)
@@ -293,7 +297,8 @@ class _Evaluation:
         if returns == Return.CASES:  # every match's first and last event, no bindings: one match per start
             table.spans, table.off = None, np.zeros(m + 1, dtype=_I64)
             return table
-        table.spans = merge_spans(start, end) if returns in (Return.MATCHES, Return.INTERVALS) else None
+        wanted = returns == Return.INTERVALS or (returns == Return.MATCHES and self.want_spans)
+        table.spans = merge_spans(start, end) if wanted else None
         if returns == Return.MATCHES:
             keep = np.arange(m if limit is None else min(m, limit))  # one match per start: sorted already
             off, var, pos = chain_rows(shape, chains, self.em, keep)

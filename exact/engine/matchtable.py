@@ -107,8 +107,10 @@ class MatchTable:
         ``limit``.  Bindings are compared (as :class:`Match` values) only among matches that tie on both
         seqs."""
         n = len(self.start)
-        order = np.lexsort((self.end, self.start))
         want = n if limit is None else min(limit, n)
+        if n < 2 or bool((self.start[1:] > self.start[:-1]).all()):  # one match per start, in order already
+            return np.arange(want, dtype=_I64)
+        order = np.lexsort((self.end, self.start))
         if n < 2:
             return order[:want]
         s_sorted, e_sorted = self.start[order], self.end[order]
@@ -256,10 +258,10 @@ def answer(query: Query, found: MatchTable | Sequence[Match],
             shown_ends = np.asarray([(m.start_seq, m.end_seq) for m in shown], dtype=_I64).reshape(-1, 2)
         total = table.count if table.count is not None else len(table)
         truncated = not table.complete or len(shown_ends) < total
-    if query.returns in (Return.MATCHES, Return.INTERVALS):
+    if query.returns == Return.INTERVALS or (query.returns == Return.MATCHES and not columnar):
         if table.spans is not None:
             spans = table.spans
-        else:  # the search stopped early: the spans of what it found
+        else:  # the search stopped early (or was not asked for them): the spans of what it found
             spans = merge_spans(shown_ends[:, 0], shown_ends[:, 1])
     spans = np.asarray(spans, dtype=_I64).reshape(-1, 2)
     cases = case_of(shown_ends[:, 0]) if case_of is not None and len(shown_ends) else None

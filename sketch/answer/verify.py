@@ -538,7 +538,8 @@ def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
     else:
         frame = source.read_all(columns)
         scanned = len(frame)
-    table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts())
+    table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts(),
+                           spans=not columnar)
     stats["events_scanned"] = scanned
     body = answer(query, table, match_times(frame, table), limit=limit,
                   case_of=case_lookup(query, source, partition), columnar=columnar)

@@ -151,7 +151,8 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
         return keyed_frame(source, layout, tail, runs_of(rows), columns, types, keep)
 
     frame, scanned = read(keep)
-    table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts())
+    table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts(),
+                           spans=not columnar)
     stats["verify_ms"] = _ms(verifying)
     stats["events_scanned"] = scanned
     body = answer(query, table, match_times(frame, table), limit=limit,
