@@ -254,6 +254,24 @@ class QueryLogEntry(Base):
     created: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
 
 
+class Watch(Base):
+    """A standing query on a dataset: its query, mode, and the cursor its stream starts from."""
+
+    __tablename__ = "watches"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=lambda: uuid.uuid4().hex)
+    dataset: Mapped[str] = mapped_column(String(NAME_LENGTH), index=True)
+    query: Mapped[str] = mapped_column(Text)
+    mode: Mapped[str] = mapped_column(String(16))
+    cursor: Mapped[str] = mapped_column(String(48))
+    token: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
+    created: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "dataset": self.dataset, "query": self.query, "mode": self.mode,
+                "cursor": self.cursor, "created": self.created.isoformat()}
+
+
 # --- the catalog as the service uses it ---------------------------------------------------------------------
 
 
@@ -442,6 +460,34 @@ class Catalog:
                 .limit(1)
             )
             return None if job is None else job.to_dict()
+
+    # watches ----------------------------------------------------------------------------------------------
+
+    def create_watch(self, dataset: str, query: str, mode: str, cursor: str,
+                     token: str | None = None) -> dict[str, Any]:
+        with self.session() as s:
+            watch = Watch(dataset=dataset, query=query, mode=mode, cursor=cursor, token=token)
+            s.add(watch)
+            s.flush()
+            return watch.to_dict()
+
+    def get_watch(self, dataset: str, watch_id: str) -> dict[str, Any] | None:
+        with self.session() as s:
+            watch = s.get(Watch, watch_id)
+            return None if watch is None or watch.dataset != dataset else watch.to_dict()
+
+    def list_watches(self, dataset: str) -> list[dict[str, Any]]:
+        with self.session() as s:
+            stmt = select(Watch).where(Watch.dataset == dataset).order_by(Watch.created, Watch.id)
+            return [w.to_dict() for w in s.scalars(stmt)]
+
+    def delete_watch(self, dataset: str, watch_id: str) -> bool:
+        with self.session() as s:
+            watch = s.get(Watch, watch_id)
+            if watch is None or watch.dataset != dataset:
+                return False
+            s.delete(watch)
+            return True
 
     # query log --------------------------------------------------------------------------------------------
 

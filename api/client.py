@@ -18,19 +18,21 @@ are retried a few times on connection errors; appends and builds never are, so n
 from __future__ import annotations
 
 import datetime as dt
+import http.client
 import json
+import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
     "AuthError", "BadRequestError", "Client", "ConflictError", "JobFailedError", "NotFoundError",
     "PayloadTooLargeError", "QueryError", "QueryResult", "SeqsketchAPIError", "ServerError",
-    "ServiceUnavailableError",
+    "ServiceUnavailableError", "Watch",
 ]
 
 JSON = dict[str, Any]
@@ -350,6 +352,51 @@ class Client:
         """Delete a dataset (events and index)."""
         return self._request("DELETE", f"/datasets/{self._name(name)}")
 
+    # --- watches (standing queries) -------------------------------------------------------------------------
+
+    def create_watch(self, name: str, query: Any, *, mode: str = "verified", start: str = "now") -> JSON:
+        """Keep a standing query on dataset ``name`` (it needs ``WITHIN``); ``start`` is ``now``, ``start``
+        (the whole history) or an ISO 8601 time.  Returns the watch: ``id``, ``cursor``, ``stream`` …"""
+        return self._request("POST", f"/datasets/{self._name(name)}/watches",
+                             body={"query": _query_payload(query), "mode": mode, "from": start})
+
+    def watches(self, name: str) -> list[JSON]:
+        return list(self._request("GET", f"/datasets/{self._name(name)}/watches", idempotent=True)["watches"])
+
+    def delete_watch(self, name: str, watch_id: str) -> JSON:
+        return self._request("DELETE", f"/datasets/{self._name(name)}/watches/{self._name(watch_id)}")
+
+    def watch(self, name: str, query: Any = None, *, watch_id: str | None = None, mode: str = "verified",
+              start: str = "now", cursor: str | None = None) -> Watch:
+        """The matches of a standing query as they become certain: ``for m in client.watch(name, query): …``.
+
+        Creates a watch for ``query`` (or follows watch ``watch_id``) and streams it from ``cursor`` (default:
+        where the watch starts); reconnects after a dropped connection from the last event seen."""
+        if watch_id is None:
+            if query is None:
+                raise ValueError("watch() needs a query or the id of a watch")
+            watch_id = self.create_watch(name, query, mode=mode, start=start)["id"]
+        return Watch(self, name, watch_id, cursor)
+
+    def _open_stream(self, name: str, watch_id: str, cursor: str | None) -> Any:
+        headers = {"Accept": "text/event-stream"}
+        if cursor:
+            headers["Last-Event-ID"] = cursor
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        url = f"{self.base}/datasets/{self._name(name)}/watches/{self._name(watch_id)}/stream"
+        try:
+            # the server sends a heartbeat every 15 s: a read that waits longer has lost the connection
+            return urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                          timeout=max(self.timeout, 30.0))
+        except urllib.error.HTTPError as err:
+            payload = err.read()
+            try:
+                decoded = json.loads(payload) if payload else None
+            except ValueError:
+                decoded = payload.decode("utf-8", "replace")
+            raise error_for(err.code, decoded) from None
+
     def append(self, name: str, events: Iterable[Mapping[str, Any]]) -> JSON:
         """Append events — dicts with ``type``, ``ts`` (ISO-8601 text, ``datetime`` or epoch seconds) and
         ``attrs`` — all or nothing.  Returns ``{"appended", "first_seq", "last_seq"}``."""
@@ -421,3 +468,93 @@ class Client:
             return QueryResult(head, table.replace_schema_metadata(None))
         return QueryResult(self._request("POST", f"/datasets/{self._name(name)}/query", body=body,
                                          idempotent=True))
+
+
+class Watch:
+    """A standing query's stream of matches (docs/contract.md §5.8): iterate for each match, as in a JSON
+    answer, the history's first, then each new one once its window has closed.  A dropped connection is
+    reopened from :attr:`cursor` (the id of the last event seen), so no match is lost or repeated; an error
+    answer (the watch deleted, a bad cursor) raises.  :meth:`close` (or leaving the loop) stops it."""
+
+    def __init__(self, client: Client, name: str, watch_id: str, cursor: str | None = None) -> None:
+        self.client = client
+        self.name = name
+        self.id = watch_id
+        #: the id of the last event received (where a reconnection resumes); None before the first
+        self.cursor = cursor
+        #: has the server said that the stored history is done (the rest is live)?
+        self.history_done = False
+        self._response: Any = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"Watch({self.name!r}, {self.id!r}, cursor={self.cursor!r})"
+
+    def __iter__(self) -> Iterator[JSON]:
+        failures = 0
+        while not self._closed:
+            try:
+                self._response = self.client._open_stream(self.name, self.id, self.cursor)
+                failures = 0
+                for event, data, event_id in _server_sent_events(self._response):
+                    if event_id is not None:
+                        self.cursor = event_id
+                    if event == "match":
+                        yield data
+                    elif event == "progress":
+                        self.history_done = True
+                    elif event == "end":
+                        return
+            except Exception as err:
+                if self._closed:  # closed from another thread while a read was waiting: its socket is gone
+                    return
+                retriable = (urllib.error.URLError, ConnectionError, TimeoutError, OSError, http.client.HTTPException)
+                if isinstance(err, urllib.error.HTTPError) or not isinstance(err, retriable):
+                    raise
+                failures += 1
+                if failures > max(1, self.client.retries) * 5:
+                    message = f"the watch stream of {self.client.base} keeps failing: {err}"
+                    raise ServiceUnavailableError("connection_error", message) from None
+                time.sleep(min(5.0, self.client.backoff * (2 ** min(failures, 5))))
+            finally:
+                self._drop()
+
+    def close(self) -> None:
+        self._closed = True
+        self._drop()
+
+    def _drop(self) -> None:
+        response, self._response = self._response, None
+        if response is None:
+            return
+        # a read waiting on another thread returns only when its socket is shut down, not on close()
+        sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
+        try:
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+            response.close()
+        except (OSError, AttributeError, ValueError):
+            pass
+
+
+def _server_sent_events(response: Any) -> Iterator[tuple[str, Any, str | None]]:
+    """``(event, data as JSON, id or None)`` of a text/event-stream response, comments skipped."""
+    event, event_id = "message", None
+    data: list[str] = []
+    for raw in response:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if not line:
+            if data:
+                yield event, json.loads("\n".join(data)), event_id
+            event, data, event_id = "message", [], None
+            continue
+        if line.startswith(":"):
+            continue
+        field_name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field_name == "event":
+            event = value
+        elif field_name == "data":
+            data.append(value)
+        elif field_name == "id":
+            event_id = value

@@ -23,6 +23,7 @@ from api.catalog import Scope
 from api.db import head_revision
 from api.guard import NDJSON_TYPES, is_forwarded
 from api.state import ServiceState, service_state
+from sketch.answer.standing import Cursor
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
 
@@ -200,6 +201,65 @@ def start_build(name: str, body: dict[str, Any]) -> Any:
     response.status_code = 202
     response.headers["Location"] = location
     return response
+
+
+# --- watches (standing queries) -------------------------------------------------------------------------------
+
+
+def _watch_view(watch: dict[str, Any]) -> dict[str, Any]:
+    return {**watch, "stream": url_for("v1.watch_stream", name=watch["dataset"], watch_id=watch["id"])}
+
+
+@operation("/datasets/<name>/watches", "POST", sc.Operation(
+    summary="Keep a standing query on a dataset", scope="read", tag="watches", request=sc.WATCH_REQUEST,
+    description="The watch is kept in the catalog; GET its stream for the matches: the history's from 'from', "
+                "then each new one once its window has closed (docs/contract.md §5.8).",
+    responses={201: ("the watch", sc.WATCH)}))
+def create_watch(name: str, body: dict[str, Any]) -> Any:
+    st = state()
+    watch = service.create_watch(st.catalog, st.home, checked_name(name), body["query"],
+                                 mode=body.get("mode") or "verified", start=body.get("from") or "now",
+                                 token=_principal_name())
+    response = jsonify(_watch_view(watch))
+    response.status_code = 201
+    response.headers["Location"] = url_for("v1.get_watch", name=name, watch_id=watch["id"])
+    return response
+
+
+@operation("/datasets/<name>/watches", "GET", sc.Operation(
+    summary="A dataset's watches", scope="read", tag="watches", responses={200: ("the watches", sc.WATCH_LIST)}))
+def list_watches(name: str) -> Any:
+    return jsonify({"watches": [_watch_view(w) for w in state().catalog.list_watches(checked_name(name))]})
+
+
+@operation("/datasets/<name>/watches/<watch_id>", "GET", sc.Operation(
+    summary="One watch", scope="read", tag="watches", responses={200: ("the watch", sc.WATCH)}))
+def get_watch(name: str, watch_id: str) -> Any:
+    return jsonify(_watch_view(service.get_watch(state().catalog, checked_name(name), watch_id)))
+
+
+@operation("/datasets/<name>/watches/<watch_id>", "DELETE", sc.Operation(
+    summary="Stop keeping a watch", scope="read", tag="watches", responses={200: ("deleted", sc.DELETED)}))
+def delete_watch(name: str, watch_id: str) -> Any:
+    return jsonify(service.delete_watch(state().catalog, checked_name(name), watch_id))
+
+
+@operation("/datasets/<name>/watches/<watch_id>/stream", "GET", sc.Operation(
+    summary="A watch's matches as Server-Sent Events", scope="read", tag="watches",
+    description="event: match (id: its cursor; data: the match as in a JSON answer), one event: progress when "
+                "the history is done, then live matches; a heartbeat comment while idle. Last-Event-ID (or "
+                "?cursor=) resumes just after the match it names.",
+    media_types=("text/event-stream",), responses={200: ("the event stream", None)}))
+def watch_stream(name: str, watch_id: str) -> Any:
+    st = state()
+    watch = service.get_watch(st.catalog, checked_name(name), watch_id)
+    given = request.headers.get("Last-Event-ID") or request.args.get("cursor")
+    cursor = Cursor.parse(given, "Last-Event-ID" if request.headers.get("Last-Event-ID") else "cursor") \
+        if given else Cursor.parse(watch["cursor"])
+    service.standing_query(st.home, name, watch["query"])  # a dataset changed since: refused now, not mid-stream
+    events = service.sse_events(st.home, name, watch, cursor)
+    return Response(events, mimetype="text/event-stream",
+                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
 @operation("/inputs", "GET", sc.Operation(

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from api.cli import admin, data, serving
+from api.cli import admin, data, serving, watching
 from exact.errors import SeqsketchError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -23,11 +23,12 @@ def build_parser() -> argparse.ArgumentParser:
     serving.register(sub)
     admin.register(sub)
     data.register(sub)
+    watching.register(sub)
     return parser
 
 
 # commands that read and answer, and never hand pandas objects to pyarrow
-_WITHOUT_PANDAS = frozenset({"query", "info", "datasets", "export", "append"})
+_WITHOUT_PANDAS = frozenset({"query", "info", "datasets", "export", "append", "watch"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -260,7 +260,39 @@ QUERY_ANSWER = Schema("QueryAnswer", {
     },
 })
 
+WATCH_REQUEST = Schema("WatchRequest", {
+    "type": "object",
+    "required": ["query"],
+    "additionalProperties": False,
+    "properties": {
+        "query": {
+            "anyOf": [{"type": "string", "minLength": 1}, {"type": "object"}],
+            "description": "the query text or its JSON form; it needs WITHIN (a match is delivered once its "
+                           "window has closed)",
+        },
+        "mode": {"enum": ["verified", "exact"], "default": "verified"},
+        "from": {"type": "string", "minLength": 1, "default": "now",
+                 "description": "where the stream starts: 'now' (new events only), 'start' (the whole history) "
+                                "or an ISO 8601 time"},
+    },
+})
+
+WATCH = Schema("Watch", {
+    "type": "object",
+    "required": ["id", "dataset", "query", "mode", "cursor", "created"],
+    "properties": {
+        "id": {"type": "string"}, "dataset": {"type": "string"}, "query": {"type": "string"},
+        "mode": {"enum": ["verified", "exact"]},
+        "cursor": {"type": "string", "description": "where its stream starts (FIRST_SEQ:DELIVERED)"},
+        "created": {"type": "string"}, "stream": {"type": "string"},
+    },
+})
+
+WATCH_LIST = Schema("WatchList", {
+    "type": "object", "required": ["watches"], "properties": {"watches": {"type": "array", "items": WATCH.schema}},
+})
+
 ALL_SCHEMAS: tuple[Schema, ...] = (
     ERROR, HEALTH, DATASET, DATASET_LIST, DENSITY, DELETED, EVENT, EVENT_BATCH, APPEND_RESULT, BUILD_REQUEST,
-    INPUT_LIST, JOB_ACCEPTED, JOB, QUERY_REQUEST, QUERY_ANSWER,
+    INPUT_LIST, JOB_ACCEPTED, JOB, QUERY_REQUEST, QUERY_ANSWER, WATCH_REQUEST, WATCH, WATCH_LIST,
 )

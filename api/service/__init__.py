@@ -78,6 +78,16 @@ from api.service.served import (
     served_dataset,
     served_datasets,
 )
+from api.service.watches import (
+    WATCH_MODES,
+    create_watch,
+    delete_watch,
+    follow,
+    get_watch,
+    sse_events,
+    standing_query,
+    start_cursor,
+)
 
 __all__ = [
     "AppendResult",
@@ -135,4 +145,12 @@ __all__ = [
     "shared_data_dirs",
     "store_events",
     "wait_for_job",
+    "WATCH_MODES",
+    "create_watch",
+    "delete_watch",
+    "follow",
+    "get_watch",
+    "sse_events",
+    "standing_query",
+    "start_cursor",
 ]

@@ -101,6 +101,9 @@ def test_openapi_document_validates_and_lists_exactly_the_routes(app: Flask, cli
         ("/v1/datasets/{name}/builds", "post"), ("/v1/jobs/{job_id}", "get"),
         ("/v1/datasets/{name}/query", "post"), ("/v1/openapi.json", "get"), ("/v1/inputs", "get"),
         ("/v1/datasets/{name}/density", "get"), ("/", "get"), ("/console/{asset}", "get"),
+        ("/v1/datasets/{name}/watches", "post"), ("/v1/datasets/{name}/watches", "get"),
+        ("/v1/datasets/{name}/watches/{watch_id}", "get"), ("/v1/datasets/{name}/watches/{watch_id}", "delete"),
+        ("/v1/datasets/{name}/watches/{watch_id}/stream", "get"),
     }
 
 

@@ -23,7 +23,7 @@ from api.catalog import Base, DatasetState, open_catalog
 from api.cli import main
 from exact.errors import Conflict
 
-CATALOG_TABLES = {"datasets", "index_versions", "build_jobs", "tokens", "query_log"}
+CATALOG_TABLES = {"datasets", "index_versions", "build_jobs", "tokens", "query_log", "watches"}
 
 
 def sqlite_url(path: Path) -> str:

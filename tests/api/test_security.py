@@ -138,7 +138,7 @@ def test_revoked_and_malformed_credentials(app: Flask, tokens: dict[str, str]) -
 
 
 def rule_url(rule: str, dataset: str, job_id: str) -> str:
-    values = {"name": dataset, "job_id": job_id, "asset": "console.js"}
+    values = {"name": dataset, "job_id": job_id, "asset": "console.js", "watch_id": "no-such-watch"}
     return re.sub(r"<(?:[a-z_]+:)?([a-z_]+)>", lambda m: values[m.group(1)], rule)
 
 
@@ -146,6 +146,7 @@ BODIES: dict[str, Any] = {
     "append_events": [{"type": "Z", "ts": "2030-01-01T00:00:00Z"}],
     "start_build": {"inputs": ["running-example.xes"], "engine": "local", "replace": True},
     "query": {"query": "PATTERN SEQ(A a, B b)", "mode": "exact"},
+    "create_watch": {"query": "PATTERN SEQ(A a, B b) WITHIN 5 events", "from": "start"},
 }
 
 

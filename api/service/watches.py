@@ -1,0 +1,152 @@
+"""Watches: standing queries kept in the catalog, and their matches followed as the stream grows.
+
+:func:`follow` is the one loop every door uses (the HTTP event stream, ``seqsketch watch``): from a cursor it
+delivers the certain matches of the history (:mod:`sketch.answer.standing`), says once that the history is
+done, then waits for appends — through any door: it watches the store's committed snapshot — and delivers
+each new match once its window closes.  :func:`sse_events` writes that as Server-Sent Events
+(docs/contract.md §5.8).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from api.service.datasets import dataset_exists
+from api.service.queries import _check_attribute_kinds, _parsed, query_text
+from exact.errors import InputError, NotFound, QuerySemanticError, SeqsketchError
+from exact.events import parse_timestamp
+from exact.query.ast import Query
+from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
+from sketch.answer.standing import Cursor, Standing, check_standing
+from sketch.answer.verify import StoreSource
+
+if TYPE_CHECKING:
+    from api.catalog import Catalog
+
+WATCH_MODES = ("verified", "exact")
+#: how often an open stream looks for appended events (seconds)
+POLL_SECONDS = 0.2
+#: a comment line this often keeps an idle stream's connection (and proxies) open
+HEARTBEAT_SECONDS = 15.0
+
+
+def _store(home: Path, name: str) -> EventStore:
+    if not dataset_exists(home, check_dataset_name(name)):
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    return EventStore.open(store_dir(dataset_dir(name, home)))
+
+
+def start_cursor(home: Path, name: str, start: str | None) -> Cursor:
+    """Where a new watch's stream starts: ``now`` (default: the first event not yet stored), ``start`` (the
+    whole history) or a time (ISO 8601: the first event at or after it)."""
+    store = _store(home, name)
+    snap = store.snapshot()
+    if start in (None, "now"):
+        return Cursor(snap.events)
+    if start == "start":
+        return Cursor(0)
+    try:
+        micros = parse_timestamp(start)
+    except (InputError, ValueError, TypeError):
+        raise QuerySemanticError(f"from {start!r}: expected 'now', 'start' or an ISO 8601 time",
+                                 where="from") from None
+    lo, _ = StoreSource(store, snap).seq_span(micros, micros)
+    return Cursor(lo)
+
+
+def standing_query(home: Path, name: str, query: str | Mapping[str, Any] | Query) -> Query:
+    """``query`` checked as a standing query on dataset ``name`` (parsed, its attribute kinds, WITHIN)."""
+    parsed = _parsed(query)
+    _check_attribute_kinds(query, parsed, _store(home, name).snapshot().attrs)
+    return check_standing(parsed)
+
+
+def create_watch(catalog: Catalog, home: Path, name: str, query: str | Mapping[str, Any], *,
+                 mode: str = "verified", start: str | None = "now", token: str | None = None) -> dict[str, Any]:
+    """A new watch on dataset ``name``, kept in the catalog: its id, query, mode and starting cursor."""
+    if mode not in WATCH_MODES:
+        raise QuerySemanticError(f"unknown mode {mode!r} for a watch; choose one of {', '.join(WATCH_MODES)}",
+                                 where="mode")
+    standing_query(home, name, query)
+    cursor = start_cursor(home, name, start)
+    return catalog.create_watch(name, query_text(query), mode, cursor.text(), token=token)
+
+
+def get_watch(catalog: Catalog, name: str, watch_id: str) -> dict[str, Any]:
+    watch = catalog.get_watch(name, watch_id)
+    if watch is None:
+        raise NotFound(f"dataset {name!r} has no watch {watch_id!r}", where=watch_id)
+    return watch
+
+
+def delete_watch(catalog: Catalog, name: str, watch_id: str) -> dict[str, Any]:
+    if not catalog.delete_watch(name, watch_id):
+        raise NotFound(f"dataset {name!r} has no watch {watch_id!r}", where=watch_id)
+    return {"deleted": watch_id}
+
+
+def _stored_query(text: str) -> str | dict[str, Any]:
+    """A watch's query as kept: text, or its JSON form as text."""
+    if text.lstrip().startswith("{"):
+        try:
+            loaded: dict[str, Any] = json.loads(text)
+            return loaded
+        except ValueError:
+            pass
+    return text
+
+
+def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor: Cursor, *,
+           stop: threading.Event | None = None, poll: float = POLL_SECONDS
+           ) -> Iterator[tuple[str, Cursor, dict[str, Any] | None]]:
+    """The events of a standing query from ``cursor`` on: ``("match", cursor after it, match)``, once
+    ``("progress", cursor, {...})`` when the stored history is done, ``("idle", cursor, None)`` while it waits
+    for appends (each ``poll`` seconds), and ``("end", cursor, {reason})`` if the dataset goes away.  Runs until
+    ``stop`` is set (or the consumer stops iterating)."""
+    standing = Standing(_store(home, name), standing_query(home, name, query))
+    told = False
+    seen = -1
+    while stop is None or not stop.is_set():
+        try:
+            snap = standing.store.snapshot()
+        except (SeqsketchError, OSError):
+            yield "end", cursor, {"reason": f"dataset {name!r} is gone"}
+            return
+        if snap.events < seen:
+            yield "end", cursor, {"reason": f"dataset {name!r} was rebuilt: its seqs mean other events now"}
+            return
+        if snap.events != seen:
+            seen = snap.events
+            upto = standing.frontier(snap)
+            for after, match in standing.matches(snap, cursor, upto):
+                yield "match", after, match
+            if upto > cursor.start:
+                cursor = Cursor(upto)
+            if not told:
+                told = True
+                yield "progress", cursor, {"history": "done", "cursor": cursor.text(), "events": snap.events}
+        yield "idle", cursor, None
+        time.sleep(poll)
+
+
+def sse_events(home: Path, name: str, watch: Mapping[str, Any], cursor: Cursor, *,
+               stop: threading.Event | None = None, heartbeat: float = HEARTBEAT_SECONDS) -> Iterator[str]:
+    """:func:`follow` as Server-Sent Events: ``event: match`` (``id:`` its cursor, ``data:`` the match as in
+    a JSON answer), one ``event: progress``, ``event: end``, and a ``: heartbeat`` comment while idle."""
+    yield f"retry: 1000\n: watch {watch['id']} from {cursor.text()}\n\n"
+    last = time.monotonic()
+    for kind, after, data in follow(home, name, _stored_query(watch["query"]), cursor, stop=stop):
+        if kind == "idle":
+            if time.monotonic() - last >= heartbeat:
+                last = time.monotonic()
+                yield ": heartbeat\n\n"
+            continue
+        last = time.monotonic()
+        yield f"id: {after.text()}\nevent: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+        if kind == "end":
+            return

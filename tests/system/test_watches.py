@@ -1,0 +1,147 @@
+"""Standing queries end to end, on a real server on a loopback port with the SDK and the command line: the
+history's matches, then the matches of events appended by HTTP and by the CLI, each once — across a dropped
+connection resumed with Last-Event-ID and a server restart — compared with a fresh exact query over
+everything whose windows have closed."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api import service
+from api.cli import main
+from api.client import BadRequestError, Client, NotFoundError, QueryError
+from exact.query.language import parse
+from exact.store import EventStore, dataset_dir, store_dir
+from sketch.answer.standing import Standing
+from tests.helpers import serve
+
+QUERY = ("PATTERN SEQ('register request' r, 'pay compensation' p) PARTITION BY case WITHIN 10 days "
+         "STRATEGY skip_till_any_match")
+
+
+def key(match: dict[str, Any]) -> tuple:
+    return match["start_seq"], match["end_seq"], tuple(sorted((k, tuple(v)) for k, v in match["bindings"].items()))
+
+
+def certain(home: Path) -> list[tuple]:
+    """The matches of a fresh exact query over everything, those whose windows have closed."""
+    frontier = Standing(EventStore.open(store_dir(dataset_dir("running", home))), parse(QUERY)).frontier(
+        EventStore.open(store_dir(dataset_dir("running", home))).snapshot())
+    answer = service.run_query(home, "running", QUERY, mode="exact")
+    return [key(m) for m in answer["matches"] if m["start_seq"] < frontier]
+
+
+class Collector:
+    """Reads a watch on a thread, keeping every match it yields."""
+
+    def __init__(self, client: Client, watch_id: str, cursor: str | None = None) -> None:
+        self.watch = client.watch("running", watch_id=watch_id, cursor=cursor)
+        self.matches: list[dict[str, Any]] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        for match in self.watch:
+            self.matches.append(match)
+
+    def wait_for(self, count: int, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.matches) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(self.matches) >= count, (len(self.matches), count)
+
+    def stop(self) -> None:
+        self.watch.close()
+        self.thread.join(timeout=10)
+
+
+def new_case(case: str, day: str) -> list[dict[str, Any]]:
+    return [{"type": "register request", "ts": f"{day}T09:00:00Z", "case": case},
+            {"type": "pay compensation", "ts": f"{day}T17:00:00Z", "case": case}]
+
+
+@pytest.fixture
+def built(home: Path, shared_data: Path) -> Path:
+    service.build_from_inputs(home, "running", [str(shared_data / "running-example.xes")], engine="local")
+    return home
+
+
+def test_history_then_live_matches_once_each(built: Path, shared_data: Path, tmp_path: Path) -> None:
+    home = built
+    with serve(home, shared_data) as (url, _app):
+        client = Client(url, timeout=30)
+        with pytest.raises(QueryError, match="needs WITHIN"):
+            client.create_watch("running", "PATTERN SEQ(A a, B b)")
+        with pytest.raises(NotFoundError):
+            client.create_watch("nope", QUERY)
+        watch = client.create_watch("running", QUERY, start="start")
+        assert watch["cursor"] == "0:0" and client.watches("running")[0]["id"] == watch["id"]
+        history = certain(home)
+        assert history, "the running example has closed windows with matches"
+        reader = Collector(client, watch["id"])
+        reader.wait_for(len(history))
+        deadline = time.monotonic() + 10
+        while not reader.watch.history_done and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reader.watch.history_done and [key(m) for m in reader.matches] == history
+        # appended by HTTP: a new case; its window closes only with a later event (appended next, by the CLI)
+        client.append("running", new_case("http-1", "2011-03-01"))
+        time.sleep(0.5)
+        assert [key(m) for m in reader.matches] == history  # not certain yet: its window is open
+        lines = tmp_path / "more.jsonl"
+        lines.write_text("\n".join(json.dumps(e) for e in new_case("cli-1", "2011-05-01")) + "\n")
+        assert main(["append", "running", str(lines), "--format", "jsonl"]) == 0
+        expected = certain(home)
+        assert len(expected) == len(history) + 1  # the HTTP case's window has closed, the CLI case's not yet
+        reader.wait_for(len(expected))  # (how fast: bench/watch.py)
+        assert [key(m) for m in reader.matches] == expected
+        assert reader.matches[-1]["case"] == "http-1"
+        reader.stop()
+        # dropped, then resumed from the id of the last match seen: the rest, none twice
+        middle = Collector(client, watch["id"], cursor=reader.watch.cursor)
+        client.append("running", new_case("http-2", "2011-07-01"))  # closes the CLI case's window
+        middle.wait_for(1)
+        time.sleep(0.3)
+        assert [key(m) for m in middle.matches] == certain(home)[len(expected):]
+        last = middle.watch.cursor
+        middle.stop()
+        with pytest.raises(BadRequestError, match="not a cursor"):
+            next(iter(client.watch("running", watch_id=watch["id"], cursor="x")))
+    # a server restart: the watch is kept in the catalog, and its stream resumes from the cursor
+    with serve(home, shared_data) as (url, _app):
+        client = Client(url, timeout=30)
+        assert [w["id"] for w in client.watches("running")] == [watch["id"]]
+        client.append("running", new_case("http-3", "2011-09-01"))  # closes http-2's window
+        after = Collector(client, watch["id"], cursor=last)
+        after.wait_for(1)
+        time.sleep(0.3)
+        assert [key(m) for m in after.matches] == certain(home)[len(expected) + 1:]
+        assert [m["case"] for m in after.matches] == ["http-2"]
+        after.stop()
+        assert client.delete_watch("running", watch["id"]) == {"deleted": watch["id"]}
+        with pytest.raises(NotFoundError):
+            next(iter(client.watch("running", watch_id=watch["id"])))
+
+
+def test_cli_watch_prints_the_history_and_stops(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``seqsketch watch --from start --json``: one JSON line per certain match; stopped by Ctrl-C."""
+    import _thread
+
+    timer = threading.Timer(3.0, _thread.interrupt_main)
+    timer.start()
+    try:
+        assert main(["watch", "running", QUERY, "--from", "start", "--json"]) == 0
+    finally:
+        timer.cancel()
+    out, err = capsys.readouterr()
+    got = [json.loads(line) for line in out.splitlines()]
+    assert [key(m) for m in got] == certain(built) and "history is done" in err
+    assert all(m["cursor"] for m in got)
+    assert main(["watch", "running", "PATTERN SEQ(A a, B b)"]) == 1
+    assert "needs WITHIN" in capsys.readouterr().err
