@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 WATCH_MODES = ("verified", "exact")
 #: how often an open stream looks for appended events (seconds)
-POLL_SECONDS = 0.2
+POLL_SECONDS = 0.05
 #: a comment line this often keeps an idle stream's connection (and proxies) open
 HEARTBEAT_SECONDS = 15.0
 

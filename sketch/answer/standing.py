@@ -18,8 +18,12 @@ the history, and a match that spans the history/live boundary is found once, whe
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import re
-from collections.abc import Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +33,7 @@ from exact.engine import answer, evaluate_table
 from exact.engine.matchtable import match_times
 from exact.errors import QuerySemanticError
 from exact.query.ast import Query, Return, WithinEvents, WithinTime
+from exact.query.language import to_json
 from exact.store import EventStore, Snapshot
 from sketch.answer.cases import case_lookup
 from sketch.answer.verify import StoreSource, TableSource, needed_columns
@@ -74,6 +79,7 @@ class Standing:
         self.store = store
         self.query = check_standing(query)
         self.columns = needed_columns(self.query)
+        self.text = json.dumps(to_json(self.query), sort_keys=True)
 
     def frontier(self, snap: Snapshot) -> int:
         """The first seq whose window is still open in ``snap`` (every first event before it is decided)."""
@@ -105,16 +111,62 @@ class Standing:
         first = cursor.start
         while first < upto:
             last = min(upto, first + CHUNK) - 1
-            lo, hi = self._reach(source, first, last)
-            table = self.store.read_table(lo, hi, self.columns, snapshot=snap, type_dictionary=True)
-            found = evaluate_table(self.query, table, starts=(first, last), type_counts=source.type_counts())
-            body = answer(self.query, found, match_times(table, found), case_of=case_lookup(self.query,
-                                                                                           TableSource(table)))
-            start, k = -1, 0
-            for match in body["matches"]:
-                k = k + 1 if match["start_seq"] == start else 1
-                start = match["start_seq"]
-                if start == cursor.start and k <= cursor.skip:
+            key = (str(self.store.root), snap.parts[0].file if snap.parts else "", self.text, first, last)
+            for after, match in _shared(key, functools.partial(self._chunk, source, snap, first, last)):
+                if after <= cursor:
                     continue  # delivered before
-                yield Cursor(start, k), match
+                yield after, match
             first = last + 1
+
+    def _chunk(self, source: StoreSource, snap: Snapshot, first: int, last: int) -> list[tuple[Cursor, Any]]:
+        """The matches of first events ``first … last`` (all behind the frontier), each with its cursor."""
+        lo, hi = self._reach(source, first, last)
+        table = self.store.read_table(lo, hi, self.columns, snapshot=snap, type_dictionary=True)
+        found = evaluate_table(self.query, table, starts=(first, last), type_counts=source.type_counts())
+        body = answer(self.query, found, match_times(table, found), case_of=case_lookup(self.query,
+                                                                                       TableSource(table)))
+        out: list[tuple[Cursor, Any]] = []
+        start, k = -1, 0
+        for match in body["matches"]:
+            k = k + 1 if match["start_seq"] == start else 1
+            start = match["start_seq"]
+            out.append((Cursor(start, k), match))
+        return out
+
+
+# The matches of a range of first events behind the frontier never change: the streams of one standing query
+# (many clients of one watch, or of one query) compute each range once and share it.
+_SHARED: OrderedDict[tuple[Any, ...], list[tuple[Cursor, Any]]] = OrderedDict()
+_PENDING: dict[tuple[Any, ...], threading.Event] = {}
+_LOCK = threading.Lock()
+#: ranges kept (the live ones are small: the events of one append)
+_SHARED_MOST = 256
+
+
+def _shared(key: tuple[Any, ...], compute: Callable[[], list[tuple[Cursor, Any]]]) -> list[tuple[Cursor, Any]]:
+    """``compute()`` once per ``key`` among the threads of this process (others wait for it), kept a while."""
+    with _LOCK:
+        if key in _SHARED:
+            _SHARED.move_to_end(key)
+            return _SHARED[key]
+        pending = _PENDING.get(key)
+        owner = pending is None
+        if owner:
+            pending = _PENDING[key] = threading.Event()
+    assert pending is not None
+    if not owner:
+        pending.wait()
+        with _LOCK:
+            done = _SHARED.get(key)
+        return done if done is not None else compute()  # (its owner failed: compute it here)
+    try:
+        value = compute()
+        with _LOCK:
+            _SHARED[key] = value
+            while len(_SHARED) > _SHARED_MOST:
+                _SHARED.popitem(last=False)
+        return value
+    finally:
+        with _LOCK:
+            _PENDING.pop(key, None)
+        pending.set()

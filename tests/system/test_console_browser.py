@@ -140,6 +140,35 @@ def test_return_cases_lists_each_case_once(page: Any, server: tuple[str, Client]
     assert page.locator("#match-detail").is_hidden()
 
 
+def test_the_watch_toggle_adds_live_matches(page: Any, server: tuple[str, Client]) -> None:
+    """With "watch" on, a match of events appended afterwards (by the SDK) is added to the timeline once its
+    window closes; turning it off deletes the watch."""
+    _, client = server
+    job = client.build("live", ["running-example.xes"], engine="local")
+    assert client.wait(job["job_id"], timeout=120)["state"] == "succeeded"
+    page.click("#refresh")
+    page.wait_for_selector("#datasets li[data-name='live']")
+    pick(page, "live")
+    query = ("PATTERN SEQ('register request' r, 'pay compensation' p) PARTITION BY case WITHIN 10 days "
+             "STRATEGY skip_till_any_match")
+    run(page, query)
+    before = page.locator("#timeline rect.match").count()
+    assert before == len(client.query("live", query).matches)
+    page.check("#watch")
+    page.wait_for_function("() => document.querySelector('#watch-state').textContent.startsWith('watching')")
+    page.wait_for_function("() => true", polling=500, timeout=2000)  # the stream is open
+    client.append("live", [{"type": "register request", "ts": "2011-03-01T09:00:00Z", "case": "new"},
+                           {"type": "pay compensation", "ts": "2011-03-01T17:00:00Z", "case": "new"}])
+    client.append("live", [{"type": "check ticket", "ts": "2011-04-01T09:00:00Z", "case": "later"}])  # closes it
+    page.wait_for_function(f"() => document.querySelectorAll('#timeline rect.match').length === {before + 1}",
+                           timeout=20000)
+    assert "1 new match" in page.inner_text("#watch-state")
+    assert len(client.watches("live")) == 1
+    page.uncheck("#watch")
+    page.wait_for_function("() => document.querySelector('#watch-state').textContent === ''")
+    assert client.watches("live") == []
+
+
 def test_a_match_opens_its_bound_events(page: Any, server: tuple[str, Client]) -> None:
     _, client = server
     pick(page, "running")
