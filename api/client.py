@@ -439,13 +439,14 @@ class Client:
 
     def query(self, name: str, query: Any, mode: str = "verified", limit: int | None = None, *,
               granularity: int | None = None, include_events: bool = False,
-              timeout_ms: int | None = None, format: str = "json") -> QueryResult:
+              timeout_ms: int | None = None, format: str = "json", density: int | None = None) -> QueryResult:
         """Answer ``query`` (text, its JSON form, or an ``exact.query.ast.Query``) on dataset ``name``.
 
         ``limit`` caps the matches returned (the server caps them too); ``timeout_ms`` asks for a tighter
         wall-time limit than the server's (a query over it fails with :class:`QueryError`, code
         ``query_limit``).  ``format="arrow"`` fetches the rows as an Arrow stream (``result.table``,
-        ``to_arrow()``, ``to_pandas()``): no JSON object is made per match, here or on the server."""
+        ``to_arrow()``, ``to_pandas()``): no JSON object is made per match, here or on the server.
+        ``density`` (bins) adds ``match_density``: where all matches lie, not only those listed."""
         if format not in ("json", "arrow"):
             raise ValueError(f"format must be 'json' or 'arrow', got {format!r}")
         body: JSON = {"query": _query_payload(query), "mode": mode}
@@ -457,6 +458,8 @@ class Client:
             body["granularity"] = granularity
         if include_events:
             body["include_events"] = True
+        if density is not None:
+            body["density"] = density
         # A query changes nothing, so it is safe to resend after a dropped connection.
         if format == "arrow":
             import pyarrow as pa

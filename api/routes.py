@@ -304,7 +304,7 @@ def query(name: str, body: dict[str, Any]) -> Any:
         st.catalog, st.home, checked_name(name), body["query"], mode=body.get("mode") or "verified",
         limit=body.get("limit"), granularity=body.get("granularity"),
         include_events=bool(body.get("include_events")), timeout_ms=body.get("timeout_ms"), limits=limits,
-        token=_principal_name(), columnar=form != "application/json")
+        token=_principal_name(), columnar=form != "application/json", density=body.get("density"))
     if form == formats.ARROW_STREAM:
         return Response(formats.arrow_stream(answer), mimetype=formats.ARROW_STREAM)
     if form == formats.NDJSON:

@@ -201,6 +201,11 @@ QUERY_REQUEST = Schema("QueryRequest", {
             "type": "boolean", "default": False,
             "description": "add each match's bound events (seq, ts, type, attrs) under 'events'",
         },
+        "density": {
+            "type": ["integer", "null"], "minimum": 1, "maximum": 4000,
+            "description": "add match_density: every match's first event counted over the dataset's time "
+                           "range cut into this many spans (verified and exact modes)",
+        },
     },
 })
 
@@ -255,6 +260,7 @@ QUERY_ANSWER = Schema("QueryAnswer", {
                   "description": "RETURN cases: the cases holding a match, in the order of their first matches"},
         "case_count": {"type": ["integer", "null"], "description": "RETURN cases: how many cases hold a match"},
         "truncated": {"type": "boolean"},
+        "match_density": {"type": "object", "description": "with density: where all matches lie"},
         "expected_false_positive_rate": {"type": "number"},
         "stats": {"type": "object", "additionalProperties": {"type": ["number", "integer", "null"]}},
     },

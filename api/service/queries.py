@@ -187,12 +187,16 @@ def indexed_query(home: Path, name: str, query: QueryInput, *, mode: str = "veri
 def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: str = "verified",
                   limit: int | None = None, granularity: int | None = None, include_events: bool = False,
                   max_matches: int | None = None, timeout_ms: int | None = None,
-                  max_events: int | None = None, columnar: bool = False) -> QueryAnswer:
+                  max_events: int | None = None, columnar: bool = False,
+                  density: int | None = None) -> QueryAnswer:
     """:func:`run_query` under per-query limits.
 
     ``max_matches`` caps the matches returned (the answer says ``truncated``); ``timeout_ms`` bounds the
     wall time and ``max_events`` the events a query may scan (both refuse with ``query_limit``).
     ``include_events`` adds each match's bound events (as ``events``, or as columns when ``columnar``).
+    ``density`` (a number of bins) adds ``match_density``: where *all* matches lie, not only those listed —
+    their first events counted over the dataset's time range cut into that many equal spans (verified and
+    exact modes; it costs an evaluation that lists every match, in columns, within the same time limit).
     """
     effective = limit if max_matches is None else (max_matches if limit is None else min(limit, max_matches))
     if max_events and mode == "exact":
@@ -210,6 +214,10 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
     if max_events and (result.get("stats") or {}).get("events_scanned", 0) > max_events:
         raise QueryLimitError(f"the query scanned {result['stats']['events_scanned']:,} events, over the "
                               f"server's limit of {max_events:,}")
+    if density and mode != "approximate" and result.get("exists"):
+        result["match_density"] = call_with_timeout(
+            lambda: match_density(home, name, query, mode=mode, bins=density, budget=budget),
+            timeout_ms and timeout_ms + _GRACE_MS, "the query", limit_ms=timeout_ms)
     if include_events and isinstance(result.get("rows"), pa.Table) and result["rows"].num_rows \
             and "start_seq" in result["rows"].column_names and any(
                 c.endswith(".seq") for c in result["rows"].column_names):
@@ -218,6 +226,36 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
         for match, events in zip(result["matches"], bound_events(home, name, result["matches"]), strict=True):
             match["events"] = events
     return result
+
+
+def match_density(home: Path, name: str, query: QueryInput, *, mode: str, bins: int,
+                  budget: Budget | None = None) -> dict[str, Any]:
+    """Where every match of ``query`` lies: its first events counted over the dataset's ``[start_ts,
+    end_ts]`` cut into ``bins`` equal spans (as :func:`api.service.datasets.event_density` cuts the events)."""
+    import dataclasses
+
+    from exact.events import iso_of_micros
+    from exact.query.ast import Return
+
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_DENSITY_BINS:
+        raise QuerySemanticError(f"density must be a number of bins from 1 to {MAX_DENSITY_BINS}, got {bins!r}",
+                                 where="density")
+    parsed = dataclasses.replace(_parsed(query), returns=Return.MATCHES)
+    every = run_query(home, name, parsed, mode=mode, columnar=True, budget=budget)
+    snap = EventStore.open(store_dir(dataset_dir(name, home))).snapshot()
+    first, last = snap.first_ts, snap.last_ts
+    rows = every.get("rows")
+    starts = rows.column("start_ts").cast(pa.int64()).to_numpy() if isinstance(rows, pa.Table) and rows.num_rows \
+        else np.zeros(0, dtype=np.int64)
+    if first is None or last is None:
+        return {"start_ts": None, "end_ts": None, "bins": 0, "counts": []}
+    index = np.minimum(((starts - first) / float(last - first + 1) * bins).astype(np.int64), bins - 1)
+    return {"start_ts": iso_of_micros(first), "end_ts": iso_of_micros(last), "bins": bins,
+            "counts": np.bincount(index, minlength=bins).tolist(), "matches": int(len(starts))}
+
+
+#: the most bins a match density may ask for
+MAX_DENSITY_BINS = 4000
 
 
 def _refuse_exact_scan_over(home: Path, name: str, query: QueryInput, max_events: int) -> None:
@@ -260,7 +298,7 @@ def logged_query(catalog: Catalog, home: Path, name: str, query: str | Mapping[s
                  mode: str = "verified", limit: int | None = None, granularity: int | None = None,
                  include_events: bool = False, timeout_ms: int | None = None,
                  limits: QueryLimits = QueryLimits(), token: str | None = None,
-                 columnar: bool = False) -> QueryAnswer:
+                 columnar: bool = False, density: int | None = None) -> QueryAnswer:
     """:func:`limited_query` under the server's ``limits`` (and the request's ``timeout_ms`` when tighter),
     written to the catalog's query log with its time, counts and error code — or ``internal`` for a fault —
     and the name of the ``token`` that asked."""
@@ -273,7 +311,7 @@ def logged_query(catalog: Catalog, home: Path, name: str, query: str | Mapping[s
         answer = limited_query(
             home, name, query, mode=mode, limit=limit, granularity=granularity, include_events=include_events,
             max_matches=limits.max_matches, timeout_ms=tighter_timeout(timeout_ms, limits.timeout_ms),
-            max_events=limits.max_events, columnar=columnar)
+            max_events=limits.max_events, columnar=columnar, density=density)
         return answer
     except SeqsketchError as err:
         error_code = err.code

@@ -111,6 +111,7 @@ def test_the_answer_is_drawn_on_the_timeline(page: Any, server: tuple[str, Clien
     assert page.locator("#timeline rect.match").count() == len(answer.matches)
     assert page.locator("#timeline rect.candidate").count() >= 1
     assert page.locator("#timeline path.density").count() == 1
+    assert page.locator("#timeline path.match-density").count() == 1  # where all matches lie
     summary = page.inner_text("#summary")
     assert f"{answer.count} match" in summary
     stats = page.inner_text("#stats")

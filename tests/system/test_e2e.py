@@ -165,6 +165,31 @@ def test_answers_as_columns_over_http(server: tuple[Client, Path]) -> None:
     assert as_arrow.cases == cases.cases and as_arrow.to_arrow().column("case").to_pylist() == list(per_case)
 
 
+def test_match_density_counts_every_match_not_only_those_listed(server: tuple[Client, Path]) -> None:
+    """``density``: every match's first event, counted over the dataset's time range — also past a limit that
+    stopped the listing."""
+    from datetime import datetime
+
+    client, home = server
+    every = client.query("running", PAIR_QUERY, mode="exact")
+    info = client.info("running")
+    first = datetime.fromisoformat(info["start_ts"]).timestamp()
+    last = datetime.fromisoformat(info["end_ts"]).timestamp()
+    bins = 7
+    expected = [0] * bins
+    for m in every.matches:  # each first event's span, as the definition says (equal spans of the range)
+        at = (datetime.fromisoformat(m["start_ts"]).timestamp() - first) / (last - first + 1e-6) * bins
+        expected[min(int(at), bins - 1)] += 1
+    for mode in ("verified", "exact"):
+        capped = client.query("running", PAIR_QUERY, mode=mode, limit=1, density=bins)
+        assert len(capped.matches) == 1 and capped.truncated
+        density = capped["match_density"]
+        assert density["bins"] == bins and density["matches"] == every.count
+        assert density["counts"] == expected
+    with pytest.raises(BadRequestError):
+        client.query("running", PAIR_QUERY, density=0)
+
+
 def test_append_then_query_sees_the_new_events(server: tuple[Client, Path]) -> None:
     client, home = server
     before = client.info("running")

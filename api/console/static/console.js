@@ -288,7 +288,9 @@ async function runQuery() {
   location.hash = new URLSearchParams({dataset: name}).toString();
   try {
     // the candidates come from an approximate answer (cheap); the chosen mode gives the answer itself
-    const asked = api(`/datasets/${encodeURIComponent(name)}/query`, {method: "POST", body: {query, mode, limit}});
+    // with the listed matches, where all of them lie (a density strip: the listed ones are only the first)
+    const body = mode === "approximate" ? {query, mode, limit} : {query, mode, limit, density: 800};
+    const asked = api(`/datasets/${encodeURIComponent(name)}/query`, {method: "POST", body});
     const candidates = mode === "approximate" ? null
       : api(`/datasets/${encodeURIComponent(name)}/query`, {method: "POST", body: {query, mode: "approximate"}})
         .catch(() => null);
@@ -494,6 +496,8 @@ function drawTimeline() {
   const d = state.density;
   const data = {start, end, candidates: [], matches: [], intervals: []};
   if (d && d.counts && d.start_ts) data.density = {start: parseTs(d.start_ts), end: parseTs(d.end_ts) + 1, counts: d.counts};
+  const md = a && a.match_density;
+  if (md && md.counts && md.start_ts) data.matchDensity = {start: parseTs(md.start_ts), end: parseTs(md.end_ts) + 1, counts: md.counts};
   if (state.candidates && state.candidates.intervals) {
     data.candidates = state.candidates.intervals.map((iv) => ({start: parseTs(iv.start_ts), end: parseTs(iv.end_ts)}));
   }

@@ -76,7 +76,8 @@ export class Timeline {
     new ResizeObserver(() => this.render()).observe(svg);
   }
 
-  /** start, end (ms); density {start, end, counts}; candidates [{start, end}]; matches [{start, end, title}];
+  /** start, end (ms); density {start, end, counts}; matchDensity (the same, of every match's first event);
+   *  candidates [{start, end}]; matches [{start, end, title}];
    *  intervals [{start, end}] (answers that give places but no matches). */
   setData(data) {
     this.data = data;
@@ -180,6 +181,8 @@ export class Timeline {
     const plot = el("g", {"clip-path": "url(#plot-clip)"}, svg);
     this.drawDensity(plot, yDensity);
     this.drawCandidates(plot, yCand);
+    // where every match lies (not only those drawn), under the drawn ones
+    this.drawDensity(plot, yMatch, this.data.matchDensity, ROWS * ROW_H, "match-density", "matches");
     this.drawMatches(plot, yMatch);
     if (this.brush) {
       const a = Math.min(this.brush.x0, this.brush.x1);
@@ -189,8 +192,7 @@ export class Timeline {
     this.onView(this.view, this.view[0] <= this.data.start && this.view[1] >= this.data.end);
   }
 
-  drawDensity(g, y) {
-    const d = this.data.density;
+  drawDensity(g, y, d = this.data.density, height = DENSITY_H, cls = "density", what = "events") {
     if (!d || !d.counts || !d.counts.length) return;
     const n = d.counts.length;
     const width = (d.end - d.start) / n || 1;
@@ -207,10 +209,10 @@ export class Timeline {
     for (const [a, b, c] of visible) {
       if (!c) continue;
       const x0 = this.x(a), x1 = Math.max(this.x(b), x0 + 0.5);
-      const hh = Math.max(1, (c / max) * (DENSITY_H - 2));
-      path.push(`M${x0.toFixed(1)},${(y + DENSITY_H).toFixed(1)}h${(x1 - x0).toFixed(2)}v${(-hh).toFixed(1)}h${(x0 - x1).toFixed(2)}z`);
+      const hh = Math.max(1, (c / max) * (height - 2));
+      path.push(`M${x0.toFixed(1)},${(y + height).toFixed(1)}h${(x1 - x0).toFixed(2)}v${(-hh).toFixed(1)}h${(x0 - x1).toFixed(2)}z`);
     }
-    el("path", {d: path.join(""), class: "density"}, g).append(titled(`events per ${human(width)} (highest ${max.toLocaleString("en")})`));
+    el("path", {d: path.join(""), class: cls}, g).append(titled(`${what} per ${human(width)} (highest ${max.toLocaleString("en")})`));
   }
 
   drawCandidates(g, y) {
