@@ -22,7 +22,7 @@ from exact.errors import InputError, NotFound, QuerySemanticError, SeqsketchErro
 from exact.events import parse_timestamp
 from exact.query.ast import Query
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
-from sketch.answer.standing import Cursor, Standing, check_standing
+from sketch.answer.standing import CHUNK, Cursor, Standing, check_standing
 from sketch.answer.verify import StoreSource
 
 if TYPE_CHECKING:
@@ -104,7 +104,8 @@ def _stored_query(text: str) -> str | dict[str, Any]:
 def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor: Cursor, *,
            stop: threading.Event | None = None, poll: float = POLL_SECONDS
            ) -> Iterator[tuple[str, Cursor, dict[str, Any] | None]]:
-    """The events of a standing query from ``cursor`` on: ``("match", cursor after it, match)``, once
+    """The events of a standing query from ``cursor`` on: ``("match", cursor after it, match)``;
+    ``("behind", cursor, {behind_events, …})`` before a catch-up of more first events than one chunk; once
     ``("progress", cursor, {...})`` when the stored history is done, ``("idle", cursor, None)`` while it waits
     for appends (each ``poll`` seconds), and ``("end", cursor, {reason})`` if the dataset goes away.  Runs until
     ``stop`` is set (or the consumer stops iterating)."""
@@ -123,6 +124,9 @@ def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor
         if snap.events != seen:
             seen = snap.events
             upto = standing.frontier(snap)
+            if upto - cursor.start > CHUNK:  # far behind (the history, or a stream resumed late): say so
+                yield "behind", cursor, {"behind_events": upto - cursor.start, "cursor": cursor.text(),
+                                         "frontier": upto}
             for after, match in standing.matches(snap, cursor, upto):
                 yield "match", after, match
             if upto > cursor.start:
@@ -137,7 +141,8 @@ def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor
 def sse_events(home: Path, name: str, watch: Mapping[str, Any], cursor: Cursor, *,
                stop: threading.Event | None = None, heartbeat: float = HEARTBEAT_SECONDS) -> Iterator[str]:
     """:func:`follow` as Server-Sent Events: ``event: match`` (``id:`` its cursor, ``data:`` the match as in
-    a JSON answer), one ``event: progress``, ``event: end``, and a ``: heartbeat`` comment while idle."""
+    a JSON answer), ``event: behind``, one ``event: progress``, ``event: end``, and a ``: heartbeat`` comment
+    while idle."""
     yield f"retry: 1000\n: watch {watch['id']} from {cursor.text()}\n\n"
     last = time.monotonic()
     for kind, after, data in follow(home, name, _stored_query(watch["query"]), cursor, stop=stop):

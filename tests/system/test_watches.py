@@ -18,7 +18,7 @@ from api.cli import main
 from api.client import BadRequestError, Client, NotFoundError, QueryError
 from exact.query.language import parse
 from exact.store import EventStore, dataset_dir, store_dir
-from sketch.answer.standing import Standing
+from sketch.answer.standing import Cursor, Standing
 from tests.helpers import serve
 
 QUERY = ("PATTERN SEQ('register request' r, 'pay compensation' p) PARTITION BY case WITHIN 10 days "
@@ -82,6 +82,8 @@ def test_history_then_live_matches_once_each(built: Path, shared_data: Path, tmp
             client.create_watch("nope", QUERY)
         watch = client.create_watch("running", QUERY, start="start")
         assert watch["cursor"] == "0:0" and client.watches("running")[0]["id"] == watch["id"]
+        # a match that spans history and live: its first event stored before the stream opens, its last after
+        client.append("running", new_case("span", "2011-02-10")[:1])
         history = certain(home)
         assert history, "the running example has closed windows with matches"
         reader = Collector(client, watch["id"])
@@ -90,18 +92,23 @@ def test_history_then_live_matches_once_each(built: Path, shared_data: Path, tmp
         while not reader.watch.history_done and time.monotonic() < deadline:
             time.sleep(0.05)
         assert reader.watch.history_done and [key(m) for m in reader.matches] == history
-        # appended by HTTP: a new case; its window closes only with a later event (appended next, by the CLI)
-        client.append("running", new_case("http-1", "2011-03-01"))
+        # appended by HTTP: the spanning match's last event — not certain yet: its window is open
+        client.append("running", new_case("span", "2011-02-10")[1:])
         time.sleep(0.5)
-        assert [key(m) for m in reader.matches] == history  # not certain yet: its window is open
+        assert [key(m) for m in reader.matches] == history
+        # a new case, later than that window: the spanning match is delivered, the new one's window is open
+        client.append("running", new_case("http-1", "2011-03-01"))
+        reader.wait_for(len(history) + 1)
+        time.sleep(0.3)
+        assert [m["case"] for m in reader.matches[len(history):]] == ["span"]
         lines = tmp_path / "more.jsonl"
         lines.write_text("\n".join(json.dumps(e) for e in new_case("cli-1", "2011-05-01")) + "\n")
         assert main(["append", "running", str(lines), "--format", "jsonl"]) == 0
         expected = certain(home)
-        assert len(expected) == len(history) + 1  # the HTTP case's window has closed, the CLI case's not yet
+        assert len(expected) == len(history) + 2  # the HTTP cases' windows have closed, the CLI case's not yet
         reader.wait_for(len(expected))  # (how fast: bench/watch.py)
         assert [key(m) for m in reader.matches] == expected
-        assert reader.matches[-1]["case"] == "http-1"
+        assert [m["case"] for m in reader.matches[-2:]] == ["span", "http-1"]
         reader.stop()
         # dropped, then resumed from the id of the last match seen: the rest, none twice
         middle = Collector(client, watch["id"], cursor=reader.watch.cursor)
@@ -145,3 +152,19 @@ def test_cli_watch_prints_the_history_and_stops(built: Path, capsys: pytest.Capt
     assert all(m["cursor"] for m in got)
     assert main(["watch", "running", "PATTERN SEQ(A a, B b)"]) == 1
     assert "needs WITHIN" in capsys.readouterr().err
+
+
+def test_a_stream_far_behind_is_told_so(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before catching up on more first events than one chunk, a stream says how far behind it is; then the
+    history's matches, then that the history is done."""
+    import api.service.watches as watches
+
+    monkeypatch.setattr(watches, "CHUNK", 4)
+    stop = threading.Event()
+    events = []
+    for kind, _cursor, data in service.follow(built, "running", QUERY, Cursor(0), stop=stop):
+        events.append((kind, data))
+        if kind == "progress":
+            break
+    assert events[0][0] == "behind" and events[0][1]["behind_events"] > 4
+    assert [key(d) for k, d in events if k == "match"] == certain(built)
