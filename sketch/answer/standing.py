@@ -25,7 +25,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -82,7 +82,13 @@ class Standing:
         self.text = json.dumps(to_json(self.query), sort_keys=True)
 
     def frontier(self, snap: Snapshot) -> int:
-        """The first seq whose window is still open in ``snap`` (every first event before it is decided)."""
+        """The first seq whose window is still open in ``snap`` (every first event before it is decided);
+        found once per snapshot among the streams of this query in this process."""
+        key = ("frontier", str(self.store.root), snap.parts[0].file if snap.parts else "", self.text,
+               snap.version, snap.events)
+        return _shared(key, functools.partial(self._frontier, snap))
+
+    def _frontier(self, snap: Snapshot) -> int:
         within = self.query.within
         if not snap.events:
             return 0
@@ -134,21 +140,23 @@ class Standing:
         return out
 
 
-# The matches of a range of first events behind the frontier never change: the streams of one standing query
-# (many clients of one watch, or of one query) compute each range once and share it.
-_SHARED: OrderedDict[tuple[Any, ...], list[tuple[Cursor, Any]]] = OrderedDict()
+# The matches of a range of first events behind the frontier never change, nor a snapshot's frontier: the
+# streams of one standing query (many clients of one watch, or of one query) compute each once and share it.
+_SHARED: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 _PENDING: dict[tuple[Any, ...], threading.Event] = {}
 _LOCK = threading.Lock()
+_T = TypeVar("_T")
 #: ranges kept (the live ones are small: the events of one append)
 _SHARED_MOST = 256
 
 
-def _shared(key: tuple[Any, ...], compute: Callable[[], list[tuple[Cursor, Any]]]) -> list[tuple[Cursor, Any]]:
+def _shared(key: tuple[Any, ...], compute: Callable[[], _T]) -> _T:
     """``compute()`` once per ``key`` among the threads of this process (others wait for it), kept a while."""
     with _LOCK:
         if key in _SHARED:
             _SHARED.move_to_end(key)
-            return _SHARED[key]
+            kept: _T = _SHARED[key]
+            return kept
         pending = _PENDING.get(key)
         owner = pending is None
         if owner:
@@ -157,7 +165,7 @@ def _shared(key: tuple[Any, ...], compute: Callable[[], list[tuple[Cursor, Any]]
     if not owner:
         pending.wait()
         with _LOCK:
-            done = _SHARED.get(key)
+            done: _T | None = _SHARED.get(key)
         return done if done is not None else compute()  # (its owner failed: compute it here)
     try:
         value = compute()
