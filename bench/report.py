@@ -178,6 +178,9 @@ def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
         if name == "columns" and "rows" in (rec.get("results") or {}):
             parts.append(head + "\n\n" + section_columns(rec["results"]))
             continue
+        if name == "watch" and "rows" in (rec.get("results") or {}):
+            parts.append(head + "\n\n" + section_watch(rec["results"]))
+            continue
         leaves = flatten(rec["results"])
         shown = leaves[:limit]
         parts.append(head + "\n\n" + table(("figure", "value"), shown)
@@ -239,6 +242,20 @@ def section_columns(r: dict[str, Any]) -> str:
     return intro + "\n\n" + table(
         ("events", "matches", "cases", "RETURN count", "matches JSON", "matches Arrow", "matches pandas",
          "cases JSON", "cases Arrow", "pm4py", "Arrow / count", "cases Arrow / pm4py"), rows)
+
+
+def section_watch(r: dict[str, Any]) -> str:
+    """``python -m bench watch``: standing queries under appends, from acknowledgement to delivery."""
+    intro = (f"One watch of `{r.get('query')}` followed by N SDK clients of a real `seqsketch serve` (gunicorn, "
+             "one worker) while a writer appends 1,000-event batches over HTTP as fast as asked. Latency: from the "
+             "acknowledgement of the append that closes a match's window to the match on a stream. Every stream's "
+             "matches are checked against a fresh exact query afterwards.")
+    rows = [(x["streams"], f"{x['rate_asked']:,}", f"{x['rate_achieved']:,}", x["matches_certain"], x["deliveries"],
+             x["latency_p50_ms"], x["latency_p99_ms"], x["latency_max_ms"], x["lost"], x["repeated"],
+             x.get("append_ms_median", "–")) for x in r["rows"]]
+    return intro + "\n\n" + table(
+        ("streams", "events/s asked", "events/s appended", "matches", "deliveries", "p50 ms", "p99 ms", "max ms",
+         "lost", "repeated", "append ms (median)"), rows)
 
 
 def section_exact(r: dict[str, Any]) -> str:
