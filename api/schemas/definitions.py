@@ -178,15 +178,18 @@ JOB = Schema("Job", {
     },
 })
 
+#: a query, as text or its JSON form (docs/contract.md §2)
+_QUERY_FIELD = {
+    "anyOf": [{"type": "string", "minLength": 1}, {"type": "object"}],
+    "description": "the query text (docs/contract.md §2) or its JSON form",
+}
+
 QUERY_REQUEST = Schema("QueryRequest", {
     "type": "object",
     "required": ["query"],
     "additionalProperties": False,
     "properties": {
-        "query": {
-            "anyOf": [{"type": "string", "minLength": 1}, {"type": "object"}],
-            "description": "the query text (docs/contract.md §2) or its JSON form",
-        },
+        "query": _QUERY_FIELD,
         "mode": {"enum": ["approximate", "verified", "exact"], "default": "verified"},
         "limit": {"type": ["integer", "null"], "minimum": 1,
                   "description": "cap on returned matches (a JSON integer ≥ 1; 2.0 is refused)"},
@@ -271,11 +274,8 @@ WATCH_REQUEST = Schema("WatchRequest", {
     "required": ["query"],
     "additionalProperties": False,
     "properties": {
-        "query": {
-            "anyOf": [{"type": "string", "minLength": 1}, {"type": "object"}],
-            "description": "the query text or its JSON form; it needs WITHIN (a match is delivered once its "
-                           "window has closed)",
-        },
+        "query": {**_QUERY_FIELD, "description": "the query text or its JSON form; it needs WITHIN (a match "
+                                                 "is delivered once its window has closed)"},
         "mode": {"enum": ["verified", "exact"], "default": "verified"},
         "from": {"type": "string", "minLength": 1, "default": "now",
                  "description": "where the stream starts: 'now' (new events only), 'start' (the whole history) "

@@ -75,12 +75,12 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
     if mode != "exact":
         return indexed_query(home, name, query, mode=mode, limit=limit, granularity=granularity,
                              budget=budget, columnar=columnar)
-    parsed = _parsed(query)
+    parsed = parsed_query(query)
     if not dataset_exists(home, name):
         raise NotFound(f"dataset {name!r} does not exist", where=name)
     dataset = Dataset.open(home, name)
     snap = dataset.store.snapshot()
-    _check_attribute_kinds(query, parsed, snap.attrs)
+    check_attribute_kinds(query, parsed, snap.attrs)
     decided = decided_body(parsed, "exact", snap.type_counts, snap.events, columnar)
     if decided is not None:  # the type counts answer it: no layout or part is opened
         return {"dataset": name, "index_version": None, **decided}
@@ -96,7 +96,7 @@ def full_scan(home: Path, name: str, query: QueryInput,
     Parquet parts (the columns it needs) — no index, no layout, no pruning of the read by type: the plain
     scan the index and the exact mode's read are measured against (``seqsketch demo``)."""
     started = time.perf_counter()
-    parsed = _parsed(query)
+    parsed = parsed_query(query)
     store = EventStore.open(store_dir(dataset_dir(check_dataset_name(name), home)))
     snap = store.snapshot()
     columns = [c for c in needed_columns(parsed) if not c.startswith("attrs.") or snap.attrs]
@@ -108,7 +108,7 @@ def full_scan(home: Path, name: str, query: QueryInput,
                               "events_scanned": table.num_rows}}
 
 
-def _parsed(query: QueryInput) -> Query:
+def parsed_query(query: QueryInput) -> Query:
     if isinstance(query, Query):
         return query
     if isinstance(query, str):
@@ -122,7 +122,7 @@ def _parsed(query: QueryInput) -> Query:
     return parsed
 
 
-def _check_attribute_kinds(given: str | Mapping[str, Any] | Query, parsed: Query,
+def check_attribute_kinds(given: str | Mapping[str, Any] | Query, parsed: Query,
                            attr_types: Mapping[str, str]) -> None:
     """Refuse a comparison the dataset's attribute types make hold for no event (a string attribute with a
     number, a numeric one with a string), positioned in the query as given: text by line and column, the
@@ -164,12 +164,12 @@ def indexed_query(home: Path, name: str, query: QueryInput, *, mode: str = "veri
                                     or granularity < 0):
         raise QuerySemanticError(f"granularity must be a tree level (an integer ≥ 0, 0 = leaves), got "
                                  f"{granularity!r}", where="granularity")
-    parsed = _parsed(query)
+    parsed = parsed_query(query)
     if not dataset_exists(home, check_dataset_name(name)):
         raise NotFound(f"dataset {name!r} does not exist", where=name)
     dataset = Dataset.open(home, name)
     stored = dataset.store.snapshot()
-    _check_attribute_kinds(query, parsed, stored.attrs)
+    check_attribute_kinds(query, parsed, stored.attrs)
     decided = decided_body(parsed, mode, stored.type_counts, stored.events, columnar)
     if decided is not None:  # the type counts answer it: no index, layout or part is opened
         version = ((stored.extra or {}).get(INDEX_KEY) or {}).get("version")
@@ -240,7 +240,7 @@ def match_density(home: Path, name: str, query: QueryInput, *, mode: str, bins: 
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_DENSITY_BINS:
         raise QuerySemanticError(f"density must be a number of bins from 1 to {MAX_DENSITY_BINS}, got {bins!r}",
                                  where="density")
-    parsed = dataclasses.replace(_parsed(query), returns=Return.MATCHES)
+    parsed = dataclasses.replace(parsed_query(query), returns=Return.MATCHES)
     every = run_query(home, name, parsed, mode=mode, columnar=True, budget=budget)
     snap = EventStore.open(store_dir(dataset_dir(name, home))).snapshot()
     first, last = snap.first_ts, snap.last_ts
@@ -265,7 +265,7 @@ def _refuse_exact_scan_over(home: Path, name: str, query: QueryInput, max_events
         return  # the query itself reports the missing dataset
     snap = EventStore.open(store_dir(dataset_dir(check_dataset_name(name), home))).snapshot()
     events = snap.events
-    if events > max_events and decided_body(_parsed(query), "exact", snap.type_counts, events) is None:
+    if events > max_events and decided_body(parsed_query(query), "exact", snap.type_counts, events) is None:
         raise QueryLimitError(f"mode 'exact' scans all {events:,} events of {name!r}, over the server's "
                               f"limit of {max_events:,}; use mode 'verified'", where="mode")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from api.service.datasets import dataset_exists
-from api.service.queries import _check_attribute_kinds, _parsed, query_text
+from api.service.queries import check_attribute_kinds, parsed_query, query_text
 from exact.errors import InputError, NotFound, QuerySemanticError, SeqsketchError
 from exact.events import parse_timestamp
 from exact.query.ast import Query
@@ -61,8 +61,8 @@ def start_cursor(home: Path, name: str, start: str | None) -> Cursor:
 
 def standing_query(home: Path, name: str, query: str | Mapping[str, Any] | Query) -> Query:
     """``query`` checked as a standing query on dataset ``name`` (parsed, its attribute kinds, WITHIN)."""
-    parsed = _parsed(query)
-    _check_attribute_kinds(query, parsed, _store(home, name).snapshot().attrs)
+    parsed = parsed_query(query)
+    check_attribute_kinds(query, parsed, _store(home, name).snapshot().attrs)
     return check_standing(parsed)
 
 
@@ -88,17 +88,6 @@ def delete_watch(catalog: Catalog, name: str, watch_id: str) -> dict[str, Any]:
     if not catalog.delete_watch(name, watch_id):
         raise NotFound(f"dataset {name!r} has no watch {watch_id!r}", where=watch_id)
     return {"deleted": watch_id}
-
-
-def _stored_query(text: str) -> str | dict[str, Any]:
-    """A watch's query as kept: text, or its JSON form as text."""
-    if text.lstrip().startswith("{"):
-        try:
-            loaded: dict[str, Any] = json.loads(text)
-            return loaded
-        except ValueError:
-            pass
-    return text
 
 
 def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor: Cursor, *,
@@ -145,7 +134,7 @@ def sse_events(home: Path, name: str, watch: Mapping[str, Any], cursor: Cursor, 
     while idle."""
     yield f"retry: 1000\n: watch {watch['id']} from {cursor.text()}\n\n"
     last = time.monotonic()
-    for kind, after, data in follow(home, name, _stored_query(watch["query"]), cursor, stop=stop):
+    for kind, after, data in follow(home, name, watch["query"], cursor, stop=stop):
         if kind == "idle":
             if time.monotonic() - last >= heartbeat:
                 last = time.monotonic()

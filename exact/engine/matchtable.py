@@ -385,8 +385,7 @@ def match_times(events: pa.Table | EventFrame, table: MatchTable) -> SeqTimes:
     wanted = np.unique(np.concatenate([table.start, table.end, table.seq, *spans]).astype(_I64))
     if not len(wanted) or len(events) == 0:
         return SeqTimes.empty()
-    found = match_ts(events, table, wanted)
-    return SeqTimes(wanted, np.fromiter(map(found.__getitem__, wanted.tolist()), dtype=_I64, count=len(wanted)))
+    return SeqTimes(wanted, _table_ts(events, wanted))
 
 
 def match_ts(events: pa.Table | EventFrame, matches: Sequence[Match] | MatchTable,
@@ -408,6 +407,11 @@ def match_ts(events: pa.Table | EventFrame, matches: Sequence[Match] | MatchTabl
     wanted = np.asarray(wanted_list, dtype=np.int64)
     if isinstance(events, EventFrame):
         return dict(zip(wanted_list, events.ts[events.seq.searchsorted(wanted)].tolist(), strict=True))
+    return dict(zip(wanted_list, _table_ts(events, wanted).tolist(), strict=True))
+
+
+def _table_ts(events: pa.Table, wanted: np.ndarray) -> np.ndarray:
+    """The ts of the sorted seqs ``wanted`` in the seq-sorted ``events``, found chunk by chunk."""
     chunks = [c.to_numpy(zero_copy_only=False) for c in events.column("seq").chunks if len(c)]
     if len(chunks) == 1:
         positions = chunks[0].searchsorted(wanted)
@@ -419,7 +423,7 @@ def match_ts(events: pa.Table | EventFrame, matches: Sequence[Match] | MatchTabl
         for k in np.unique(which).tolist():
             at = which == k
             positions[at] = offsets[k] + chunks[k].searchsorted(wanted[at])
-    return dict(zip(wanted_list, _micros_at(events.column("ts"), positions).tolist(), strict=True))
+    return _micros_at(events.column("ts"), positions)
 
 
 def _micros_at(column: pa.ChunkedArray, positions: np.ndarray) -> np.ndarray:
