@@ -79,6 +79,10 @@ class EventFrame:
     #: store's partition layout knows them; the partition and "x is present" use them instead of the values
     keys: dict[str, np.ndarray] = field(default_factory=dict)
     _columns_only: bool = False
+    #: the seqs are stream positions and the read may have left events out: where two events' seqs are not
+    #: consecutive, the events between exist and no variable can bind them (a filtered read of the event
+    #: store).  The contiguity strategies then find adjacency by seq, not by place in the frame.
+    sparse: bool = False
 
     @property
     def table(self) -> pa.Table:
@@ -112,7 +116,8 @@ class EventFrame:
             codes, names = (self._codes[0][lo:hi], self._codes[1]), self._names
         return EventFrame(None, self.seq[lo:hi], self.ts[lo:hi], _codes=codes, _names=names,
                           _make_table=lambda: self.table.slice(lo, hi - lo),
-                          keys={a: c[lo:hi] for a, c in self.keys.items()}, _columns_only=self._columns_only)
+                          keys={a: c[lo:hi] for a, c in self.keys.items()}, _columns_only=self._columns_only,
+                          sparse=self.sparse)
 
     def take(self, keep: np.ndarray) -> EventFrame:
         """The events where ``keep`` (a bool per event) is true, in order."""
@@ -122,7 +127,8 @@ class EventFrame:
         codes = None if self._codes is None else (self._codes[0][at], self._codes[1])
         return EventFrame(None, self.seq[at], self.ts[at], _codes=codes, _names=self._names,
                           _make_table=lambda: self.table.take(pa.array(at)),
-                          keys={a: c[at] for a, c in self.keys.items()}, _columns_only=self._columns_only)
+                          keys={a: c[at] for a, c in self.keys.items()}, _columns_only=self._columns_only,
+                          sparse=self.sparse)
 
     def with_keys(self, attr: str, codes: np.ndarray) -> EventFrame:
         """This frame, knowing ``attr``'s values by ``codes`` (see :attr:`keys`)."""

@@ -351,6 +351,9 @@ class _Evaluation:
                      if self.query.strategy == Strategy.PARTITION_CONTIGUITY and self.query.partition_by
                      else None)
             nxt_full = successors(codes, n)
+            if self.frame.sparse and codes is None:
+                # a gap in seq holds events no variable can bind: the run cannot cross it
+                nxt_full[:-1][np.diff(self.seq) != 1] = n
             succ = np.where(nxt_full < n, nxt_full, -1).astype(_I64)
             # an event no variable can bind ends a run: it is no successor
             succ[(succ >= 0) & (self.em[np.maximum(succ, 0)] == 0)] = -1

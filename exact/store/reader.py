@@ -104,16 +104,19 @@ class StoreReader(StoreBase):
         """:meth:`read_ranges` (``type`` dictionary-encoded) as the exact engine's frame.  When every part
         is read from its seek file the frame is made of the numpy columns directly (its table only if a
         condition asks for one): the reads of a verification are small, and converting them to Arrow and
-        back cost as much as finding them."""
+        back cost as much as finding them.  The frame is ``sparse``: seqs are stream positions."""
         snap = snapshot or self.snapshot()
         cols, names = _columns(columns, snap)
         schema = snap.read_schema(cols, True, names)
         pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, True, keep)
         if len(pieces) == 1 and isinstance(pieces[0], list) and schema.names == [SEQ, TS, TYPE]:
             seq, ts, codes, dictionary, type_names = _seek_columns(pieces[0])
-            return EventFrame.of_columns(seq, ts, codes, dictionary, type_names,
-                                         lambda: _columns_table(seq, ts, codes, dictionary, schema)), decoded
-        return EventFrame.build(_pieces_table(pieces, schema)), decoded
+            frame = EventFrame.of_columns(seq, ts, codes, dictionary, type_names,
+                                          lambda: _columns_table(seq, ts, codes, dictionary, schema))
+        else:
+            frame = EventFrame.build(_pieces_table(pieces, schema))
+        frame.sparse = True  # a part's rows are consecutive seqs: a row left out is a gap
+        return frame, decoded
 
     def _range_pieces(self, snap: Snapshot, ranges: SeqRanges, cols: list[str],
                       names: tuple[str, ...] | None, types: frozenset[str] | None, type_dictionary: bool,

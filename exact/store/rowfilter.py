@@ -17,7 +17,10 @@ filter keeps every row the engine could use.  A condition is evaluated as the en
 never equal), on values widened to the snapshot's attribute types as a read gives them.  An attribute a
 part's seek file does not serve is not tested there (the row is kept).
 
-The contiguity strategies are defined on every event: a read for them takes no filter.
+The contiguity strategies are defined on every event: a left-out row must still break a run.  Under
+``strict_contiguity`` a gap in seq shows where rows were left out, so a read whose seqs are stream positions
+may filter (the engine is told by the frame's ``sparse`` mark); under ``partition_contiguity`` with
+``PARTITION BY`` the left-out rows' partitions would be needed, and a read takes no filter.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from numpy.typing import NDArray
 
 from exact.events import cast_attr
 from exact.prefilter import EventFrame, condition_mask, type_mask, values_condition_mask
-from exact.query.ast import Condition, Field, Literal, Strategy
+from exact.query.ast import Condition, Field, Literal, Query, Strategy
 from exact.query.normalize import Plan
 from exact.store.seek_attrs import AttrColumn
 
@@ -129,16 +132,29 @@ def _on_attributes(cond: Condition) -> bool:
             and not (len(fields) == 2 and fields[0].attr == fields[1].attr))
 
 
-def row_filter(plan: Plan) -> RowFilter | None:
+def row_filter(plan: Plan, *, positional: bool = False) -> RowFilter | None:
     """The filter of ``plan``'s query (None: it would keep every row its types keep — no variable has a
-    property on attributes — or the strategy is a contiguity one)."""
-    if plan.query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY):
+    property on attributes — or the strategy is a contiguity one the read cannot serve).
+
+    Under ``strict_contiguity`` a left-out row breaks every run that reaches it, as the row itself would:
+    a read whose seqs are stream positions (``positional``, a frame marked ``sparse``) shows the engine
+    where rows were left out.  ``partition_contiguity`` with ``PARTITION BY`` would need the left-out rows'
+    partitions: no filter."""
+    if not filterable(plan.query, positional):
         return None
     clauses = tuple(Clause(v.types, tuple(c for c in v.properties if _on_attributes(c)))
                     for v in plan.positives + plan.negatives)
     if not any(c.conditions for c in clauses):
         return None
     return RowFilter(clauses)
+
+
+def filterable(query: Query, positional: bool) -> bool:
+    """May a read for ``query`` leave out rows no variable can bind (see :func:`row_filter`)?"""
+    if query.strategy == Strategy.STRICT_CONTIGUITY or (
+            query.strategy == Strategy.PARTITION_CONTIGUITY and not query.partition_by):
+        return positional
+    return query.strategy != Strategy.PARTITION_CONTIGUITY
 
 
 def widened(values: pa.Array, typ: pa.DataType | None) -> pa.Array:

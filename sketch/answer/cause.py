@@ -247,10 +247,11 @@ def _valid(query: Query) -> bool:
 
 def _readable(query: Query, types: frozenset[str] | None) -> bool:
     """Can ``query`` be judged on events read for ``types`` (None: every type)?  Every type one of its
-    variables can bind must have been read (every type, under a contiguity strategy)."""
+    variables can bind must have been read (every type, under ``partition_contiguity`` with ``PARTITION BY``;
+    a read leaves types out under strict contiguity only where its seqs show the gaps)."""
     if types is None:
         return True
-    if query.strategy in _CONTIGUOUS:
+    if query.strategy == Strategy.PARTITION_CONTIGUITY and query.partition_by:
         return False
     plan = normalize(query)
     needed = [v.types for v in plan.positives + plan.negatives]

@@ -16,8 +16,10 @@ stream (guarantee 1, *verified = exact*).  Why that holds:
   any match found there would be a match of the positive pattern in the whole stream and so a candidate.
 * Events of types no positive or negated variable can bind are ignored by every automaton transition and by
   negation (the engine's own prefilter drops them), so only units that may hold a relevant type are read and
-  only rows of relevant types are handed on; the contiguity strategies are defined on every event, so for
-  them every event of the span is read.
+  only rows of relevant types (and of their variables' own attribute conditions) are handed on.  Under the
+  contiguity strategies such an event ends a run; a read of the store leaves it out all the same, because
+  its seqs are positions and the engine sees the gap (``EventFrame.sparse``).  Only ``partition_contiguity``
+  with ``PARTITION BY``, where a left-out event's partition would be needed, reads every event of the span.
 
 :func:`answer_indexed` assembles the §3 answer body of ``approximate``, ``verified`` and ``exact`` modes from
 a tree and an event source; the service adds the dataset's name and index version.
@@ -51,7 +53,7 @@ from exact.query.ast import Query, Return, Strategy
 from exact.query.normalize import Plan, normalize
 from exact.store import EventStore, Snapshot, type_mask
 from exact.store.manifest import SeqRanges
-from exact.store.rowfilter import RowFilter, row_filter
+from exact.store.rowfilter import RowFilter, filterable, row_filter
 from sketch.answer.cases import case_lookup
 from sketch.answer.cause import Read, why_empty
 from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
@@ -69,6 +71,9 @@ class EventSource(Protocol):
     """Reads rows of a stream by seq ranges (inclusive, sorted, disjoint)."""
 
     events_total: int
+    #: the seqs are stream positions (consecutive): a read that leaves rows out leaves gaps in seq, and its
+    #: frames are marked ``sparse`` (see :class:`exact.prefilter.EventFrame`)
+    positional: bool
 
     def read_ranges(self, ranges: SeqRanges, columns: Sequence[str],
                     types: frozenset[str] | None = None, keep: RowFilter | None = None) -> tuple[pa.Table, int]:
@@ -93,6 +98,7 @@ class TableSource:
         self.table = table
         self.seq = int_column(table, "seq")
         self.events_total = table.num_rows
+        self.positional = bool(np.all(np.diff(self.seq) == 1))
 
     def read_ranges(self, ranges: SeqRanges, columns: Sequence[str],
                     types: frozenset[str] | None = None, keep: RowFilter | None = None) -> tuple[pa.Table, int]:
@@ -112,7 +118,9 @@ class TableSource:
     def read_frame(self, ranges: SeqRanges, columns: Sequence[str],
                    types: frozenset[str] | None = None, keep: RowFilter | None = None) -> tuple[EventFrame, int]:
         table, decoded = self.read_ranges(ranges, columns, types, keep)
-        return EventFrame.build(table), decoded
+        frame = EventFrame.build(table)
+        frame.sparse = self.positional
+        return frame, decoded
 
     def read_all(self, columns: Sequence[str]) -> pa.Table:
         return self.table.select(self._columns(columns))
@@ -135,6 +143,7 @@ class StoreSource:
         self.store = store
         self.snapshot = snapshot if snapshot is not None else store.snapshot()
         self.events_total = int(self.snapshot.events)
+        self.positional = True
 
     def _columns(self, columns: Sequence[str]) -> list[str]:
         """``columns`` without ``attrs`` when the stream has no attributes (the store has no such column)."""
@@ -197,10 +206,11 @@ def needed_columns(query: Query) -> list[str]:
     return ["seq", "ts", "type"] + [f"{ATTRS}.{n}" for n in dict.fromkeys(named)]
 
 
-def read_types(query: Query, plan: Plan | None = None) -> frozenset[str] | None:
-    """The types a read for ``query`` must keep (None = every event): the contiguity strategies are defined
-    on every event; the others never change a run on an event no positive or negated variable can bind."""
-    if query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY):
+def read_types(query: Query, plan: Plan | None = None, *, positional: bool = False) -> frozenset[str] | None:
+    """The types a read for ``query`` must keep (None = every event): no strategy changes a run on an event
+    no positive or negated variable can bind, but under the contiguity strategies such an event ends a run,
+    so it may be left out only where the read shows the gap (see :func:`exact.store.rowfilter.filterable`)."""
+    if not filterable(query, positional):
         return None
     return _relevant_types(plan if plan is not None else normalize(query))
 
@@ -273,8 +283,9 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     plan = normalize(query)
     cols = needed_columns(query)
     contiguous = query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)
-    keep_types = read_types(query, plan)
-    keep = row_filter(plan)
+    positional = source.positional
+    keep_types = read_types(query, plan, positional=positional)
+    keep = row_filter(plan, positional=positional)
     counts = source.type_counts()
     tables: list[MatchTable] = []
     pieces: list[tuple[pa.Table | EventFrame, tuple[int, int]]] = []
@@ -284,6 +295,9 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     names = tuple(v.name for v in plan.positives)
 
     def run(region: Region, table: pa.Table | EventFrame, ranges: SeqRanges) -> MatchTable:
+        if isinstance(table, pa.Table):  # (a read of the store: its seqs are positions)
+            table = EventFrame.build(table)
+            table.sparse = positional
         pieces.append((table, (region.start_lo, region.start_hi)))
         read_pieces.append((ranges, (region.start_lo, region.start_hi)))
         found = evaluate_table(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi),
@@ -327,7 +341,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     else:
         everything = [r for ranges in per_region for r in ranges]
         merged = _merge_ranges(everything)
-        table, scanned = source.read_ranges(merged, cols, keep_types)
+        table, scanned = source.read_ranges(merged, cols, keep_types, keep)
         checked = table.num_rows
         # the contiguity strategies would read a gap between regions as adjacency: region by region
         seq = int_column(table, "seq")
@@ -513,9 +527,10 @@ def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
                partition: PartitionIndex | None = None, budget: Budget | None = None,
                columnar: bool = False) -> dict[str, Any]:
     """The ``exact`` answer: the engine over every event of the stream, no index.  Only the columns the
-    query needs are read, and only the events of types a variable can bind (from the seek files, in place;
-    every event under the contiguity strategies); a query partitioned on the store's partition key gets
-    the groups from its layout by number instead of decoding the key's values."""
+    query needs are read, and only the events a variable can bind by type and its own conditions (from the
+    seek files, in place; every event under ``partition_contiguity`` with ``PARTITION BY``); a query
+    partitioned on the store's partition key gets the groups from its layout by number instead of decoding
+    the key's values."""
     started = time.perf_counter()
     stats: dict[str, Any] = {"index": None, "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
                              "nodes_probed": 0, "candidate_intervals": 0, "events_scanned": 0,
@@ -525,16 +540,18 @@ def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
     if query.between is not None and isinstance(source, StoreSource):
         lo, hi = source.seq_span(query.between.start, query.between.end)  # only these take part
         whole = [(lo, hi)] if lo <= hi else []
-    columns, types = needed_columns(query), read_types(query, plan)
+    columns = needed_columns(query)
+    types = read_types(query, plan, positional=source.positional)
+    keep = row_filter(plan, positional=source.positional)
     if absent_types(plan, source.type_counts()):
         frame: EventFrame | pa.Table = EventFrame.build(source.read_ranges([], ["seq", "ts", "type"])[0])
         scanned = 0
     elif partition is not None and partition.key in query.partition_by and isinstance(source, StoreSource):
         layout = partition.layout
         frame, scanned = keyed_frame(source, layout, tail_of(source, layout), whole,
-                                     columns_without_key(query, columns, layout.key), types, row_filter(plan))
+                                     columns_without_key(query, columns, layout.key), types, keep)
     elif hasattr(source, "read_frame"):
-        frame, scanned = source.read_frame(whole, columns, types, row_filter(plan))
+        frame, scanned = source.read_frame(whole, columns, types, keep)
     else:
         frame = source.read_all(columns)
         scanned = len(frame)

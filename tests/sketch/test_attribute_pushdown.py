@@ -35,6 +35,7 @@ from exact.query.ast import (
     Var,
     WithinTime,
 )
+from exact.query.language.parser import parse
 from exact.query.normalize import normalize
 from exact.reference import reference_matches, stream_table
 from exact.store import EventStore
@@ -180,7 +181,7 @@ def test_a_filtered_read_keeps_what_the_engine_would(first: list[dict], data: st
         store = EventStore(home / "datasets" / "d" / "store")
         query = data.draw(queries())
         plan = normalize(query)
-        keep = row_filter(plan)
+        keep = row_filter(plan, positional=True)  # (a store's read: its seqs are positions)
         if keep is None:
             return
         columns = ["seq", "ts", "type"] + [f"attrs.{a}" for a in sorted(keep.attributes())]
@@ -194,5 +195,34 @@ def test_a_filtered_read_keeps_what_the_engine_would(first: list[dict], data: st
         # and every row some variable can bind by all its properties is among them
         assert set(unfiltered.seq[bits != 0].tolist()) <= set(filtered.seq.tolist())
         assert isinstance(filtered, EventFrame) and np.all(np.diff(filtered.seq) > 0)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_strict_contiguity_reads_only_bindable_rows_and_a_left_out_one_still_breaks_a_run() -> None:
+    """Under strict contiguity a read of the store leaves out the rows no variable can bind (by type, and by
+    a variable's own conditions), and the engine still sees each left-out row as the break it is: ``A C``
+    with a left-out ``B`` or ``A`` between them is no match, although the two rows read are neighbours."""
+    filler = [{"type": "F", "n": 0}] * 200
+    events = (filler + [{"type": "A", "n": 1}, {"type": "C", "n": 1}]  # a match
+              + filler + [{"type": "A", "n": 1}, {"type": "B", "n": 1}, {"type": "C", "n": 1}]  # B breaks it
+              + filler + [{"type": "A", "n": 1}, {"type": "A", "n": 7}, {"type": "C", "n": 1}]  # so does A(n=7)
+              + filler + [{"type": "A", "n": 7}, {"type": "C", "n": 1}])  # the condition fails
+    table = table_of([{**e, "ts": i} for i, e in enumerate(events)])
+    home = Path(tempfile.mkdtemp(prefix="seqsketch-push-"))
+    try:
+        Dataset.build(home, "d", table, BuildOptions(leaf_size=16))
+        for text, first_a in (("PATTERN SEQ(A a, C c) WHERE a.n = 1 STRATEGY strict_contiguity", [200]),
+                              ("PATTERN SEQ(A a, C c) WHERE a.n < 5 PARTITION BY n STRATEGY partition_contiguity",
+                               None)):
+            query = parse(text)
+            want = reference(query, table)
+            if first_a is not None:
+                assert [m[0] for m in want] == first_a
+            for mode in ("exact", "verified"):
+                got = run_query(home, "d", query, mode=mode, limit=100)
+                assert answers(got) == want, (mode, text)
+                if first_a is not None:  # strict: the filler was never read
+                    assert got["stats"]["events_scanned"] <= 12, (mode, got["stats"])
     finally:
         shutil.rmtree(home, ignore_errors=True)
