@@ -14,6 +14,7 @@ is never equal (``=`` false, ``!=`` true for present values, orderings false).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +73,8 @@ class EventFrame:
     ts: NDArray[np.int64]
     _cache: dict[str, pa.Array] = field(default_factory=dict)
     _lists: dict[str, list[Any]] = field(default_factory=dict)
+    #: conditions' masks over this frame, by what they compare (see :func:`condition_mask`)
+    _masks: dict[tuple[Any, ...], NDArray[np.bool_]] = field(default_factory=dict)
     _codes: tuple[NDArray[np.integer[Any]], pa.Array] | None = None
     _names: Sequence[str | None] | None = None
     _make_table: Callable[[], pa.Table] | None = None
@@ -83,6 +86,9 @@ class EventFrame:
     #: consecutive, the events between exist and no variable can bind them (a filtered read of the event
     #: store).  The contiguity strategies then find adjacency by seq, not by place in the frame.
     sparse: bool = False
+    #: under ``partition_contiguity`` on a read that left events out: per event, the seq of the next event of
+    #: its partition (``PARTITION BY``) in the stream read, -1 for none — whether it was read or not
+    partition_next: np.ndarray | None = None
 
     @property
     def table(self) -> pa.Table:
@@ -117,7 +123,8 @@ class EventFrame:
         return EventFrame(None, self.seq[lo:hi], self.ts[lo:hi], _codes=codes, _names=names,
                           _make_table=lambda: self.table.slice(lo, hi - lo),
                           keys={a: c[lo:hi] for a, c in self.keys.items()}, _columns_only=self._columns_only,
-                          sparse=self.sparse)
+                          sparse=self.sparse,
+                          partition_next=None if self.partition_next is None else self.partition_next[lo:hi])
 
     def take(self, keep: np.ndarray) -> EventFrame:
         """The events where ``keep`` (a bool per event) is true, in order."""
@@ -128,7 +135,8 @@ class EventFrame:
         return EventFrame(None, self.seq[at], self.ts[at], _codes=codes, _names=self._names,
                           _make_table=lambda: self.table.take(pa.array(at)),
                           keys={a: c[at] for a, c in self.keys.items()}, _columns_only=self._columns_only,
-                          sparse=self.sparse)
+                          sparse=self.sparse,
+                          partition_next=None if self.partition_next is None else self.partition_next[at])
 
     def with_keys(self, attr: str, codes: np.ndarray) -> EventFrame:
         """This frame, knowing ``attr``'s values by ``codes`` (see :attr:`keys`)."""
@@ -267,9 +275,64 @@ def _literal_mask(arr: pa.Array, op: str, value: object) -> NDArray[np.bool_]:
         return np.zeros(n, dtype=bool)
     if pa.types.is_timestamp(arr.type):
         arr = arr.cast(pa.int64())
+    if col_kind == "n" and isinstance(value, int) and not isinstance(value, bool) and abs(value) > 1 << 53:
+        # an integer a double cannot hold (nor, past int64, an integer column): compared exactly
+        if pa.types.is_floating(arr.type) or not -(1 << 63) <= value < 1 << 63:
+            op, value = _exact_against(op, value, pa.types.is_floating(arr.type))
+            if value is None:
+                return _mask(valid) if op == "valid" else np.zeros(n, dtype=bool)
+    elif col_kind == "n" and isinstance(value, float) and pa.types.is_integer(arr.type):
+        # a double against integers: as an integer test (Arrow would make doubles of integers past 2**53)
+        op, value = _integer_against(op, value)
+        if value is None:
+            return _mask(valid) if op == "valid" else np.zeros(n, dtype=bool)
     scalar = pa.scalar(value, type=arr.type) if col_kind != "n" else pa.scalar(value)
     res = getattr(pc, _PC_OPS[op])(arr, scalar)
     return _mask(pc.fill_null(res, False))
+
+
+def _integer_against(op: str, value: float) -> tuple[str, Any]:
+    """``x <op> value`` for integers ``x`` and a double ``value``, as a test against an int64 (or, as in
+    :func:`_exact_against`, every present value or none)."""
+    if math.isnan(value):
+        return ("valid" if op == "!=" else "none"), None
+    if math.isinf(value):
+        return _exact_against(op, 1 << 64 if value > 0 else -(1 << 64), False)
+    low, high = math.floor(value), math.ceil(value)
+    if low != high:  # between two integers: equal to none
+        if op in ("=", "!="):
+            return ("none" if op == "=" else "valid"), None
+        op, target = ("<=", low) if op in ("<", "<=") else (">=", high)
+    else:
+        target = low
+    if not -(1 << 63) <= target < 1 << 63:
+        return _exact_against(op, target, False)
+    return op, target
+
+
+def _exact_against(op: str, value: int, floating: bool) -> tuple[str, Any]:
+    """``x <op> value`` for an integer ``value`` beyond what the column's numbers hold exactly, as a test
+    against a number they hold: the nearest double (the comparison shifted by which side of ``value`` it
+    lies on) — or, for an integer column and a value past int64, ``("valid", None)`` / ``("none", None)``:
+    every present value, or none, meets it."""
+    if not floating:
+        above = value > 0  # every int64 lies below the value (or above it, when negative)
+        every = op == "!=" or (op in ("<", "<=") if above else op in (">", ">="))
+        return ("valid" if every else "none"), None
+    try:
+        near = float(value)
+    except OverflowError:
+        near = math.inf if value > 0 else -math.inf
+    if near == value:
+        return op, near
+    high = near > value  # no double lies strictly between ``value`` and ``near``
+    if op == "=":
+        return "none", None
+    if op == "!=":
+        return "valid", None  # (NaN included: it equals nothing)
+    if op in ("<", "<="):
+        return ("<" if high else "<="), near
+    return (">=" if high else ">"), near
 
 
 def _field_field_mask(a: pa.Array, op: str, b: pa.Array) -> NDArray[np.bool_]:
@@ -298,7 +361,20 @@ def condition_mask(frame: EventFrame, cond: Condition) -> NDArray[np.bool_]:
         if op in ("=", "<=", ">="):
             return frame.keys[left.attr] >= 0
         return np.zeros(len(frame), dtype=bool)
-    return values_condition_mask(frame.array, len(frame), cond)
+    # the same comparison is asked again by each variable of a type and by an explain's relaxed queries:
+    # kept per frame, within a bound (by the literal's type too: 1, 1.0 and True are one dict key)
+    key = (left.attr, op, right.attr if isinstance(right, Field) else (type(right.value), right.value),
+           isinstance(right, Field))
+    found = frame._masks.get(key)
+    if found is None:
+        found = values_condition_mask(frame.array, len(frame), cond)
+        if (len(frame._masks) + 1) * len(frame) <= _MASK_BYTES:
+            frame._masks[key] = found
+    return found.copy()
+
+
+#: Bytes of condition masks a frame keeps.
+_MASK_BYTES = 64 << 20
 
 
 def _oriented(cond: Condition) -> tuple[Field, str, Field | Literal]:
