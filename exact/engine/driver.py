@@ -350,7 +350,15 @@ class _Evaluation:
             codes = (self.partition_codes(self.query.partition_by)
                      if self.query.strategy == Strategy.PARTITION_CONTIGUITY and self.query.partition_by
                      else None)
-            nxt_full = successors(codes, n)
+            links = self.frame.partition_next if codes is not None else None
+            if links is not None:
+                # a filtered read: the next event of each one's partition, read or not — a run goes on only
+                # to a next event that was read
+                nxt_full = np.searchsorted(self.seq, links).astype(_I64)
+                nxt_full[(links < 0) | (nxt_full >= n)] = n
+                nxt_full[self.seq[np.minimum(nxt_full, n - 1)] != links] = n
+            else:
+                nxt_full = successors(codes, n)
             if self.frame.sparse and codes is None:
                 # a gap in seq holds events no variable can bind: the run cannot cross it
                 nxt_full[:-1][np.diff(self.seq) != 1] = n
@@ -601,6 +609,17 @@ def _concat(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
                       count=sum(len(t) for t in tables))
 
 
+def partition_links(full: EventFrame, attrs: tuple[str, ...], seqs: np.ndarray) -> np.ndarray:
+    """For events ``seqs`` (sorted, all in ``full``): the seq of the next event of their partition (the tuple
+    of ``attrs``) in ``full``, -1 for none (a null value is in no partition) — an
+    :attr:`EventFrame.partition_next` for a filtered read of ``full``'s stream."""
+    codes = _partition_codes(full, attrs)
+    n = len(full)
+    nxt = successors(codes, n)
+    nxt_seq = np.where(nxt < n, full.seq[np.minimum(nxt, max(n - 1, 0))], -1) if n else np.zeros(0, _I64)
+    return nxt_seq[np.searchsorted(full.seq, seqs)].astype(_I64)
+
+
 def _partition_codes(frame: EventFrame, attrs: tuple[str, ...]) -> np.ndarray:
     """An int64 code per event for the tuple of ``attrs`` values (-1 when one of them is null).  Floats are
     keyed on their value with -0.0 taken as 0.0, as they compare."""
@@ -648,4 +667,5 @@ def warm_up() -> float:
         for returns in (Return.MATCHES, Return.COUNT, Return.EXISTS):
             query = Query(pattern, within=WithinEvents(4), strategy=strategy, returns=returns)
             evaluate_table(query, table, chains=False)
+    successors(np.zeros(2, dtype=_I64), 2)  # (partition contiguity's links)
     return time.perf_counter() - started

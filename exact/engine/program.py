@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -418,11 +419,30 @@ def successors(codes: np.ndarray | None, n: int) -> np.ndarray:
     """Per event (stream order), the next event of its partition (codes; None = the whole stream), or n."""
     if codes is None:
         return np.arange(1, n + 1, dtype=_I64)
+    top = int(codes.max(initial=-1))
+    if top < max(4 * n, 1 << 16):
+        # codes numbered densely (dictionary indices, group numbers): one backward pass, linear, where a
+        # sort of the codes with their positions was most of a scan's time
+        return _next_same(np.ascontiguousarray(codes, dtype=_I64), top + 1)
     order = np.lexsort((np.arange(n), codes))
     nxt = np.full(n, n, dtype=_I64)
     same = codes[order[:-1]] == codes[order[1:]]
     nxt[order[:-1][same]] = order[1:][same]
     nxt[codes < 0] = n
+    return nxt
+
+
+@numba.njit(cache=True, nogil=True)
+def _next_same(codes: np.ndarray, distinct: int) -> np.ndarray:  # pragma: no cover - compiled
+    """Per event, the next event with its code (codes in [-1, distinct); -1: none), or n."""
+    n = len(codes)
+    nxt = np.full(n, n, dtype=np.int64)
+    last = np.full(distinct, n, dtype=np.int64)
+    for i in range(n - 1, -1, -1):
+        c = codes[i]
+        if c >= 0:
+            nxt[i] = last[c]
+            last[c] = i
     return nxt
 
 

@@ -28,7 +28,7 @@ from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
-from exact.store.rowfilter import RowFilter, SeekValues
+from exact.store.rowfilter import RowFilter, SeekValues, index_candidates
 from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
 
 _log = logging.getLogger(__name__)
@@ -140,7 +140,16 @@ class StoreReader(StoreBase):
         def flush() -> None:
             nonlocal decoded
             if seeking:
-                found = select_counted([s for _, s, _ in seeking], [r for _, _, r in seeking], types)
+                # a filtered read takes the rows its conditions may keep from the value indexes where they
+                # narrow the read; the other files' rows of the wanted types are selected together
+                by_index = {i: index_candidates(keep, s, r) for i, (_, s, r) in enumerate(seeking)
+                            } if keep is not None else {}
+                rest = [i for i in range(len(seeking)) if by_index.get(i) is None]
+                selected = iter(select_counted([seeking[i][1] for i in rest], [seeking[i][2] for i in rest], types))
+                found = []
+                for i, (_, s, _) in enumerate(seeking):
+                    rows = by_index.get(i)
+                    found.append(next(selected) if rows is None else (rows, s.codes[rows], len(rows)))
                 kept = []
                 for (part, seek, _), (rows, codes, looked_at) in zip(seeking, found, strict=True):
                     decoded += looked_at

@@ -25,18 +25,21 @@ may filter (the engine is told by the frame's ``sparse`` mark); under ``partitio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from exact.events import cast_attr
 from exact.prefilter import EventFrame, condition_mask, type_mask, values_condition_mask
 from exact.query.ast import Condition, Field, Literal, Query, Strategy
-from exact.query.normalize import Plan
-from exact.store.seek_attrs import AttrColumn
+from exact.query.normalize import FLIPPED, Plan
+from exact.store.seek import SeekFile
+from exact.store.seek_attrs import AttrColumn, ValueIndex
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,89 @@ def _attrs(cond: Condition) -> list[str]:
     return [o.attr for o in (cond.left, cond.right) if isinstance(o, Field)]
 
 
+def _bucket_range(f: SeekFile, cond: Condition) -> tuple[ValueIndex, int, int] | None:
+    """The value buckets of ``f``'s index on ``cond``'s attribute holding every row that may meet ``cond``
+    (``v.a <op> literal`` with ``=``, ``<``, ``<=``, ``>``, ``>=``; a number on a numeric column, a string's
+    equality on a string one), inclusive (empty: lo > hi); None where the index cannot tell."""
+    left, op, right = cond.left, cond.op, cond.right
+    if isinstance(left, Literal) and isinstance(right, Field):
+        left, op, right = right, FLIPPED[op], left
+    if not isinstance(left, Field) or not isinstance(right, Literal) or op not in ("=", "<", "<=", ">", ">="):
+        return None
+    column = f.attrs.get(left.attr)
+    if column is None or column.index is None:
+        return None
+    index, value = column.index, right.value
+    if column.kind in ("int64", "double"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        try:
+            x = float(value)
+        except OverflowError:
+            return None
+        if math.isnan(x):
+            return None
+    elif column.kind == "string" and op == "=" and isinstance(value, str) and column.dictionary is not None:
+        at = pc.index(column.dictionary, pa.scalar(value, pa.string())).as_py()
+        if at < 0:
+            return index, 1, 0  # no row of the part has the value
+        x = float(at)
+    else:
+        return None
+    b, last = index.bucket(x), index.width - 2
+    return (index, b, b) if op == "=" else (index, 0, b) if op in ("<", "<=") else (index, b, last)
+
+
+def index_candidates(keep: RowFilter, f: SeekFile, ranges: np.ndarray) -> np.ndarray | None:
+    """The rows of ``f`` inside ``ranges`` (an (n, 2) array of inclusive row ranges, sorted, disjoint) that
+    some clause of ``keep`` may keep, sorted: per clause, the rows of its types in the value buckets its
+    narrowest indexed condition admits (:class:`~exact.store.seek_attrs.ValueIndex`), or all rows of its types
+    when none is indexed.  A superset of the rows the clause keeps, which :meth:`RowFilter.mask` then tests.
+    None where the file has no rows by type, no index narrows a clause, or the index would hand on more rows
+    than the ranges hold."""
+    if f.by_type is None or f.type_start is None or not len(ranges):
+        return None
+    in_ranges = int((ranges[:, 1] - ranges[:, 0]).sum()) + len(ranges)
+    pieces: list[np.ndarray] = []
+    total = 0
+    narrowed = False
+    for clause in keep.clauses:
+        codes = (range(len(f.types)) if clause.types is None
+                 else [i for i, t in enumerate(f.types) if t in clause.types])
+        best: list[tuple[np.ndarray, int, int]] | None = None
+        best_rows = sum(int(f.type_start[c + 1] - f.type_start[c]) for c in codes)
+        for cond in clause.conditions:
+            found = _bucket_range(f, cond)
+            if found is None:
+                continue
+            index, lo, hi = found
+            spans = [(index.rows, *index.span(c, lo, hi)) for c in codes] if lo <= hi else []
+            count = sum(b - a for _, a, b in spans)
+            if count <= best_rows:
+                best, best_rows = spans, count
+        if best is None:
+            best = [(f.by_type, int(f.type_start[c]), int(f.type_start[c + 1])) for c in codes]
+        else:
+            narrowed = True
+        total += best_rows
+        if total > in_ranges:
+            return None
+        pieces.extend(rows[a:b] for rows, a, b in best if b > a)
+    if not narrowed:
+        return None  # (no index narrows: the rows of the types, as a read without one finds them)
+    # the rows, each once and in order: marked in a bitmap of the ranges' span (a sort of the rows cost more)
+    first, last = int(ranges[0, 0]), int(ranges[-1, 1])
+    marked = np.zeros(last - first + 1, dtype=bool)
+    for piece in pieces:
+        piece = piece[(piece >= first) & (piece <= last)]
+        marked[piece.astype(np.int64) - first] = True
+    found_rows: np.ndarray = np.flatnonzero(marked) + first
+    k = np.searchsorted(ranges[:, 0], found_rows, "right") - 1
+    inside = (k >= 0) & (found_rows <= ranges[np.maximum(k, 0), 1])
+    out: np.ndarray = found_rows[inside]
+    return out
+
+
 def _on_attributes(cond: Condition) -> bool:
     """Does ``cond`` compare an attribute (not ``seq``, ``ts`` or ``type``) with a literal or another
     attribute?  (``v.x = v.x``, the "x is present" of ``PARTITION BY``, is left to the engine: a partitioned
@@ -151,10 +237,9 @@ def row_filter(plan: Plan, *, positional: bool = False) -> RowFilter | None:
 
 def filterable(query: Query, positional: bool) -> bool:
     """May a read for ``query`` leave out rows no variable can bind (see :func:`row_filter`)?"""
-    if query.strategy == Strategy.STRICT_CONTIGUITY or (
-            query.strategy == Strategy.PARTITION_CONTIGUITY and not query.partition_by):
+    if query.strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY):
         return positional
-    return query.strategy != Strategy.PARTITION_CONTIGUITY
+    return True
 
 
 def widened(values: pa.Array, typ: pa.DataType | None) -> pa.Array:

@@ -25,6 +25,10 @@ then row) and ``type_start`` (int64, where each code's rows begin in ``by_type``
 row.  A read of a few frequent-enough types in a long range then costs the rows of those types, not a test
 of every row's code (:func:`select`).
 
+Version 5 adds to each served attribute (but booleans) a *value index*: its rows by type and value bucket
+(:class:`exact.store.seek_attrs.ValueIndex`, 4 bytes per row and attribute), so that a condition such as
+``v.amount > 50000`` finds the rows of ``v``'s types that may meet it without testing the others.
+
 Version 3 adds the part's attributes, one fixed-width code per row each (:mod:`exact.store.seek_attrs`), so
 that a condition's values are read in place too; the header lists the attributes served (``attrs``) and
 those that are not (``unserved``: a string attribute of too many distinct values).
@@ -55,10 +59,11 @@ from exact.arrays import joined, run_positions
 from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs
 
 MAGIC = b"SQSKSEEK"
-VERSION = 4  # 3: no rows by type; 2: nor attribute columns; 1: offsets from 256-row blocks
+VERSION = 5  # 4: no value indexes; 3: nor rows by type; 2: nor attribute columns; 1: 256-row ts blocks
 #: Versions a reader takes: a version-2 file serves reads that ask for no attribute; versions 2 and 3 find
-#: the rows of a type by testing every row's code.
-READABLE = (2, 3, 4)
+#: the rows of a type by testing every row's code; before version 5 a condition is tested on every row of
+#: its variable's types.
+READABLE = (2, 3, 4, 5)
 SUFFIX = ".seek"
 #: Rows per ts block: short, so that a block's offsets from its first ts fit uint32 steps but where it
 #: straddles a pause of over 71 minutes (in µs; 49 days in ms), and long enough for its base to cost little.
@@ -129,7 +134,7 @@ def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedAr
     sections = {"type": codes.tobytes(), "base": base.tobytes(), "ts": narrow.tobytes(),
                 "wide_rows": wide_rows.astype(np.int64).tobytes(), "wide_ts": ts[wide_rows].tobytes(),
                 "by_type": by_type.tobytes(), "type_start": type_start.tobytes()}
-    served, unserved, attr_sections = encode_attrs(attrs, rows, chosen)
+    served, unserved, attr_sections = encode_attrs(attrs, rows, chosen, type_codes=codes, n_types=len(names))
     sections.update(attr_sections)
     layout, payload, at = {}, bytearray(), 0
     for name, data in sections.items():
@@ -404,7 +409,7 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
                        steps=section("ts", np.dtype(np.uint32), rows), unit=unit, block=block,
                        wide_rows=section("wide_rows", i64, wide), wide_ts=section("wide_ts", i64, wide),
                        dictionary=pa.array(types, pa.string()),
-                       attrs=decode_attrs(attr_entries, section, rows), unserved=unserved,
+                       attrs=decode_attrs(attr_entries, section, rows, len(types)), unserved=unserved,
                        by_type=section("by_type", np.dtype(np.uint32), rows) if version >= 4 else None,
                        type_start=(section("type_start", i64, len(types) + 1) if version >= 4 else None))
     except KeyError as err:

@@ -45,6 +45,54 @@ MAX_DICTIONARY_BYTES = 16 << 20
 DEFAULT_BUDGET = 24.0
 
 _UNSIGNED = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
+#: Value buckets of an attribute's index (at most; fewer where the part's values are fewer).
+BUCKETS = 256
+
+
+@dataclass(frozen=True)
+class ValueIndex:
+    """An attribute's rows by type and value (version 5): the part's non-null values cut into buckets at
+    ``edges`` (quantiles, so each bucket holds about as many rows), and the part's rows ordered by type
+    code, then bucket (nulls and NaN last, in a bucket of their own), then row.
+
+    A row's bucket is the number of edges not above its value, so a value equal to, below or above a literal
+    lies in the literal's bucket, at or below it, or at or above it: the rows of a type that may meet
+    ``v.a <op> literal`` are one slice of ``rows``, and a read tests only those (:mod:`exact.store.rowfilter`)."""
+
+    edges: np.ndarray  # float64, increasing
+    rows: np.ndarray  # uint32, a row number per row of the part
+    start: np.ndarray  # int64: where (type code, bucket) begins in ``rows``, code-major; and the end
+
+    @property
+    def width(self) -> int:
+        """Buckets per type: the value buckets and the null bucket."""
+        return len(self.edges) + 2
+
+    def bucket(self, value: float) -> int:
+        return int(np.searchsorted(self.edges, value, "right"))
+
+    def span(self, code: int, lo: int, hi: int) -> tuple[int, int]:
+        """Where the rows of type ``code`` in buckets ``lo … hi`` lie in ``rows``."""
+        w = self.width
+        return int(self.start[code * w + lo]), int(self.start[code * w + hi + 1])
+
+
+def value_index(values: np.ndarray, type_codes: np.ndarray, n_types: int) -> dict[str, bytes]:
+    """The sections of a :class:`ValueIndex` over ``values`` (float64 per row, NaN for null) of rows whose
+    types are ``type_codes``."""
+    present = values[~np.isnan(values)]
+    cuts = np.linspace(0.0, 1.0, BUCKETS + 1)[1:-1]
+    edges = (np.unique(np.quantile(present, cuts, method="lower")) if len(present)
+             else np.zeros(0, np.float64)).astype(np.float64)
+    width = len(edges) + 2
+    bucket = np.searchsorted(edges, values, "right")
+    bucket[np.isnan(values)] = width - 1
+    key = type_codes.astype(np.int64) * width + bucket
+    cells = n_types * width
+    order = np.argsort(key.astype(np.uint16) if cells <= 1 << 16 else key, kind="stable").astype(np.uint32)
+    start = np.zeros(cells + 1, dtype=np.int64)
+    np.cumsum(np.bincount(key, minlength=cells), out=start[1:])
+    return {"edges": edges.tobytes(), "vrows": order.tobytes(), "vstart": start.tobytes()}
 
 
 @dataclass(frozen=True)
@@ -61,6 +109,8 @@ class AttrColumn:
     valid: np.ndarray | None = None
     #: ``string``: the part's distinct values, sorted (code ``c`` is ``dictionary[c]``)
     dictionary: pa.Array | None = None
+    #: the rows by type and value (version 5; ``string``: by code, which orders as the values do)
+    index: ValueIndex | None = None
 
     def values(self, rows: np.ndarray) -> pa.Array:
         """The values of ``rows`` (positions in the part) as an Arrow array of the part's own type."""
@@ -95,7 +145,8 @@ def _narrow(span: int) -> np.dtype | None:
 
 
 def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chosen: Sequence[str] | None = None,
-                 budget: float = DEFAULT_BUDGET) -> tuple[list[dict[str, Any]], list[str], dict[str, bytes]]:
+                 budget: float = DEFAULT_BUDGET, type_codes: np.ndarray | None = None, n_types: int = 0
+                 ) -> tuple[list[dict[str, Any]], list[str], dict[str, bytes]]:
     """A part's attribute struct as seek-file columns: the header entry of each served attribute, the names
     of those not served, and the sections (name → bytes) to write.
 
@@ -125,10 +176,26 @@ def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chos
     served: list[dict[str, Any]] = []
     sections: dict[str, bytes] = {}
     for _, name, i, entry, data in costed:
+        if type_codes is not None and entry["kind"] in ("int64", "double", "string"):
+            data.update(value_index(_as_float(entry, data, rows), type_codes, n_types))
+            entry["edges"] = len(data["edges"]) // 8
         entry.update(name=name, id=i, sections=sorted(data))
         sections.update({f"a{i}.{key}": blob for key, blob in data.items()})
         served.append(entry)
     return served, sorted(unserved), sections
+
+
+def _as_float(entry: dict[str, Any], data: dict[str, bytes], rows: int) -> np.ndarray:
+    """A served column's values as float64 per row (a string's code, which orders as its value), NaN for
+    null: what its value index buckets.  (float64 keeps the order of int64 values, ties aside: a bucket range
+    found for a literal the same way holds every row that can meet it.)"""
+    codes = np.frombuffer(data["codes"], dtype=np.dtype(entry["dtype"]), count=rows)
+    out = codes.astype(np.float64) + (float(entry.get("base", 0)) if entry["kind"] == "int64" else 0.0)
+    if entry.get("null") is not None:
+        out[codes == entry["null"]] = np.nan
+    if "valid" in data:
+        out[np.frombuffer(data["valid"], dtype=np.uint8, count=rows) == 0] = np.nan
+    return out
 
 
 def _fields(attrs: pa.StructArray | pa.ChunkedArray | None) -> Iterator[tuple[str, pa.Array]]:
@@ -207,9 +274,10 @@ def _encode_strings(column: pa.Array) -> tuple[dict[str, Any] | None, dict[str, 
             {"codes": codes.tobytes(), "offsets": (offsets - start).astype(np.int32).tobytes(), "data": data})
 
 
-def decode_attrs(entries: list[dict[str, Any]], section: Any, rows: int) -> dict[str, AttrColumn]:
+def decode_attrs(entries: list[dict[str, Any]], section: Any, rows: int, n_types: int = 0) -> dict[str, AttrColumn]:
     """The attribute columns named by a seek file's header ``entries``; ``section(name, dtype, count)`` gives
-    a section's array (raising KeyError or the reader's error when it is missing or of the wrong size)."""
+    a section's array (raising KeyError or the reader's error when it is missing or of the wrong size);
+    ``n_types``: the part's types, for a value index."""
     out: dict[str, AttrColumn] = {}
     for entry in entries:
         name, kind, key = str(entry["name"]), str(entry["kind"]), f"a{int(entry['id'])}"
@@ -230,6 +298,16 @@ def decode_attrs(entries: list[dict[str, Any]], section: Any, rows: int) -> dict
             top = int(codes.max()) if rows else 0
             if top >= n and top != null:
                 raise ValueError(f"attribute {name!r}: a code beyond its dictionary")
+        index = None
+        if "vrows" in entry.get("sections", []):
+            edges = section(f"{key}.edges", np.dtype(np.float64), int(entry["edges"]))
+            if bool((np.diff(edges) <= 0).any()) or bool(np.isnan(edges).any()):
+                raise ValueError(f"attribute {name!r}: its value index's edges do not increase")
+            starts = section(f"{key}.vstart", np.dtype(np.int64), n_types * (len(edges) + 2) + 1)
+            vrows = section(f"{key}.vrows", np.dtype(np.uint32), rows)
+            if len(starts) and (starts[0] != 0 or starts[-1] != rows or bool((np.diff(starts) < 0).any())):
+                raise ValueError(f"attribute {name!r}: its value index does not cover the part")
+            index = ValueIndex(edges, vrows, starts)
         out[name] = AttrColumn(kind, codes, None if null is None else int(null), int(entry.get("base", 0)),
-                               valid, dictionary)
+                               valid, dictionary, index)
     return out

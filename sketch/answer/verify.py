@@ -46,6 +46,7 @@ from exact.engine import (
     merge_spans,
 )
 from exact.engine.columns import SeqTimes
+from exact.engine.driver import partition_links
 from exact.engine.matchtable import match_times
 from exact.events import ATTRS, micros
 from exact.prefilter import EventFrame
@@ -244,6 +245,21 @@ class Verification:
         return self.found.matches()
 
 
+def needs_links(query: Query, types: frozenset[str] | None, keep: RowFilter | None) -> bool:
+    """Does a read for ``query`` that keeps ``types`` and ``keep``'s rows need each event's next in its
+    partition (:attr:`EventFrame.partition_next`)?  Under ``partition_contiguity`` with ``PARTITION BY``,
+    when the read leaves events out."""
+    return (query.strategy == Strategy.PARTITION_CONTIGUITY and bool(query.partition_by)
+            and (types is not None or keep is not None))
+
+
+def _links(source: EventSource, ranges: SeqRanges, query: Query, seqs: np.ndarray) -> tuple[np.ndarray, int]:
+    """The seq of each of ``seqs``' next event in its partition among every event of ``ranges``, and the rows
+    read to know it (every row's partition values)."""
+    full, decoded = source.read_frame(ranges, ["seq", "ts", "type"] + [f"{ATTRS}.{a}" for a in query.partition_by])
+    return partition_links(full, query.partition_by, seqs), decoded
+
+
 def _region_ranges(approx: Approximation, regions: Sequence[Region]) -> list[list[tuple[int, int]]]:
     """Per region, the seq ranges of its units to read (consecutive units joined), clipped to its read
     end; computed for all regions together."""
@@ -286,6 +302,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     positional = source.positional
     keep_types = read_types(query, plan, positional=positional)
     keep = row_filter(plan, positional=positional)
+    linking = needs_links(query, keep_types, keep)
     counts = source.type_counts()
     tables: list[MatchTable] = []
     pieces: list[tuple[pa.Table | EventFrame, tuple[int, int]]] = []
@@ -294,10 +311,14 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     scanned = checked = 0
     names = tuple(v.name for v in plan.positives)
 
-    def run(region: Region, table: pa.Table | EventFrame, ranges: SeqRanges) -> MatchTable:
+    def run(region: Region, table: pa.Table | EventFrame, ranges: SeqRanges,
+            links: tuple[np.ndarray, np.ndarray] | None = None) -> MatchTable:
         if isinstance(table, pa.Table):  # (a read of the store: its seqs are positions)
             table = EventFrame.build(table)
             table.sparse = positional
+        if links is not None:  # each event's next in its partition, from one read of every event's partition
+            at, nxt = links
+            table.partition_next = nxt[np.searchsorted(at, table.seq)]
         pieces.append((table, (region.start_lo, region.start_hi)))
         read_pieces.append((ranges, (region.start_lo, region.start_hi)))
         found = evaluate_table(query, table, type_counts=counts, starts=(region.start_lo, region.start_hi),
@@ -334,7 +355,12 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
             table, decoded = source.read_ranges(ranges, cols, keep_types, keep)
             scanned += decoded
             checked += table.num_rows
-            found = run(region, table, ranges)
+            links = None
+            if linking:
+                seq = int_column(table, "seq")
+                nxt, decoded = _links(source, ranges, query, seq)
+                links, scanned = (seq, nxt), scanned + decoded
+            found = run(region, table, ranges, links)
             if found.exists:
                 tables.append(found)
                 break
@@ -345,6 +371,10 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         checked = table.num_rows
         # the contiguity strategies would read a gap between regions as adjacency: region by region
         seq = int_column(table, "seq")
+        links = None
+        if linking:
+            nxt, decoded = _links(source, merged, query, seq)
+            links, scanned = (seq, nxt), scanned + decoded
         for region, ranges in zip(regions, per_region, strict=True):
             if not ranges:
                 continue
@@ -358,7 +388,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
                 ok = (k >= 0) & (piece_seq <= highs[np.maximum(k, 0)])
                 if not ok.all():
                     piece = piece.filter(pa.array(ok))
-            tables.append(run(region, piece, ranges))
+            tables.append(run(region, piece, ranges, links))
             if tables[-1].found_one:  # RETURN exists: the first match answers it
                 break
             if limit is not None and query.returns == Return.MATCHES and (
@@ -548,10 +578,19 @@ def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
         scanned = 0
     elif partition is not None and partition.key in query.partition_by and isinstance(source, StoreSource):
         layout = partition.layout
-        frame, scanned = keyed_frame(source, layout, tail_of(source, layout), whole,
+        tail = tail_of(source, layout)
+        frame, scanned = keyed_frame(source, layout, tail, whole,
                                      columns_without_key(query, columns, layout.key), types, keep)
+        if needs_links(query, types, keep) and len(frame):  # (the key known by group numbers, unread)
+            named = ["seq", "ts", "type"] + [f"{ATTRS}.{a}" for a in query.partition_by if a != layout.key]
+            full, decoded = keyed_frame(source, layout, tail, whole, named, None)
+            frame.partition_next = partition_links(full, query.partition_by, frame.seq)
+            scanned += decoded
     elif hasattr(source, "read_frame"):
         frame, scanned = source.read_frame(whole, columns, types, keep)
+        if needs_links(query, types, keep) and len(frame):
+            frame.partition_next, decoded = _links(source, whole, query, frame.seq)
+            scanned += decoded
     else:
         frame = source.read_all(columns)
         scanned = len(frame)

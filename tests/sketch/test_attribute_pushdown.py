@@ -226,3 +226,28 @@ def test_strict_contiguity_reads_only_bindable_rows_and_a_left_out_one_still_bre
                     assert got["stats"]["events_scanned"] <= 12, (mode, got["stats"])
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_partition_contiguity_reads_only_bindable_rows_and_knows_each_ones_next_in_its_case() -> None:
+    """Under ``partition_contiguity`` with ``PARTITION BY`` a filtered read is told each event's next one in its
+    partition (from every event's partition value): a left-out event of the same case between ``A`` and ``C``
+    ends the run, one of another case does not — in the exact and the verified answers, through the stream
+    tree and through the partition layout alike."""
+    filler = [{"type": "F", "k": 9, "n": 0}] * 200
+    events = (filler + [{"type": "A", "k": 1, "n": 1}, {"type": "F", "k": 2, "n": 0}, {"type": "C", "k": 1, "n": 1}]
+              + filler + [{"type": "A", "k": 1, "n": 1}, {"type": "F", "k": 1, "n": 0}, {"type": "C", "k": 1, "n": 1}]
+              + filler + [{"type": "A", "k": 3, "n": 1}, {"type": "A", "k": 3, "n": 7}, {"type": "C", "k": 3, "n": 1}]
+              + filler + [{"type": "A", "k": 4, "n": 1}, {"type": "A", "k": 5, "n": 7}, {"type": "C", "k": 4, "n": 1}])
+    table = table_of([{**e, "ts": i} for i, e in enumerate(events)])
+    query = parse("PATTERN SEQ(A a, C c) WHERE a.n = 1 PARTITION BY k STRATEGY partition_contiguity")
+    want = reference(query, table)
+    assert [m[0] for m in want] == [200, 809]  # the two where nothing of the case lies between
+    for key in (None, "k"):
+        home = Path(tempfile.mkdtemp(prefix="seqsketch-push-"))
+        try:
+            Dataset.build(home, "d", table, BuildOptions(leaf_size=16), partition_key=key)
+            for mode in ("exact", "verified"):
+                got = run_query(home, "d", query, mode=mode, limit=100)
+                assert answers(got) == want, (mode, key)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
