@@ -55,8 +55,8 @@ def type_name(rank: int) -> str:
     return f"TYPE_{rank}"
 
 
-def generate(events: int, seed: int = 1) -> pa.Table:
-    """The stream (see the module docstring), numbered from 0."""
+def generate(events: int, seed: int = 1, first: int = 0) -> pa.Table:
+    """The stream (see the module docstring), numbered from ``first`` (its ts continuing from there)."""
     rng = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, TYPES + 1, dtype=float) ** ZIPF
     codes = rng.choice(TYPES, size=events, p=weights / weights.sum()).astype(np.int32)
@@ -64,8 +64,8 @@ def generate(events: int, seed: int = 1) -> pa.Table:
     types = pa.DictionaryArray.from_arrays(pa.array(codes), names).cast(pa.string())
     attrs = {"a1": pa.array(rng.integers(0, 1001, events)), "a2": pa.array(rng.integers(0, 1001, events)),
              "a3": pa.array(rng.uniform(0, 1000, events)), "a4": pa.array(rng.uniform(0, 1000, events))}
-    ts = pa.array(START_US + np.arange(events, dtype=np.int64) * 1_000_000)
-    return make_table(ts, types, attrs, first_seq=0)
+    ts = pa.array(START_US + (first + np.arange(events, dtype=np.int64)) * 1_000_000)
+    return make_table(ts, types, attrs, first_seq=first)
 
 
 @dataclass

@@ -32,7 +32,8 @@ from exact.query.ast import Query
 from exact.query.language import attribute_kinds, check_kinds, load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 from sketch.answer.cases import case_lookup
-from sketch.answer.verify import StoreSource, TableSource, answer_indexed, decided_body, exact_body, needed_columns
+from sketch.answer.sources import StoreSource, TableSource, needed_columns
+from sketch.answer.verify import answer_indexed, decided_body, exact_body
 from sketch.dataset import INDEX_KEY, Dataset, require_index
 
 if TYPE_CHECKING:

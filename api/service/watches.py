@@ -22,8 +22,8 @@ from exact.errors import InputError, NotFound, QuerySemanticError, SeqsketchErro
 from exact.events import parse_timestamp
 from exact.query.ast import Query
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
+from sketch.answer.sources import StoreSource
 from sketch.answer.standing import CHUNK, Cursor, Standing, check_standing
-from sketch.answer.verify import StoreSource
 
 if TYPE_CHECKING:
     from api.catalog import Catalog

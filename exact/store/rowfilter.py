@@ -20,7 +20,8 @@ part's seek file does not serve is not tested there (the row is kept).
 The contiguity strategies are defined on every event: a left-out row must still break a run.  Under
 ``strict_contiguity`` a gap in seq shows where rows were left out, so a read whose seqs are stream positions
 may filter (the engine is told by the frame's ``sparse`` mark); under ``partition_contiguity`` with
-``PARTITION BY`` the left-out rows' partitions would be needed, and a read takes no filter.
+``PARTITION BY`` the reader also tells each row kept the seq of its next event in its partition
+(``EventFrame.partition_next``, from every row's partition value).
 """
 
 from __future__ import annotations
@@ -224,8 +225,9 @@ def row_filter(plan: Plan, *, positional: bool = False) -> RowFilter | None:
 
     Under ``strict_contiguity`` a left-out row breaks every run that reaches it, as the row itself would:
     a read whose seqs are stream positions (``positional``, a frame marked ``sparse``) shows the engine
-    where rows were left out.  ``partition_contiguity`` with ``PARTITION BY`` would need the left-out rows'
-    partitions: no filter."""
+    where rows were left out; under ``partition_contiguity`` with ``PARTITION BY`` the reader must also tell
+    each row its next event in its partition (``EventFrame.partition_next``).  A read that cannot (its seqs
+    are not positions, or it reads a partition layout's groups) is not filtered."""
     if not filterable(plan.query, positional):
         return None
     clauses = tuple(Clause(v.types, tuple(c for c in v.properties if _on_attributes(c)))

@@ -42,12 +42,14 @@ stream:
 A relaxation that would let a variable bind types verification did not read (dropping ``w.type = 'X'`` on
 an ``ANY`` variable) cannot be judged on these events and is left out (and said so).
 
-**Cost.**  The relaxations share one engine :class:`~exact.engine.Budget`: :data:`EXPLAIN_FACTOR` times
-what verification took, between :data:`EXPLAIN_FLOOR_MS` and :data:`EXPLAIN_MS` (or the query's own, when
-it ends sooner), so an empty answer costs a bounded multiple of a found one; a relaxed query whose windows
-explode (skip-till-any-match with no window) is given up as soon as it would overrun.  They run only when
-verification handed the engine at most
-:data:`MAX_EVENTS` events; otherwise the text says the cause was not looked for, or not found in time.
+**Cost.**  The relaxations share one engine :class:`~exact.engine.Budget`
+(:func:`sketch.answer.relaxed.search_budget`: a multiple of what verification took, between a floor and a
+ceiling, or the query's own deadline when it ends sooner), so an empty answer costs a bounded multiple of a
+found one; a relaxed query whose windows explode (skip-till-any-match with no window) is given up as soon as
+it would overrun.  A relaxed query runs on the events read, or — when it drops a condition the read's row
+filter tested — on the candidates read again with its own filter.  They run only when the candidates
+without the filter hold at most :data:`MAX_EVENTS` events; otherwise the text says the cause was not looked
+for, or not found in time.
 The answer itself is never changed: only its ``explain``.
 """
 
@@ -55,32 +57,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
-from numpy.typing import NDArray
 
-from exact.engine import Budget, MatchTable, evaluate_table, match_ts
-from exact.errors import QueryLimitError, SeqsketchError
-from exact.prefilter import EventFrame
-from exact.query.ast import Absent, Condition, Query, Return, Strategy, WithinEvents
+from exact.engine import Budget
+from exact.errors import SeqsketchError
+from exact.query.ast import Absent, Condition, Query, Strategy, WithinEvents
 from exact.query.language import condition_text, element_text, window_text
 from exact.query.language.lexical import attribute
 from exact.query.normalize import Plan, VarPlan, normalize
+from sketch.answer.relaxed import Found, Search, TimedOut, search_budget
+from sketch.answer.relaxed import Read as Read  # (where verification's callers find it)
 from sketch.answer.unbindable import unbindable
 from sketch.evaluate.explain import Position
 from sketch.evaluate.explain import window_text as window_phrase
-from sketch.evaluate.windows import is_contiguous
 
-#: The relaxations' shared time budget (ms) is at most this, …
-EXPLAIN_MS = 300
-#: … and at least this long, however fast verification was, …
-EXPLAIN_FLOOR_MS = 20
-#: … but otherwise no longer than this many times what verification took.
-EXPLAIN_FACTOR = 2
-_FIRST_WINDOW_STEPS = 10_000
 #: The relaxations run only when verification handed the engine at most this many events.
 MAX_EVENTS = 2_000_000
 
@@ -89,40 +82,11 @@ _CONTIGUOUS = (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)
 
 
 @dataclass(frozen=True)
-class Read:
-    """The events verification handed to the exact engine: pieces of ``(events, starts)`` (``starts``: the
-    seq range of the first events it reported matches for, None for all), and the event types they were
-    read for (None: every type)."""
-
-    pieces: tuple[tuple[EventFrame | pa.Table, tuple[int, int] | None], ...]
-    types: frozenset[str] | None
-    #: the same events without the row filter the read had (:mod:`exact.store.rowfilter`), read again when
-    #: asked: relaxing a variable's condition needs the events that fail it (None: the read had no filter)
-    unfiltered: Callable[[], Read] | None = None
-    #: at most how many events that read again holds (the rows the filtered read looked at)
-    unfiltered_events: int = 0
-
-    @property
-    def events(self) -> int:
-        return sum(len(events) for events, _ in self.pieces)
-
-
-@dataclass(frozen=True)
 class _Relaxation:
     kind: str  # condition | partition | not | window | strategy
     part: str  # the part as the query text writes it
     query: Query  # the query without it
     subject: Condition | Absent | None = None
-
-
-@dataclass(frozen=True)
-class _Found:
-    count: int
-    shortest: int | None = None  # the shortest match's span (µs, or events for WITHIN n EVENTS)
-
-
-class _TimedOut(Exception):
-    pass
 
 
 def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, group_key: str | None = None,
@@ -138,12 +102,16 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
     if read is None:
         return _GENERIC
     plan = normalize(query)
+    if read.reread is not None and read.unfiltered_events <= MAX_EVENTS:
+        # each relaxed query gets the read its own row filter asks for: the events read already, unless it
+        # drops a condition the filter tested
+        return _relaxed_search(query, plan, read, spans, group_key, type_counts, search_budget(budget, spent_ms))
     if read.unfiltered is not None:
         # the events read again without the filter: only when they are few enough to search, and there is
         # time left; else what the filtered read's own counts tell
-        search_budget = _budget(budget, spent_ms)
+        limit = search_budget(budget, spent_ms)
         if read.unfiltered_events > MAX_EVENTS or (
-                search_budget.deadline is not None and time.monotonic() > search_budget.deadline):
+                limit.deadline is not None and time.monotonic() > limit.deadline):
             return _told(plan, read) or (
                 f"{_GENERIC} (the {read.unfiltered_events:,} events to search are more than the "
                 f"{MAX_EVENTS:,} the search for which one looks through, or its time ran out)")
@@ -152,8 +120,14 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
         return _told(plan, read) or (
             f"{_GENERIC} (the {read.events:,} events read are more than the {MAX_EVENTS:,} the search for "
             "which one looks through)")
+    return _relaxed_search(query, plan, read, spans, group_key, type_counts, search_budget(budget, spent_ms))
+
+
+def _relaxed_search(query: Query, plan: Plan, read: Read, spans: np.ndarray | None, group_key: str | None,
+                    type_counts: Mapping[str, int] | None, budget: Budget) -> str:
+    """The first relaxation of ``query`` with matches in ``read`` (see :func:`why_empty`)."""
     relaxations = _relaxations(query, plan, group_key)
-    search = _Search(query, read, spans, type_counts, _budget(budget, spent_ms))
+    search = Search(query, read, spans, type_counts, budget, MAX_EVENTS)
     tried: list[_Relaxation] = []
     unread: list[_Relaxation] = []
     try:
@@ -169,9 +143,9 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
             if found.count:
                 return _cause(query, plan, relaxation, found)
             tried.append(relaxation)
-        return _told(plan, read) or _nothing_single(query, plan, search, tried, unread)
-    except _TimedOut:
-        told = _told(plan, read)
+        return _told(plan, search.unfiltered()) or _nothing_single(query, plan, search, tried, unread)
+    except TimedOut:
+        told = _told(plan, search.unfiltered(read_more=False))
         if told is not None:
             return told
         done = f" ({_without(tried, 'or')}, they hold no match)" if tried else ""
@@ -184,17 +158,6 @@ _GENERIC = "conditions, negation, the window or the strategy rule them out"
 def _told(plan: Plan, read: Read) -> str | None:
     """What the events read tell at once (:func:`sketch.answer.unbindable.unbindable`)."""
     return unbindable(plan, [e for e, _ in read.pieces], read.types, filtered=read.unfiltered is not None)
-
-
-def _budget(budget: Budget | None, spent_ms: float | None) -> Budget:
-    """The search's own budget: :data:`EXPLAIN_FACTOR` times what verification took, at least
-    :data:`EXPLAIN_FLOOR_MS` and at most :data:`EXPLAIN_MS` (or the query's own, when it ends sooner);
-    relaxed queries whose windows outgrow it are given up early (they only serve a hint)."""
-    ms = EXPLAIN_MS if spent_ms is None else min(EXPLAIN_MS, max(EXPLAIN_FLOOR_MS, EXPLAIN_FACTOR * spent_ms))
-    deadline = time.monotonic() + ms / 1000.0
-    if budget is not None and budget.deadline is not None and budget.deadline < deadline:
-        deadline = budget.deadline
-    return Budget(deadline, int(ms), window_steps=_FIRST_WINDOW_STEPS, stop_early=True)
 
 
 # ------------------------------------------------------------------------------------------ relaxations
@@ -258,99 +221,10 @@ def _readable(query: Query, types: frozenset[str] | None) -> bool:
     return all(t is not None and t <= types for t in needed)
 
 
-class _Search:
-    """Runs relaxed queries on what verification read, within one budget."""
-
-    def __init__(self, query: Query, read: Read, spans: np.ndarray | None,
-                 type_counts: Mapping[str, int] | None, budget: Budget) -> None:
-        self.query = query
-        self.read = read
-        self.spans = spans
-        self.type_counts = type_counts
-        self.budget = budget
-        self._types = _positive_types(normalize(query))
-        self._counted: dict[Query, _Found | None] = {}  # relaxed query → its full count, once searched
-
-    def same_candidates(self, relaxed: Query) -> bool:
-        """Would ``relaxed`` have the query's candidates?  Always on the partition path (whole groups); on
-        the stream path when the tree sees nothing new: the positions' types, the window, contiguity."""
-        if self.spans is None:
-            return True
-        q = self.query
-        return (relaxed.within == q.within and is_contiguous(relaxed) == is_contiguous(q)
-                and _positive_types(normalize(relaxed)) == self._types)
-
-    def run(self, relaxed: Query, *, shortest: bool = False, exists: bool = False) -> _Found | None:
-        """The matches of ``relaxed`` in the candidates: how many (1 at most with ``exists``), and with
-        ``shortest`` the shortest one's span; None when the engine refuses the relaxed query.  A query
-        already counted is not searched again (dropping every part tried is often one of the parts)."""
-        if relaxed in self._counted and not shortest:
-            known = self._counted[relaxed]
-            return known if known is None or not exists else _Found(min(known.count, 1))
-        found = self._search(relaxed, shortest=shortest, exists=exists)
-        if not shortest and not exists:
-            self._counted[relaxed] = found
-        return found
-
-    def _search(self, relaxed: Query, *, shortest: bool, exists: bool) -> _Found | None:
-        inside = self.same_candidates(relaxed)
-        keep_all = inside and not shortest
-        returns = (Return.EXISTS if exists else Return.COUNT) if keep_all else Return.MATCHES
-        count = 0
-        widths: list[np.ndarray] = []
-        for events, starts in self.read.pieces:
-            if self.budget.deadline is not None and time.monotonic() > self.budget.deadline:
-                raise _TimedOut  # (the engine reads the clock in its windows, not while it filters)
-            try:
-                found = evaluate_table(relaxed, events, returns=returns, budget=self.budget,
-                                       type_counts=self.type_counts, starts=starts)
-            except QueryLimitError as exc:
-                if self.budget.deadline is not None and time.monotonic() > self.budget.deadline:
-                    raise _TimedOut from exc
-                return None  # a limit of the engine's own (too many variables): nothing to judge
-            except SeqsketchError:
-                return None
-            if keep_all:
-                count += 1 if found.found_one else int(found.count or 0)
-            else:
-                keep = _inside(found, None if inside else self.spans)
-                count += int(keep.sum())
-                if shortest and keep.any():
-                    widths.append(_widths(self.query, events, found, keep))
-            if exists and count:
-                break
-        least = int(np.concatenate(widths).min()) if widths else None
-        return _Found(count, least)
-
-
-def _positive_types(plan: Plan) -> tuple[tuple[int, frozenset[str] | None], ...]:
-    return tuple((v.group, v.types) for v in plan.positives)
-
-
-def _inside(found: MatchTable, spans: np.ndarray | None) -> np.ndarray:
-    """Which matches lie inside one of ``spans`` (all when None)."""
-    if spans is None or not len(found.start):
-        return np.ones(len(found.start), dtype=bool)
-    at = np.searchsorted(spans[:, 0], found.start, "right") - 1
-    inside: NDArray[np.bool_] = (at >= 0) & (found.end <= spans[np.maximum(at, 0), 1])
-    return inside
-
-
-def _widths(query: Query, events: EventFrame | pa.Table, found: MatchTable, keep: np.ndarray) -> np.ndarray:
-    """The spans of the kept matches: last ts − first ts (µs), or events from first to last for a window
-    counted in events."""
-    start, end = found.start[keep], found.end[keep]
-    if isinstance(query.within, WithinEvents):
-        events_from_first: NDArray[np.int64] = (end - start + 1).astype(_I64)
-        return events_from_first
-    ts = match_ts(events, found)
-    return np.asarray([ts[b] - ts[a] for a, b in zip(start.tolist(), end.tolist(), strict=True)], dtype=_I64)
-
-
 # ------------------------------------------------------------------------------------------------ texts
 
 
-def _cause(query: Query, plan: Plan, relaxation: _Relaxation, found: _Found) -> str:
+def _cause(query: Query, plan: Plan, relaxation: _Relaxation, found: Found) -> str:
     """The sentence naming the cause: how many matches the candidates hold without the part, and that the
     part rules out each of them."""
     relaxed = relaxation.query
@@ -374,7 +248,7 @@ def _cause(query: Query, plan: Plan, relaxation: _Relaxation, found: _Found) -> 
             f"{query.strategy.value}{_strategy_gloss(query)}")
 
 
-def _nothing_single(query: Query, plan: Plan, search: _Search, tried: list[_Relaxation],
+def _nothing_single(query: Query, plan: Plan, search: Search, tried: list[_Relaxation],
                     unread: list[_Relaxation]) -> str:
     """No single relaxation finds a match: drop every part tried at once."""
     label = pattern_label(plan)
@@ -392,7 +266,7 @@ def _nothing_single(query: Query, plan: Plan, search: _Search, tried: list[_Rela
     try:
         found = (search.run(everything, exists=True)
                  if _valid(everything) and _readable(everything, search.read.types) else None)
-    except _TimedOut:
+    except TimedOut:
         found = None
     if found is None:
         return single + not_tried

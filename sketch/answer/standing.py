@@ -36,7 +36,7 @@ from exact.query.ast import Query, Return, WithinEvents, WithinTime
 from exact.query.language import to_json
 from exact.store import EventStore, Snapshot
 from sketch.answer.cases import case_lookup
-from sketch.answer.verify import StoreSource, TableSource, needed_columns
+from sketch.answer.sources import StoreSource, TableSource, needed_columns
 
 #: first events evaluated together (the read is this many events plus the window's reach)
 CHUNK = 1 << 16

@@ -14,7 +14,7 @@ match; every event a match's strategy or negation looks at lies in its own group
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -160,14 +160,26 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
     if not body["exists"]:
         body["explain"] = explain or (
             f"{len(groups):,} {layout.key}(s) hold every type of the pattern, but none of them holds a "
-            "match: " + why_empty(query, Read(((frame, None),), types,
-                                              None if keep is None else lambda: Read(((read(None)[0], None),), types),
-                                              scanned),
+            "match: " + why_empty(query, _read_for_explain(frame, types, keep, scanned, read),
                                   spans=None, group_key=layout.key,
                                   type_counts=source.type_counts(), budget=budget,
                                   spent_ms=stats["verify_ms"]))
     stats["total_ms"] = _ms(started)
     return {"mode": mode, **body, "stats": stats}
+
+
+def _read_for_explain(frame: EventFrame, types: frozenset[str] | None, keep: RowFilter | None, scanned: int,
+                      read: Callable[[RowFilter | None], tuple[EventFrame, int]]) -> Read:
+    """What verification read, as an empty answer's explain searches it: the candidates again with a relaxed
+    query's own row filter when it asks for more (the layout's reads take the filter of a non-positional
+    read: see :func:`exact.store.rowfilter.row_filter`)."""
+    if keep is None:
+        return Read(((frame, None),), types, positional=False)
+
+    def again(other: RowFilter | None) -> Read:
+        return Read(((read(other)[0], None),), types, keep=other, positional=False)
+
+    return Read(((frame, None),), types, lambda: again(None), scanned, keep, again, False)
 
 
 def _group_spans(layout: Layout, tail: Tail | None, groups: np.ndarray) -> list[tuple[int, int]]:

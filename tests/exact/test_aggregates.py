@@ -32,7 +32,8 @@ from exact.query.ast import (
 from exact.query.language import parse
 from exact.query.operands import aggregate
 from exact.reference import reference_matches, stream_table
-from sketch.answer.verify import TableSource, verify
+from sketch.answer.sources import TableSource
+from sketch.answer.verify import verify
 from sketch.evaluate import TreeIndex, approximate
 from tests.generators import index_streams, run_queries, scaled
 from tests.helpers import build_tree, inside_candidate

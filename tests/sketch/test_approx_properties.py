@@ -25,7 +25,8 @@ from exact.query.ast import (
     WithinEvents,
 )
 from exact.reference import stream_table
-from sketch.answer.verify import TableSource, verify
+from sketch.answer.sources import TableSource
+from sketch.answer.verify import verify
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate
 from tests.generators import index_queries, index_streams, scaled
 from tests.helpers import build_tree, inside_candidate

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import sketch.answer.cause as explain_cause
+import sketch.answer.relaxed as relaxed_search
 from api.service import build_from_inputs, run_query
 from exact.errors import QuerySemanticError
 from exact.events import micros
@@ -62,8 +62,8 @@ def bpi(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
 def roomy_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     # The search for the cause takes a few ms here; on a loaded machine (or with kernels still to compile)
     # it must not run out of its budget and change the texts checked.  Running out is tested on its own.
-    monkeypatch.setattr(explain_cause, "EXPLAIN_MS", 60_000)
-    monkeypatch.setattr(explain_cause, "EXPLAIN_FLOOR_MS", 60_000)
+    monkeypatch.setattr(relaxed_search, "EXPLAIN_MS", 60_000)
+    monkeypatch.setattr(relaxed_search, "EXPLAIN_FLOOR_MS", 60_000)
 
 
 def first_after(log: Log, starts: np.ndarray, kind: str, *, same_case: bool) -> np.ndarray:

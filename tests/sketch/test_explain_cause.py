@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sketch.answer.cause as explain_cause
+import sketch.answer.relaxed as relaxed_search
 from exact.engine import Budget, evaluate, evaluate_table
 from exact.errors import SeqsketchError
 from exact.query.ast import Query, Return
@@ -21,7 +22,8 @@ from exact.query.language import parse
 from exact.query.normalize import normalize
 from exact.reference import stream_table
 from sketch.answer.cause import about, why_empty
-from sketch.answer.verify import TableSource, answer_indexed, verify
+from sketch.answer.sources import TableSource
+from sketch.answer.verify import answer_indexed, verify
 from sketch.build import BuildOptions, build_from_table
 from sketch.evaluate import TreeIndex, approximate
 from tests.generators import index_queries, index_streams, scaled
@@ -222,7 +224,7 @@ def test_what_the_relaxations_count_is_true_of_the_whole_stream(query: Query, ro
     assert why_empty(query, result.read, spans=spans)
     # the search runs on the events read without the row filter (why_empty reads them again)
     read = result.read if result.read.unfiltered is None else result.read.unfiltered()
-    search = explain_cause._Search(query, read, spans, None, Budget())
+    search = relaxed_search.Search(query, read, spans, None, Budget(), explain_cause.MAX_EVENTS)
     for relaxation in explain_cause._relaxations(query, normalize(query), None):
         relaxed = relaxation.query
         if not (explain_cause._valid(relaxed) and explain_cause._readable(relaxed, read.types)):
@@ -235,7 +237,7 @@ def test_what_the_relaxations_count_is_true_of_the_whole_stream(query: Query, ro
         counted = []
         for events, starts in read.pieces:
             matches = evaluate_table(relaxed, events, returns=Return.MATCHES, starts=starts)
-            counted += matches.take(explain_cause._inside(matches, spans)).matches()
+            counted += matches.take(relaxed_search._inside(matches, spans)).matches()
         assert found is not None and found.count == len(counted)
         assert set(counted) <= set(whole), relaxation.part
 
@@ -243,15 +245,15 @@ def test_what_the_relaxations_count_is_true_of_the_whole_stream(query: Query, ro
 def test_the_search_is_budgeted_by_what_verification_took() -> None:
     """A multiple of verification's time, within a floor and a ceiling, and never past the query's own
     deadline; windows that outgrow it are given up early (the search only serves a hint)."""
-    ec = explain_cause
+    ec = relaxed_search
     floor, factor, most = ec.EXPLAIN_FLOOR_MS, ec.EXPLAIN_FACTOR, ec.EXPLAIN_MS
-    assert explain_cause._budget(None, 0.1).timeout_ms == floor
-    assert explain_cause._budget(None, 2 * floor / factor).timeout_ms == 2 * floor
-    assert explain_cause._budget(None, 10 * most).timeout_ms == most
-    assert explain_cause._budget(None, None).timeout_ms == most
+    assert relaxed_search.search_budget(None, 0.1).timeout_ms == floor
+    assert relaxed_search.search_budget(None, 2 * floor / factor).timeout_ms == 2 * floor
+    assert relaxed_search.search_budget(None, 10 * most).timeout_ms == most
+    assert relaxed_search.search_budget(None, None).timeout_ms == most
     own = Budget(time.monotonic() + 0.001, 1)
-    assert explain_cause._budget(own, 10 * most).deadline == own.deadline
-    assert explain_cause._budget(None, 1.0).stop_early
+    assert relaxed_search.search_budget(own, 10 * most).deadline == own.deadline
+    assert relaxed_search.search_budget(None, 1.0).stop_early
 
 
 def test_a_search_that_stops_early_gives_up_before_its_deadline_passes() -> None:
