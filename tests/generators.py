@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -92,24 +93,21 @@ def engine_streams(draw: st.DrawFn, max_events: int = 10) -> list[dict]:
     return rows
 
 
-@st.composite
-def engine_queries(draw: st.DrawFn, strategy: Strategy | None = None) -> Query:
-    """Queries over :func:`engine_streams` covering the whole language the engine evaluates: SEQ of single
-    variables (some Kleene), event sets and OR; NOT between elements and trailing (under a window); property,
-    relational, ``prev``, negated-variable, built-in (``type``/``ts``/``seq``) and same-event conditions on
-    ``x`` and ``y``; PARTITION BY k, WITHIN time or events, BETWEEN, and every strategy unless one is given."""
-    counter = iter(range(100))
+def _pattern(draw: st.DrawFn, counter: Iterator[int], types: tuple[str, ...], negated: tuple[str | None, ...],
+             trailing: tuple[str, ...], longest: tuple[int, int]) -> tuple[list, WithinTime | WithinEvents | None]:
+    """One to three elements (single variables of ``types`` or any type, some Kleene; event sets of two; ORs
+    of two), a NOT of one of ``negated`` before some, and a window (none, time or events, at most
+    ``longest``) that a trailing NOT of one of ``trailing`` sometimes follows."""
 
     def var(kleene_ok: bool = True) -> Var:
-        typ = draw(st.sampled_from(ENGINE_TYPES + (None,)))
+        typ = draw(st.sampled_from(types + (None,)))
         kleene = kleene_ok and draw(st.integers(0, 3)) == 0
         return Var(f"v{next(counter)}", typ, kleene)
 
-    npos = draw(st.integers(1, 3))
     elements: list = []
-    for i in range(npos):
+    for i in range(draw(st.integers(1, 3))):
         if i > 0 and draw(st.integers(0, 4)) == 0:
-            elements.append(Absent((Var(f"n{next(counter)}", draw(st.sampled_from(ENGINE_TYPES))),)))
+            elements.append(Absent((Var(f"n{next(counter)}", draw(st.sampled_from(negated))),)))
         kind = draw(st.sampled_from(("single", "single", "set", "or")))
         if kind == "single":
             elements.append(Single(var()))
@@ -117,14 +115,22 @@ def engine_queries(draw: st.DrawFn, strategy: Strategy | None = None) -> Query:
             elements.append(EventSet((var(), var())))
         else:
             elements.append(AnyOf((var(False), var(False))))
-    within_kind = draw(st.sampled_from(("none", "time", "events")))
-    within = None
-    if within_kind == "time":
-        within = WithinTime(draw(st.integers(0, 8)))
-    elif within_kind == "events":
-        within = WithinEvents(draw(st.integers(1, 7)))
+    kind = draw(st.sampled_from(("none", "time", "events")))
+    within = (WithinTime(draw(st.integers(0, longest[0]))) if kind == "time"
+              else WithinEvents(draw(st.integers(1, longest[1]))) if kind == "events" else None)
     if within is not None and draw(st.integers(0, 4)) == 0:
-        elements.append(Absent((Var(f"n{next(counter)}", draw(st.sampled_from(ENGINE_TYPES))),)))
+        elements.append(Absent((Var(f"n{next(counter)}", draw(st.sampled_from(trailing))),)))
+    return elements, within
+
+
+@st.composite
+def engine_queries(draw: st.DrawFn, strategy: Strategy | None = None) -> Query:
+    """Queries over :func:`engine_streams` covering the whole language the engine evaluates: SEQ of single
+    variables (some Kleene), event sets and OR; NOT between elements and trailing (under a window); property,
+    relational, ``prev``, negated-variable, built-in (``type``/``ts``/``seq``) and same-event conditions on
+    ``x`` and ``y``; PARTITION BY k, WITHIN time or events, BETWEEN, and every strategy unless one is given."""
+    counter = iter(range(100))
+    elements, within = _pattern(draw, counter, ENGINE_TYPES, ENGINE_TYPES, ENGINE_TYPES, longest=(8, 7))
     q = Query(tuple(elements))
     positives = list(q.positive_variables())
     negated = [v for e in elements if isinstance(e, Absent) for v in e.vars]
@@ -285,30 +291,8 @@ def index_queries(draw: st.DrawFn, strategy: Strategy | None = None) -> Query:
     :func:`engine_queries` on ``x`` only (types A–C, a NOT of any type), a type condition narrowing ANY, wider
     windows and BETWEEN, and every strategy unless one is given."""
     counter = iter(range(100))
-
-    def var(kleene_ok: bool = True) -> Var:
-        typ = draw(st.sampled_from(QUERY_TYPES + (None,)))
-        kleene = kleene_ok and draw(st.integers(0, 3)) == 0
-        return Var(f"v{next(counter)}", typ, kleene)
-
-    elements: list = []
-    for i in range(draw(st.integers(1, 3))):
-        if i > 0 and draw(st.integers(0, 4)) == 0:
-            elements.append(Absent((Var(f"n{next(counter)}", draw(st.sampled_from(QUERY_TYPES + (None,)))),)))
-        kind = draw(st.sampled_from(("single", "single", "set", "or")))
-        if kind == "single":
-            elements.append(Single(var()))
-        elif kind == "set":
-            elements.append(EventSet((var(), var())))
-        else:
-            elements.append(AnyOf((var(False), var(False))))
-    within = draw(st.sampled_from((None, "time", "events")))
-    if within == "time":
-        within = WithinTime(draw(st.integers(0, 10)))
-    elif within == "events":
-        within = WithinEvents(draw(st.integers(1, 8)))
-    if within is not None and draw(st.integers(0, 4)) == 0:
-        elements.append(Absent((Var(f"n{next(counter)}", draw(st.sampled_from(QUERY_TYPES))),)))
+    elements, within = _pattern(draw, counter, QUERY_TYPES, QUERY_TYPES + (None,), QUERY_TYPES,
+                               longest=(10, 8))
     q = Query(tuple(elements))
     positives = list(q.positive_variables())
     negated = [v for e in elements if isinstance(e, Absent) for v in e.vars]

@@ -147,19 +147,26 @@ def _order_ok(pattern: _Pattern, binding: Binding, events: Sequence[Ev]) -> bool
     return all(spans[a][1] < spans[b][0] for a, b in zip(keys, keys[1:], strict=False))
 
 
-def is_match(query: Query, conditions: Sequence[Condition], pattern: _Pattern, binding: Binding,
-             events: Sequence[Ev]) -> bool:
-    """Def. 3.2 for a complete substitution (every group bound by exactly one alternative)."""
+def bound_events(pattern: _Pattern, binding: Binding, events: Sequence[Ev]) -> list[int] | None:
+    """The events ``binding`` binds, each once, when every variable it names binds a run it may bind (one
+    event unless Kleene, increasing, of the variable's types) and no event twice; None otherwise."""
     vars_ = {v.name: v for v in pattern.positive_vars()}
     used: list[int] = []
     for name, xs in binding.items():
         v = vars_[name]
         if not xs or (not v.kleene and len(xs) != 1) or list(xs) != sorted(set(xs)):
-            return False
+            return None
         if not _types_ok(v, events, xs):
-            return False
+            return None
         used.extend(xs)
-    if len(used) != len(set(used)):
+    return used if len(used) == len(set(used)) else None
+
+
+def is_match(query: Query, conditions: Sequence[Condition], pattern: _Pattern, binding: Binding,
+             events: Sequence[Ev]) -> bool:
+    """Def. 3.2 for a complete substitution (every group bound by exactly one alternative)."""
+    used = bound_events(pattern, binding, events)
+    if used is None:
         return False
     return (_order_ok(pattern, binding, events) and _window_ok(query, events, used)
             and _partition_ok(query, events, used)

@@ -17,8 +17,8 @@ from exact.reference.matches import (
     _partition_ok,
     _Pattern,
     _structure,
-    _types_ok,
     _window_ok,
+    bound_events,
 )
 
 
@@ -75,16 +75,8 @@ def _prefix_match(query: Query, conditions: Sequence[Condition], pattern: _Patte
     last = max(elem[n] for n in names)
     finished = {n for n in names if elem[n] < last}  # runs of earlier elements are over
     sub = [c for c in conditions if decidable(c, names, finished)]
-    vars_ = {v.name: v for v in pattern.positive_vars()}
-    used: list[int] = []
-    for name, xs in binding.items():
-        v = vars_[name]
-        if not xs or (not v.kleene and len(xs) != 1) or list(xs) != sorted(set(xs)):
-            return False
-        if not _types_ok(v, events, xs):
-            return False
-        used.extend(xs)
-    if len(used) != len(set(used)):
+    used = bound_events(pattern, binding, events)
+    if used is None:
         return False
     return (_order_ok(pattern, binding, events) and _window_ok(query, events, used)
             and all(_holds(c, binding, events) for c in sub))
