@@ -125,10 +125,11 @@ def _attrs(cond: Condition) -> list[str]:
     return [o.attr for o in (cond.left, cond.right) if isinstance(o, Field)]
 
 
-def _bucket_range(f: SeekFile, cond: Condition) -> tuple[ValueIndex, int, int] | None:
+def _bucket_range(f: SeekFile, cond: Condition) -> tuple[str, ValueIndex, int, int] | None:
     """The value buckets of ``f``'s index on ``cond``'s attribute holding every row that may meet ``cond``
     (``v.a <op> literal`` with ``=``, ``<``, ``<=``, ``>``, ``>=``; a number on a numeric column, a string's
-    equality on a string one), inclusive (empty: lo > hi); None where the index cannot tell."""
+    equality on a string one), inclusive (empty: lo > hi), with the attribute; None where the index cannot
+    tell."""
     left, op, right = cond.left, cond.op, cond.right
     if isinstance(left, Literal) and isinstance(right, Field):
         left, op, right = right, FLIPPED[op], left
@@ -150,21 +151,34 @@ def _bucket_range(f: SeekFile, cond: Condition) -> tuple[ValueIndex, int, int] |
     elif column.kind == "string" and op == "=" and isinstance(value, str) and column.dictionary is not None:
         at = pc.index(column.dictionary, pa.scalar(value, pa.string())).as_py()
         if at < 0:
-            return index, 1, 0  # no row of the part has the value
+            return left.attr, index, 1, 0  # no row of the part has the value
         x = float(at)
     else:
         return None
     b, last = index.bucket(x), index.width - 2
-    return (index, b, b) if op == "=" else (index, 0, b) if op in ("<", "<=") else (index, b, last)
+    lo, hi = (b, b) if op == "=" else (0, b) if op in ("<", "<=") else (b, last)
+    return left.attr, index, lo, hi
+
+
+#: A clause's rows from the value indexes are those in the buckets of at most this many of its attributes
+#: (the narrowest first): each further one costs a pass over its own rows.
+_INTERSECTED = 3
+
+
+def _joined(pieces: list[np.ndarray]) -> np.ndarray:
+    if not pieces:
+        return np.zeros(0, dtype=np.int64)
+    return (pieces[0] if len(pieces) == 1 else np.concatenate(pieces)).astype(np.int64)
 
 
 def index_candidates(keep: RowFilter, f: SeekFile, ranges: np.ndarray) -> np.ndarray | None:
     """The rows of ``f`` inside ``ranges`` (an (n, 2) array of inclusive row ranges, sorted, disjoint) that
     some clause of ``keep`` may keep, sorted: per clause, the rows of its types in the value buckets its
-    narrowest indexed condition admits (:class:`~exact.store.seek_attrs.ValueIndex`), or all rows of its types
-    when none is indexed.  A superset of the rows the clause keeps, which :meth:`RowFilter.mask` then tests.
-    None where the file has no rows by type, no index narrows a clause, or the index would hand on more rows
-    than the ranges hold."""
+    narrowest indexed attribute's conditions admit together (:class:`~exact.store.seek_attrs.ValueIndex`)
+    that the buckets of its next narrowest attributes (up to :data:`_INTERSECTED` in all) hold too, or all
+    rows of its types when none is indexed.  A superset of the rows the clause keeps, which
+    :meth:`RowFilter.mask` then tests.  None where the file has no rows by type, no index narrows a clause, or
+    the index would hand on more rows than the ranges hold."""
     if f.by_type is None or f.type_start is None or not len(ranges):
         return None
     in_ranges = int((ranges[:, 1] - ranges[:, 0]).sum()) + len(ranges)
@@ -174,25 +188,45 @@ def index_candidates(keep: RowFilter, f: SeekFile, ranges: np.ndarray) -> np.nda
     for clause in keep.clauses:
         codes = (range(len(f.types)) if clause.types is None
                  else [i for i, t in enumerate(f.types) if t in clause.types])
-        best: list[tuple[np.ndarray, int, int]] | None = None
-        best_rows = sum(int(f.type_start[c + 1] - f.type_start[c]) for c in codes)
+        of_types = sum(int(f.type_start[c + 1] - f.type_start[c]) for c in codes)
+        # per attribute, the buckets all its conditions admit (``a >= 5 AND a <= 9``: one range)
+        ranges_of: dict[str, tuple[ValueIndex, int, int]] = {}
         for cond in clause.conditions:
             found = _bucket_range(f, cond)
             if found is None:
                 continue
-            index, lo, hi = found
+            attr, index, lo, hi = found
+            if attr in ranges_of:
+                _, lo0, hi0 = ranges_of[attr]
+                lo, hi = max(lo, lo0), min(hi, hi0)
+            ranges_of[attr] = (index, lo, hi)
+        options: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = []
+        for index, lo, hi in ranges_of.values():
             spans = [(index.rows, *index.span(c, lo, hi)) for c in codes] if lo <= hi else []
             count = sum(b - a for _, a, b in spans)
-            if count <= best_rows:
-                best, best_rows = spans, count
-        if best is None:
-            best = [(f.by_type, int(f.type_start[c]), int(f.type_start[c + 1])) for c in codes]
-        else:
-            narrowed = True
-        total += best_rows
+            if count < of_types or not spans:
+                options.append((count, spans))
+        if not options:  # no index narrows this clause: all rows of its types
+            total += of_types
+            if total > in_ranges:
+                return None
+            pieces.extend(f.by_type[int(f.type_start[c]):int(f.type_start[c + 1])] for c in codes)
+            continue
+        narrowed = True
+        # the narrowest condition's rows, then only those the next narrowest ones' buckets hold too (a row
+        # the clause keeps meets every condition, so it lies in each one's buckets)
+        options.sort(key=lambda o: o[0])
+        rows = _joined([r[a:b] for r, a, b in options[0][1]])
+        for _, spans in options[1:_INTERSECTED]:
+            if not len(rows):
+                break
+            member = np.zeros(f.rows, dtype=bool)
+            member[_joined([r[a:b] for r, a, b in spans])] = True
+            rows = rows[member[rows]]
+        total += len(rows)
         if total > in_ranges:
             return None
-        pieces.extend(rows[a:b] for rows, a, b in best if b > a)
+        pieces.append(rows)
     if not narrowed:
         return None  # (no index narrows: the rows of the types, as a read without one finds them)
     # the rows, each once and in order: marked in a bitmap of the ranges' span (a sort of the rows cost more)

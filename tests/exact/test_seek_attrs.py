@@ -248,7 +248,8 @@ def test_the_value_index_hands_on_every_row_a_condition_keeps(data: st.DataObjec
 
 def test_the_value_index_narrows_a_selective_condition() -> None:
     """On 20,000 rows of uniform values a 1 % range reads about 1 % of its type's rows, an equality of a
-    string one value's rows — not every row of the type."""
+    string one value's rows — not every row of the type — and conditions on two attributes the rows both
+    admit."""
     rng = np.random.default_rng(7)
     n = 20_000
     amounts = rng.integers(0, 100_000, n)
@@ -264,3 +265,12 @@ def test_the_value_index_narrows_a_selective_condition() -> None:
         exact = np.flatnonzero(fits & (np.arange(n) % 2 == 0))
         assert set(exact.tolist()) <= set(got.tolist())
         assert len(got) <= 2 * len(exact) + 100, (cond, len(got), len(exact))
+    # a two-sided range (two conditions on one attribute) and an equality on another: the rows of the range's
+    # buckets that the equality's bucket holds too — a handful, not the 1 % of the range alone
+    conds = (Condition(Field("v", "amount"), ">=", Literal(40_000)), Condition(Field("v", "amount"), "<=",
+                                                                             Literal(41_000)),
+             Condition(Field("v", "who"), "=", Literal("r7")))
+    got = index_candidates(RowFilter((Clause(frozenset("A"), conds),)), seek, whole)
+    assert got is not None
+    exact = np.flatnonzero((amounts >= 40_000) & (amounts <= 41_000) & (names == "r7") & (np.arange(n) % 2 == 0))
+    assert set(exact.tolist()) <= set(got.tolist()) and len(got) <= len(exact) + 20, (len(got), len(exact))
