@@ -11,7 +11,6 @@ read.  Readers take no lock: they see one snapshot, whose parts never change.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -28,7 +27,7 @@ from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
-from exact.store.rowfilter import RowFilter, SeekValues, index_candidates
+from exact.store.rowfilter import RowFilter, RowValues, SeekValues, index_candidates
 from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
 
 _log = logging.getLogger(__name__)
@@ -150,15 +149,11 @@ class StoreReader(StoreBase):
                 for i, (_, s, _) in enumerate(seeking):
                     rows = by_index.get(i)
                     found.append(next(selected) if rows is None else (rows, s.codes[rows], len(rows)))
-                kept = []
-                for (part, seek, _), (rows, codes, looked_at) in zip(seeking, found, strict=True):
-                    decoded += looked_at
-                    if keep is not None and len(rows):
-                        at = keep.mask(len(rows), functools.partial(code_mask, seek.types, codes=codes),
-                                       SeekValues(seek.attrs, seek.unserved, rows, attr_types))
-                        rows, codes = rows[at], codes[at]
-                    if len(rows):
-                        kept.append((part, seek, rows, codes))
+                decoded += sum(looked_at for _, _, looked_at in found)
+                if keep is not None:
+                    found = _filtered(keep, [s for _, s, _ in seeking], found, attr_types)
+                kept = [(part, seek, rows, codes)
+                        for (part, seek, _), (rows, codes, _) in zip(seeking, found, strict=True) if len(rows)]
                 if kept:
                     pieces.append(kept)
                 seeking.clear()
@@ -243,6 +238,50 @@ class StoreReader(StoreBase):
 _FOOTERS: dict[tuple[str, int, int, int], pq.FileMetaData] = {}
 _FOOTERS_MAX = 256
 _FOOTERS_LOCK = threading.Lock()
+
+
+def _filtered(keep: RowFilter, files: list[SeekFile], found: list[tuple[np.ndarray, np.ndarray, int]],
+              attr_types: dict[str, pa.DataType]) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    """The rows of ``found`` (per file: rows, their type codes, rows looked at) that ``keep`` keeps, tested in
+    one pass over the files together: a few rows in each of many parts cost one comparison per condition,
+    not one per condition and part."""
+    sizes = [len(rows) for rows, _, _ in found]
+    if not sum(sizes):
+        return found
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    parts = [(f, rows, codes) for f, (rows, codes, _) in zip(files, found, strict=True)]
+
+    def type_test(types: frozenset[str]) -> np.ndarray:
+        return np.concatenate([code_mask(f.types, types, codes) for f, _, codes in parts])
+
+    values = _JoinedValues([SeekValues(f.attrs, f.unserved, rows, attr_types) for f, rows, _ in parts], starts)
+    at = keep.mask(int(starts[-1]), type_test, values)
+    return [(rows[at[a:b]], codes[at[a:b]], looked) for (rows, codes, looked), a, b
+            in zip(found, starts[:-1].tolist(), starts[1:].tolist(), strict=True)]
+
+
+class _JoinedValues(RowValues):
+    """The values of several seek files' rows, one file's after the other's (``starts``: where each begins)."""
+
+    def __init__(self, parts: list[SeekValues], starts: np.ndarray) -> None:
+        self.parts, self.starts = parts, starts
+
+    def served(self, attr: str) -> bool:
+        # (a file that does not serve it: the condition is left to the engine for every row, which keeps more)
+        return all(p.served(attr) for p in self.parts)
+
+    def of(self, attr: str, positions: np.ndarray) -> pa.Array | None:
+        cuts = np.searchsorted(positions, self.starts).tolist()  # positions increase
+        arrays = []
+        for i, part in enumerate(self.parts):
+            if cuts[i] < cuts[i + 1]:
+                found = part.of(attr, positions[cuts[i]:cuts[i + 1]] - self.starts[i])
+                if found is None:
+                    return None
+                arrays.append(found)
+        if not arrays:
+            return self.parts[0].of(attr, positions[:0])
+        return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
 
 
 def open_part(path: Path, *, verify: bool = True) -> pq.ParquetFile:
