@@ -14,7 +14,6 @@ is never equal (``=`` false, ``!=`` true for present values, orderings false).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +25,7 @@ from numpy.typing import NDArray
 
 from exact.errors import InputError
 from exact.events import micros
+from exact.literals import exact_against, integer_against
 from exact.query.ast import Between, Condition, Field, Literal
 from exact.query.normalize import FLIPPED, Plan, VarPlan, value_kind
 
@@ -278,61 +278,17 @@ def _literal_mask(arr: pa.Array, op: str, value: object) -> NDArray[np.bool_]:
     if col_kind == "n" and isinstance(value, int) and not isinstance(value, bool) and abs(value) > 1 << 53:
         # an integer a double cannot hold (nor, past int64, an integer column): compared exactly
         if pa.types.is_floating(arr.type) or not -(1 << 63) <= value < 1 << 63:
-            op, value = _exact_against(op, value, pa.types.is_floating(arr.type))
+            op, value = exact_against(op, value, pa.types.is_floating(arr.type))
             if value is None:
                 return _mask(valid) if op == "valid" else np.zeros(n, dtype=bool)
     elif col_kind == "n" and isinstance(value, float) and pa.types.is_integer(arr.type):
         # a double against integers: as an integer test (Arrow would make doubles of integers past 2**53)
-        op, value = _integer_against(op, value)
+        op, value = integer_against(op, value)
         if value is None:
             return _mask(valid) if op == "valid" else np.zeros(n, dtype=bool)
     scalar = pa.scalar(value, type=arr.type) if col_kind != "n" else pa.scalar(value)
     res = getattr(pc, _PC_OPS[op])(arr, scalar)
     return _mask(pc.fill_null(res, False))
-
-
-def _integer_against(op: str, value: float) -> tuple[str, Any]:
-    """``x <op> value`` for integers ``x`` and a double ``value``, as a test against an int64 (or, as in
-    :func:`_exact_against`, every present value or none)."""
-    if math.isnan(value):
-        return ("valid" if op == "!=" else "none"), None
-    if math.isinf(value):
-        return _exact_against(op, 1 << 64 if value > 0 else -(1 << 64), False)
-    low, high = math.floor(value), math.ceil(value)
-    if low != high:  # between two integers: equal to none
-        if op in ("=", "!="):
-            return ("none" if op == "=" else "valid"), None
-        op, target = ("<=", low) if op in ("<", "<=") else (">=", high)
-    else:
-        target = low
-    if not -(1 << 63) <= target < 1 << 63:
-        return _exact_against(op, target, False)
-    return op, target
-
-
-def _exact_against(op: str, value: int, floating: bool) -> tuple[str, Any]:
-    """``x <op> value`` for an integer ``value`` beyond what the column's numbers hold exactly, as a test
-    against a number they hold: the nearest double (the comparison shifted by which side of ``value`` it
-    lies on) — or, for an integer column and a value past int64, ``("valid", None)`` / ``("none", None)``:
-    every present value, or none, meets it."""
-    if not floating:
-        above = value > 0  # every int64 lies below the value (or above it, when negative)
-        every = op == "!=" or (op in ("<", "<=") if above else op in (">", ">="))
-        return ("valid" if every else "none"), None
-    try:
-        near = float(value)
-    except OverflowError:
-        near = math.inf if value > 0 else -math.inf
-    if near == value:
-        return op, near
-    high = near > value  # no double lies strictly between ``value`` and ``near``
-    if op == "=":
-        return "none", None
-    if op == "!=":
-        return "valid", None  # (NaN included: it equals nothing)
-    if op in ("<", "<="):
-        return ("<" if high else "<="), near
-    return (">=" if high else ">"), near
 
 
 def _field_field_mask(a: pa.Array, op: str, b: pa.Array) -> NDArray[np.bool_]:

@@ -45,7 +45,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from exact.engine.automaton import automaton_for
 from exact.engine.chain import branches, chain_rows, chain_shape, run_chains
@@ -66,6 +65,7 @@ from exact.engine.program import (
     automaton_tables,
     contiguity,
     in_segment_ends,
+    partition_codes,
     positions_by_variable,
     run_attributes,
     segment_order,
@@ -206,7 +206,7 @@ class _Evaluation:
 
     def partition_codes(self, attrs: tuple[str, ...]) -> np.ndarray:
         """An int64 code per frame event for the tuple of ``attrs`` values (-1 when one is null)."""
-        return _partition_codes(self.frame, attrs)
+        return partition_codes(self.frame, attrs)
 
     @functools.cached_property
     def ends(self) -> np.ndarray:
@@ -607,49 +607,6 @@ def _concat(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
                       np.concatenate([t.end for t in tables]), off,
                       np.concatenate([t.var for t in tables]), np.concatenate([t.seq for t in tables]),
                       count=sum(len(t) for t in tables))
-
-
-def partition_links(full: EventFrame, attrs: tuple[str, ...], seqs: np.ndarray) -> np.ndarray:
-    """For events ``seqs`` (sorted, all in ``full``): the seq of the next event of their partition (the tuple
-    of ``attrs``) in ``full``, -1 for none (a null value is in no partition) — an
-    :attr:`EventFrame.partition_next` for a filtered read of ``full``'s stream."""
-    codes = _partition_codes(full, attrs)
-    n = len(full)
-    nxt = successors(codes, n)
-    nxt_seq = np.where(nxt < n, full.seq[np.minimum(nxt, max(n - 1, 0))], -1) if n else np.zeros(0, _I64)
-    return nxt_seq[np.searchsorted(full.seq, seqs)].astype(_I64)
-
-
-def _partition_codes(frame: EventFrame, attrs: tuple[str, ...]) -> np.ndarray:
-    """An int64 code per event for the tuple of ``attrs`` values (-1 when one of them is null).  Floats are
-    keyed on their value with -0.0 taken as 0.0, as they compare."""
-    n = len(frame)
-    if len(attrs) == 1 and attrs[0] in frame.keys:
-        return frame.keys[attrs[0]]
-    code = np.zeros(n, dtype=_I64)
-    null = np.zeros(n, dtype=bool)
-    for attr in attrs:
-        if attr in frame.keys:
-            known = frame.keys[attr]
-            null |= known < 0
-            code = code * (int(known.max(initial=0)) + 1) + np.maximum(known, 0)
-            continue
-        arr = frame.array(attr)
-        if pa.types.is_null(arr.type):
-            null[:] = True
-            continue
-        if pa.types.is_floating(arr.type):
-            arr = pc.add(arr, pa.scalar(0.0, arr.type))
-        enc = pc.dictionary_encode(arr)
-        idx = enc.indices
-        if idx.null_count:
-            null |= pc.is_null(idx).to_numpy(zero_copy_only=False)
-            idx = pc.fill_null(idx, 0)
-        codes = idx.to_numpy(zero_copy_only=False).astype(_I64)
-        radix = max(len(enc.dictionary), 1)
-        code = code * radix + codes
-    code[null] = -1
-    return code
 
 
 def warm_up() -> float:

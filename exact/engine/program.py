@@ -432,6 +432,49 @@ def successors(codes: np.ndarray | None, n: int) -> np.ndarray:
     return nxt
 
 
+def partition_links(full: EventFrame, attrs: tuple[str, ...], seqs: np.ndarray) -> np.ndarray:
+    """For events ``seqs`` (sorted, all in ``full``): the seq of the next event of their partition (the tuple
+    of ``attrs``) in ``full``, -1 for none (a null value is in no partition) — an
+    :attr:`EventFrame.partition_next` for a filtered read of ``full``'s stream."""
+    codes = partition_codes(full, attrs)
+    n = len(full)
+    nxt = successors(codes, n)
+    nxt_seq = np.where(nxt < n, full.seq[np.minimum(nxt, max(n - 1, 0))], -1) if n else np.zeros(0, _I64)
+    return nxt_seq[np.searchsorted(full.seq, seqs)].astype(_I64)
+
+
+def partition_codes(frame: EventFrame, attrs: tuple[str, ...]) -> np.ndarray:
+    """An int64 code per event for the tuple of ``attrs`` values (-1 when one of them is null).  Floats are
+    keyed on their value with -0.0 taken as 0.0, as they compare."""
+    n = len(frame)
+    if len(attrs) == 1 and attrs[0] in frame.keys:
+        return frame.keys[attrs[0]]
+    code = np.zeros(n, dtype=_I64)
+    null = np.zeros(n, dtype=bool)
+    for attr in attrs:
+        if attr in frame.keys:
+            known = frame.keys[attr]
+            null |= known < 0
+            code = code * (int(known.max(initial=0)) + 1) + np.maximum(known, 0)
+            continue
+        arr = frame.array(attr)
+        if pa.types.is_null(arr.type):
+            null[:] = True
+            continue
+        if pa.types.is_floating(arr.type):
+            arr = pc.add(arr, pa.scalar(0.0, arr.type))
+        enc = pc.dictionary_encode(arr)
+        idx = enc.indices
+        if idx.null_count:
+            null |= pc.is_null(idx).to_numpy(zero_copy_only=False)
+            idx = pc.fill_null(idx, 0)
+        codes = idx.to_numpy(zero_copy_only=False).astype(_I64)
+        radix = max(len(enc.dictionary), 1)
+        code = code * radix + codes
+    code[null] = -1
+    return code
+
+
 @numba.njit(cache=True, nogil=True)
 def _next_same(codes: np.ndarray, distinct: int) -> np.ndarray:  # pragma: no cover - compiled
     """Per event, the next event with its code (codes in [-1, distinct); -1: none), or n."""

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from exact.arrays import joined
 from exact.events import cast_attr
 from exact.prefilter import EventFrame, condition_mask, type_mask, values_condition_mask
 from exact.query.ast import Condition, Field, Literal, Query, Strategy
@@ -165,12 +166,6 @@ def _bucket_range(f: SeekFile, cond: Condition) -> tuple[str, ValueIndex, int, i
 _INTERSECTED = 3
 
 
-def _joined(pieces: list[np.ndarray]) -> np.ndarray:
-    if not pieces:
-        return np.zeros(0, dtype=np.int64)
-    return (pieces[0] if len(pieces) == 1 else np.concatenate(pieces)).astype(np.int64)
-
-
 def index_candidates(keep: RowFilter, f: SeekFile, ranges: np.ndarray) -> np.ndarray | None:
     """The rows of ``f`` inside ``ranges`` (an (n, 2) array of inclusive row ranges, sorted, disjoint) that
     some clause of ``keep`` may keep, sorted: per clause, the rows of its types in the value buckets its
@@ -216,12 +211,12 @@ def index_candidates(keep: RowFilter, f: SeekFile, ranges: np.ndarray) -> np.nda
         # the narrowest condition's rows, then only those the next narrowest ones' buckets hold too (a row
         # the clause keeps meets every condition, so it lies in each one's buckets)
         options.sort(key=lambda o: o[0])
-        rows = _joined([r[a:b] for r, a, b in options[0][1]])
+        rows = joined([r[a:b] for r, a, b in options[0][1]] or [np.zeros(0, np.int64)]).astype(np.int64)
         for _, spans in options[1:_INTERSECTED]:
             if not len(rows):
                 break
             member = np.zeros(f.rows, dtype=bool)
-            member[_joined([r[a:b] for r, a, b in spans])] = True
+            member[joined([r[a:b] for r, a, b in spans] or [np.zeros(0, np.int64)])] = True
             rows = rows[member[rows]]
         total += len(rows)
         if total > in_ranges:

@@ -47,8 +47,8 @@ from exact.engine import (
     merge_spans,
 )
 from exact.engine.columns import SeqTimes
-from exact.engine.driver import partition_links
 from exact.engine.matchtable import match_times
+from exact.engine.program import partition_links
 from exact.events import ATTRS
 from exact.prefilter import EventFrame
 from exact.query.ast import Query, Return, Strategy

@@ -12,8 +12,7 @@ import pytest
 
 from exact.engine import evaluate
 from exact.engine.automaton import automaton_for
-from exact.engine.driver import _partition_codes
-from exact.engine.program import window_ends
+from exact.engine.program import partition_codes, window_ends
 from exact.engine.prune import candidate_windows
 from exact.prefilter import EventFrame, variable_bits
 from exact.query.ast import (
@@ -144,7 +143,7 @@ def test_two_phase_candidate_windows_example_5_10() -> None:
     assert plan.partition_attrs == ("PID",)
     em, _ = variable_bits(frame, plan.positives, counts=False)
     em = em.astype(np.int64)
-    keys = _partition_codes(frame, plan.partition_attrs)
+    keys = partition_codes(frame, plan.partition_attrs)
     firsts = candidate_windows(automaton_for(query), em, keys, window_ends(plan, frame.seq, frame.ts),
                                np.ones(len(frame), dtype=bool))
     assert frame.seq[firsts].tolist() == [1, 6, 8]
