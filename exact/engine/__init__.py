@@ -8,8 +8,8 @@ module             holds
 ``driver``         :func:`evaluate_table` and :func:`evaluate`: plan, prune, run, keep what RETURN asks
 ``automaton``      the SES automaton of a query (Cadonna §4.3)
 ``program``        its reachable states, transitions and conditions laid out as arrays
-``kernels``        the compiled strategy loops (numba), built by an explicit factory
-``kernel_parts``   the automaton's steps inside the kernels: values, runs, transitions, reporting
+``ordering``       the events laid out for the kernels: program order, window ends, successors, values
+``kernels``        the compiled strategy loops (numba) and their parts, made by an explicit factory
 ``chain``          skip-till-next-match chains as vectorised bisections
 ``prune``          the windows worth running (Alg. 3 / Thm. 5.2, rarest-first necessary starts)
 ``negation``       SASE+ negation over the matches' gaps

@@ -40,14 +40,16 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
+import exact.engine.kernels as K
 from exact.engine.automaton import automaton_for
-from exact.engine.chain import branches, chain_rows, chain_shape, run_chains
+from exact.engine.chain import ChainShape, branches, chain_rows, chain_shape, run_chains
 from exact.engine.matchtable import (
     Match,
     MatchTable,
@@ -60,18 +62,16 @@ from exact.engine.matchtable import (
     ts_lookup,
 )
 from exact.engine.negation import negation_filter
-from exact.engine.program import (
-    RunTables,
-    automaton_tables,
+from exact.engine.ordering import (
     contiguity,
-    in_segment_ends,
     partition_codes,
     positions_by_variable,
-    run_attributes,
-    segment_order,
+    program_order,
+    successor_links,
     successors,
     value_columns,
 )
+from exact.engine.program import automaton_tables, run_attributes, run_program
 from exact.engine.prune import candidate_windows, necessary_starts
 from exact.errors import QueryLimitError
 from exact.prefilter import EventFrame, variable_bits
@@ -87,6 +87,17 @@ _I64 = np.int64
 #: Kernel work between two looks at the clock, and the first bound on one window's work.
 _SLICE_STEPS = 50_000
 _WINDOW_STEPS = 200_000
+
+
+class _Slicing(NamedTuple):
+    """How the windows' kernel calls run and what they keep (see :meth:`_Evaluation._windows`)."""
+
+    returns: Return
+    limit: int | None
+    post: bool  # matches filtered after the kernels (OR alternatives, negation): every one kept
+    mode: int  # the kernels' RETURN code
+    keep: int  # matches the kernels keep
+    stop_after: int | None  # RETURN matches under a limit: stop once more than this many are found
 
 
 @dataclass(frozen=True)
@@ -279,7 +290,7 @@ class _Evaluation:
 
     # -- chains -------------------------------------------------------------------------------------
 
-    def _chains(self, shape, firsts: np.ndarray, returns: Return, limit: int | None) -> MatchTable:  # noqa: ANN001
+    def _chains(self, shape: ChainShape, firsts: np.ndarray, returns: Return, limit: int | None) -> MatchTable:
         chains = run_chains(shape, self.em, self.keys, self.ends, firsts)
         m = len(chains.starts)
         if returns == Return.EXISTS and not self.plan.negatives:
@@ -337,75 +348,44 @@ class _Evaluation:
 
     def _kernel(self, firsts: np.ndarray, dropped: frozenset[str], returns: Return, limit: int | None,
                 budget: Budget) -> MatchTable:
-        import exact.engine.kernels as K
-
         # the partition's conditions are made true by segments, which the contiguity strategies do not use
         segmented = self.keys is not None and not self.contiguous
         tables = automaton_tables(self.plan, dropped if segmented else frozenset())
-        keys = self.keys
-        n = len(self.idx)
-        succ = None
-        if self.contiguous:
-            order = np.arange(n)
-            codes = (self.partition_codes(self.query.partition_by)
-                     if self.query.strategy == Strategy.PARTITION_CONTIGUITY and self.query.partition_by
-                     else None)
-            links = self.frame.partition_next if codes is not None else None
-            if links is not None:
-                # a filtered read: the next event of each one's partition, read or not — a run goes on only
-                # to a next event that was read
-                nxt_full = np.searchsorted(self.seq, links).astype(_I64)
-                nxt_full[(links < 0) | (nxt_full >= n)] = n
-                nxt_full[self.seq[np.minimum(nxt_full, n - 1)] != links] = n
-            else:
-                nxt_full = successors(codes, n)
-            if self.frame.sparse and codes is None:
-                # a gap in seq holds events no variable can bind: the run cannot cross it
-                nxt_full[:-1][np.diff(self.seq) != 1] = n
-            succ = np.where(nxt_full < n, nxt_full, -1).astype(_I64)
-            # an event no variable can bind ends a run: it is no successor
-            succ[(succ >= 0) & (self.em[np.maximum(succ, 0)] == 0)] = -1
-            wend = self.ends.astype(_I64)
-            prog_starts = firsts.astype(_I64)
-        elif keys is not None:
-            # an event without a partition value is bound by no match (every bound event is related to
-            # another by the partition's equality, which a null fails): it takes no part
-            keyed = np.flatnonzero(keys >= 0)
-            order = keyed[segment_order(keys[keyed])]
-            inverse = np.full(n, -1, dtype=_I64)
-            inverse[order] = np.arange(len(order))
-            wend = in_segment_ends(order, keys[order], self.ends)
-            prog_starts = inverse[firsts]
-            prog_starts = prog_starts[prog_starts >= 0]
-        else:
-            order = np.arange(n)
-            wend = self.ends.astype(_I64)
-            prog_starts = firsts.astype(_I64)
+        codes = (self.partition_codes(self.query.partition_by)
+                 if self.query.strategy == Strategy.PARTITION_CONTIGUITY and self.query.partition_by else None)
+        succ = (successor_links(self.em, self.seq, codes, self.frame.partition_next if codes is not None else None,
+                                self.frame.sparse) if self.contiguous else None)
+        order, wend, prog_starts = program_order(self.ends, firsts, None if self.contiguous else self.keys)
         em = self.em[order]
         seq = self.seq[order]
         runs = tables.runs
         strings = tuple(v for v in runs.literals if isinstance(v, str))
         kind, value, integer, ranks = value_columns(self.frame, tables.attrs, self.idx[order],
                                                     run_attributes(tables), strings)
-        vpos_off, vpos = (positions_by_variable(em, self.plan.nvars) if not self.contiguous
-                          else (np.zeros(1, dtype=_I64), np.zeros(0, dtype=_I64)))
+        var_off, var_pos = (positions_by_variable(em, self.plan.nvars) if not self.contiguous
+                            else (np.zeros(1, dtype=_I64), np.zeros(0, dtype=_I64)))
+        events = K.Events(em, seq, wend, var_off, var_pos, np.zeros(0, dtype=_I64) if succ is None else succ, kind,
+                          value, integer)
         rank_of = dict(zip(strings, ranks.tolist(), strict=True))
-        args = (prog_starts, wend, em, seq, succ, kind, value, integer, vpos_off, vpos, tables, returns,
-                limit, budget)
-        rp = _run_program(runs, rank_of, python=False)
-        found = None if rp is None else self._windows(K, rp, *args)
+        program = run_program(runs, rank_of, python=False)
+        found = (None if program is None
+                 else self._windows(K.compiled(), events, tables.machine, program, prog_starts, returns, limit,
+                                    budget))
         if found is None:
             # an integer beyond int64 (a literal, or a run's sum): the same kernels in plain Python, with
             # Python's integers in the run rows — exact, and slow
-            found = self._windows(K.python_kernels(), _run_program(runs, rank_of, python=True), *args)
+            plain = run_program(runs, rank_of, python=True)
+            assert plain is not None  # (Python's integers hold every literal)
+            found = self._windows(K.python_kernels(), events, tables.machine, plain, prog_starts, returns, limit,
+                                  budget)
+            assert found is not None  # (nor does a sum overflow them)
         return found
 
-    def _windows(self, K, rp: tuple, prog_starts: np.ndarray, wend: np.ndarray, em: np.ndarray,  # noqa: N803
-                 seq: np.ndarray, succ: np.ndarray | None, kind: np.ndarray, value: np.ndarray,
-                 integer: np.ndarray, vpos_off: np.ndarray, vpos: np.ndarray, tables, returns: Return,  # noqa: ANN001
-                 limit: int | None, budget: Budget) -> MatchTable | None:
-        """Run the kernels of module ``K`` over the windows of ``prog_starts``; None when a run's integer sum
-        overflowed int64 (``out[INEXACT]``: the caller runs them again in Python)."""
+    def _windows(self, kernels: K.Kernels, events: K.Events, machine: K.Machine, program: K.RunProgram,
+                 starts: np.ndarray, returns: Return, limit: int | None, budget: Budget) -> MatchTable | None:
+        """Run ``kernels`` over the windows of ``starts``, slice by slice, reading the clock between slices;
+        None when a run's integer sum overflowed int64 (``out[INEXACT]``: the caller runs them again in
+        Python)."""
         post = self._post
         mode = {Return.EXISTS: K.EXISTS, Return.COUNT: K.COUNT, Return.INTERVALS: K.SPANS}.get(
             returns, K.MATCHES)
@@ -416,9 +396,15 @@ class _Evaluation:
         # stream order of their first events and a slice ends between windows, so every match still to come
         # starts later than those found, and the first ``limit`` in answer order are certain
         stop_after = limit if returns == Return.MATCHES and limit is not None else None
+        if self.contiguous:
+            kernel = kernels.contiguous
+        else:
+            kernel = {Strategy.SKIP_TILL_NEXT_MATCH: kernels.next_match,
+                      Strategy.ROBUST_SKIP_TILL_NEXT_MATCH: kernels.robust_next_match,
+                      Strategy.SKIP_TILL_ANY_MATCH: kernels.any_match}[self.query.strategy]
         try:
-            return self._slices(K, rp, prog_starts, wend, em, seq, succ, kind, value, integer, vpos_off, vpos,
-                                tables, returns, limit, budget, post, mode, keep, stop_after)
+            return self._slices(kernel, events, machine, program, starts, _Slicing(returns, limit, post, mode,
+                                                                                   keep, stop_after), budget)
         except QueryLimitError as err:
             if stop_after is None or self.query.strategy != Strategy.SKIP_TILL_ANY_MATCH:
                 raise
@@ -427,39 +413,26 @@ class _Evaluation:
                 "must be searched whole before its matches are ordered, and here one window's combinations "
                 "outgrew the time", where=err.where) from err
 
-    def _slices(self, K, rp: tuple, prog_starts: np.ndarray, wend: np.ndarray, em: np.ndarray,  # noqa: N803
-                seq: np.ndarray, succ: np.ndarray | None, kind: np.ndarray, value: np.ndarray,
-                integer: np.ndarray, vpos_off: np.ndarray, vpos: np.ndarray, t, returns: Return,  # noqa: ANN001
-                limit: int | None, budget: Budget, post: bool, mode: int, keep: int,
-                stop_after: int | None) -> MatchTable | None:
+    def _slices(self, kernel: Callable[..., K.Arrays], events: K.Events, machine: K.Machine,
+                program: K.RunProgram, starts: np.ndarray, how: _Slicing, budget: Budget) -> MatchTable | None:
         """The slices of :meth:`_windows`' kernel calls (see there)."""
-        out = np.zeros(K.OUT_FIELDS, dtype=_I64)
-        iv = np.zeros((16, 2), dtype=_I64)
-        m_start = np.zeros(16, dtype=_I64)
-        m_off = np.zeros(17, dtype=_I64)
-        b_var = np.zeros(16, dtype=_I64)
-        b_pos = np.zeros(16, dtype=_I64)
+        returns, limit, post, mode, keep, stop_after = how
+        found = K.Found(np.zeros(K.OUT_FIELDS, dtype=_I64), np.zeros((16, 2), dtype=_I64),
+                        np.zeros(16, dtype=_I64), np.zeros(17, dtype=_I64), np.zeros(16, dtype=_I64),
+                        np.zeros(16, dtype=_I64))
+        out = found.out
         abort = budget.window_steps
         first = 0
-        found: list[MatchTable] = []
+        chunks: list[MatchTable] = []
         done_kept = 0
         kept_after_post = 0
         stopped = False
         retried = False  # the last call aborted the window it is to start from
-        while first < len(prog_starts):
+        while first < len(starts):
             budget.check()
             called = time.monotonic()
-            common = (t.final, t.tr_off, t.tr_var, t.tr_target, t.rc_off, t.rc_ax, t.rc_op, t.rc_w, t.rc_ay,
-                      t.pc_off, t.pc_ap, t.pc_op, t.pc_ax, kind, value, integer, rp, mode, keep, first,
-                      _SLICE_STEPS, abort, out, iv, m_start, m_off, b_var, b_pos)
-            if self.contiguous:
-                iv, m_start, m_off, b_var, b_pos = K.contiguous(prog_starts, wend, em, seq, succ, *common)
-            else:
-                kernel = {Strategy.SKIP_TILL_NEXT_MATCH: K.next_match,
-                          Strategy.ROBUST_SKIP_TILL_NEXT_MATCH: K.robust_next_match,
-                          Strategy.SKIP_TILL_ANY_MATCH: K.any_match}[self.query.strategy]
-                iv, m_start, m_off, b_var, b_pos = kernel(prog_starts, wend, em, seq, vpos_off, vpos,
-                                                          t.final, t.relevant, *common[1:])
+            window = K.Windows(starts, first, mode, keep, _SLICE_STEPS, abort)
+            found = K.Found(*kernel(events, machine, program, window, found))
             if out[K.INEXACT]:
                 return None
             if out[K.ABORTED]:
@@ -485,23 +458,23 @@ class _Evaluation:
             retried = False
             first = int(out[K.NEXT])
             if post:
-                chunk = self._kept(out, m_start, m_off, b_var, b_pos, seq, done_kept)
+                chunk = self._kept(found, events.seq, done_kept)
                 done_kept = int(out[K.KEPT])
                 chunk = self._merge_alternatives(chunk)
                 chunk = chunk.take(self._negation(chunk)) if self.plan.negatives else chunk
                 if len(chunk):
-                    found.append(chunk)
+                    chunks.append(chunk)
                     kept_after_post += len(chunk)
                 if returns == Return.EXISTS and kept_after_post:
                     break
             elif mode == K.EXISTS and out[K.FOUND]:
                 break
-            if stop_after is not None and first < len(prog_starts) and (
+            if stop_after is not None and first < len(starts) and (
                     kept_after_post if post else int(out[K.FOUND])) > stop_after:
                 stopped = True
                 break
         if post:
-            table = _concat(self.names, found)
+            table = _concat(self.names, chunks)
             if returns == Return.EXISTS and len(table):
                 return _exists_only(self.names)
             table.count = None if stopped else len(table)
@@ -510,25 +483,22 @@ class _Evaluation:
             return self._cut(table, returns, limit)
         if mode == K.EXISTS:
             return _exists_only(self.names) if out[K.FOUND] else MatchTable(self.names)
-        table = self._kept(out, m_start, m_off, b_var, b_pos, seq, 0) if mode == K.MATCHES else \
-            MatchTable(self.names)
+        table = self._kept(found, events.seq, 0) if mode == K.MATCHES else MatchTable(self.names)
         table.count = None if stopped else int(out[K.FOUND])
-        table.spans = iv[:int(out[K.INTERVALS])].copy() if mode in (K.SPANS, K.MATCHES) and not stopped else None
+        table.spans = (found.intervals[:int(out[K.INTERVALS])].copy()
+                       if mode in (K.SPANS, K.MATCHES) and not stopped else None)
         table.complete = not stopped
         return self._cut(table, returns, limit) if mode == K.MATCHES else table
 
-    def _kept(self, out: np.ndarray, m_start: np.ndarray, m_off: np.ndarray, b_var: np.ndarray,
-              b_pos: np.ndarray, seq: np.ndarray, since: int) -> MatchTable:
-        """The matches the kernel kept from number ``since`` on, as a table (seqs, rows in stream order)."""
-        from exact.engine.kernels import KEPT
-
-        m = int(out[KEPT])
-        off = m_off[since:m + 1] - m_off[since]
-        rows = slice(int(m_off[since]), int(m_off[m]))
-        pos = b_pos[rows]
-        start = seq[m_start[since:m]]
+    def _kept(self, found: K.Found, seq: np.ndarray, since: int) -> MatchTable:
+        """The matches the kernels kept from number ``since`` on, as a table (seqs, rows in stream order)."""
+        m = int(found.out[K.KEPT])
+        off = found.m_off[since:m + 1] - found.m_off[since]
+        rows = slice(int(found.m_off[since]), int(found.m_off[m]))
+        pos = found.b_pos[rows]
+        start = seq[found.m_start[since:m]]
         end = seq[pos[off[1:] - 1]] if m > since else start
-        return MatchTable(self.names, start, end, off.astype(_I64), b_var[rows].copy(), seq[pos],
+        return MatchTable(self.names, start, end, off.astype(_I64), found.b_var[rows].copy(), seq[pos],
                           count=m - since)
 
     def _merge_alternatives(self, table: MatchTable) -> MatchTable:
@@ -542,7 +512,7 @@ class _Evaluation:
             for i in members:
                 group_of[i] = members[0]
         rows_var, rows_seq, off = table.var.tolist(), table.seq.tolist(), table.off.tolist()
-        best: dict[tuple, tuple[tuple, int]] = {}
+        best: dict[tuple[tuple[int, int], ...], tuple[tuple[int, ...], int]] = {}
         for j in range(len(table)):
             key_rows = []
             rank = []
@@ -553,41 +523,14 @@ class _Evaluation:
                 if v in group_of:
                     rank.append((g, v))
             key = tuple(sorted(key_rows))
-            r = tuple(v for _, v in sorted(set(rank)))
-            if key not in best or r < best[key][0]:
-                best[key] = (r, j)
+            alternatives = tuple(v for _, v in sorted(set(rank)))
+            if key not in best or alternatives < best[key][0]:
+                best[key] = (alternatives, j)
         keep = np.zeros(len(table), dtype=bool)
         keep[[j for _, j in best.values()]] = True
         out = table.take(keep)
         out.count = len(out)
         return out
-
-
-def _run_program(runs: RunTables, ranks: Mapping[str, float], python: bool) -> tuple | None:
-    """The run program of :mod:`exact.engine.kernels` (``rp``): the run tables, the literals as kind, float and
-    integer (strings by ``ranks``), and empty rows of a node's integers and floats — Python integers
-    (``python``) or int64; None when an integer literal does not fit int64 and ``python`` is false."""
-    lk, lf, li = [], [], []
-    for v in runs.literals:
-        if v is None:
-            k, f, i = 0, 0.0, 0
-        elif isinstance(v, bool):
-            k, f, i = 3, float(v), 0
-        elif isinstance(v, int):
-            if not python and not -2**63 <= v < 2**63:
-                return None
-            k, f, i = 4, float(v), v
-        elif isinstance(v, float):
-            k, f, i = 1, v, 0
-        else:
-            k, f, i = 2, ranks[v], 0
-        lk.append(k)
-        lf.append(f)
-        li.append(i)
-    ints = object if python else _I64
-    return (runs.tr_begin, runs.ck_off, runs.fin_off, runs.ck, runs.run_base, runs.sl_off, runs.slots,
-            np.asarray(lk, dtype=_I64), np.asarray(lf, dtype=np.float64), np.asarray(li, dtype=ints),
-            np.zeros((0, runs.width_int), dtype=ints), np.zeros((0, runs.width_float), dtype=np.float64))
 
 
 def _exists_only(names: tuple[str, ...]) -> MatchTable:

@@ -1,51 +1,68 @@
-"""The automaton of a query as flat arrays over one stream's events: what the compiled kernels run.
+"""The automaton of a query as flat arrays: what the compiled kernels run.
 
 :func:`automaton_tables` enumerates the states the SES automaton (:mod:`exact.engine.automaton`, Cadonna 2013
-§4.3) can reach and lays out their transitions and conditions as arrays.  :func:`compile_program` binds
-them to the events of a frame:
+§4.3) can reach and lays out their transitions and conditions as arrays (:class:`Tables`; the kernels take
+them as a :class:`~exact.engine.kernels.layout.Machine`), over attribute columns numbered in ``Tables.attrs``
+(:mod:`exact.engine.ordering` reads those columns from the events).  A condition that the caller's partition
+segments make true (``a.X = b.X`` and ``prev(v.X) = v.X`` on a partition attribute X) is left out.
 
-* **events** in *program order*: the events some positive variable can bind, grouped by partition
-  (``PARTITION BY`` and the two-phase partitioning attributes X, Def. 5.3) with stream order inside each
-  partition, so that a partition is a contiguous segment and every window lies inside its first event's
-  segment.  The contiguity strategies keep stream order (their successor array links each event to the
-  next one of its partition).
-* per event: the variables whose properties it satisfies (``em``), its seq, the last event of the window
-  it would start (``wend``), and per variable the sorted events that may fire it (``vpos``), so a kernel
-  jumps to the next event that can change a run (Kolchinsky & Schuster's lazy evaluation);
-* the attribute columns that relations and ``prev`` conditions compare, as a kind (null, number, string,
-  boolean) and a float value per event — strings as their rank among all strings compared, so that the
-  order of ranks is the order of the strings.  A condition that the segments make true (``a.X = b.X`` and
-  ``prev(v.X) = v.X`` on a partition attribute X) is not checked again.
-* the SASE+ run conditions (``v[1]``, ``v[last]``, ``count(v)``, aggregates over a run or over
-  ``v[..i-1]``) as *checks* on the transitions and final states that decide them (:class:`RunTables`,
-  with the rules of :mod:`exact.query.operands`): per-event ones on each take of their variable, a finished
-  run's on the first transition of the next element, a run of the last element's when a match is reported.
-  Their operands are read from a row the kernels keep per node (each run's ends, length and accumulators).
+The SASE+ run conditions (``v[1]``, ``v[last]``, ``count(v)``, aggregates over a run or over ``v[..i-1]``)
+become *checks* on the transitions and final states that decide them (:class:`RunTables`, with the rules of
+:mod:`exact.query.operands`): per-event ones on each take of their variable, a finished run's on the first
+transition of the next element, a run of the last element's when a match is reported.  Their operands are
+read from a row the kernels keep per node (each run's ends, length and accumulators); :func:`run_program`
+gives the kernels the checks with the query's literals as values.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import numba
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from exact.engine.automaton import Automaton, automaton_for
+from exact.engine.kernels.layout import (
+    C_MAX,
+    C_MIN,
+    C_SUMAVG,
+    CK_WIDTH,
+    F_AVG,
+    F_MAX,
+    F_MIN,
+    F_SUM,
+    K_BOOL,
+    K_FLOAT,
+    K_INT,
+    K_NULL,
+    K_STRING,
+    LEFT,
+    M_EACH,
+    M_ONE,
+    OP_AGG,
+    OP_COUNT,
+    OP_EVENT,
+    OP_FIRST,
+    OP_LAST,
+    OP_LIT,
+    RIGHT,
+    RUN_WIDTH,
+    SLOT_WIDTH,
+    Machine,
+    RunProgram,
+)
 from exact.errors import QueryLimitError
-from exact.prefilter import EventFrame
 from exact.query.ast import (
     OPERATORS,
     Aggregate,
     Condition,
     Field,
     Literal,
+    Operand,
+    Query,
     RunEvent,
-    Strategy,
-    WithinEvents,
-    WithinTime,
+    Scalar,
 )
 from exact.query.normalize import Plan, literal_signature, normalize
 from exact.query.operands import decidable, first_position, iterated
@@ -57,39 +74,13 @@ MAX_STATES = 1 << 14
 
 @dataclass(frozen=True)
 class Tables:
-    """The reachable automaton as arrays; state 0 is the start state."""
+    """The reachable automaton as the kernels take it, the attributes its columns number, and the run
+    conditions."""
 
-    final: np.ndarray
-    relevant: np.ndarray
-    tr_off: np.ndarray
-    tr_var: np.ndarray
-    tr_target: np.ndarray
-    rc_off: np.ndarray
-    rc_ax: np.ndarray
-    rc_op: np.ndarray
-    rc_w: np.ndarray
-    rc_ay: np.ndarray
-    pc_off: np.ndarray
-    pc_ap: np.ndarray
-    pc_op: np.ndarray
-    pc_ax: np.ndarray
+    machine: Machine
     attrs: tuple[str, ...]
     #: the run conditions (``v[1]``, ``v[last]``, aggregates): see :class:`RunTables`
     runs: RunTables
-
-
-#: Operand kinds of a run check (the columns ``ck[:, 3]`` and ``ck[:, 6]``).
-OP_LIT, OP_EVENT, OP_FIRST, OP_LAST, OP_COUNT, OP_AGG = range(6)
-#: Aggregate functions of an ``OP_AGG`` operand, and the accumulator classes of a slot.
-F_SUM, F_AVG, F_MIN, F_MAX = 1, 2, 3, 4
-C_SUMAVG, C_MIN, C_MAX = 0, 1, 2
-#: Check modes: one comparison, or one for each event bound to a variable (∀, walking the chain).
-M_ONE, M_EACH = 0, 1
-#: Per run variable, three integers of a node's row: its first event, its last event, its events.
-RUN_WIDTH = 3
-#: Per accumulator slot, four integers (values, integer sum or extreme, flags, the extreme's kind) and one
-#: float (float sum or extreme).
-SLOT_WIDTH = 4
 
 
 @dataclass(frozen=True)
@@ -119,7 +110,7 @@ class RunTables:
     run_base: np.ndarray
     sl_off: np.ndarray
     slots: np.ndarray
-    literals: tuple
+    literals: tuple[Scalar, ...]
     width_int: int
     width_float: int
 
@@ -131,7 +122,7 @@ def automaton_tables(plan: Plan, dropped: frozenset[str]) -> Tables:
 
 
 @functools.lru_cache(maxsize=128)
-def _tables(query, dropped: frozenset[str], _signature: tuple[str, ...]) -> Tables:  # noqa: ANN001
+def _tables(query: Query, dropped: frozenset[str], _signature: tuple[str, ...]) -> Tables:
     aut: Automaton = automaton_for(query)
     index = {0: 0}
     order = [0]
@@ -179,16 +170,18 @@ def _tables(query, dropped: frozenset[str], _signature: tuple[str, ...]) -> Tabl
     def arr(values: list[int]) -> np.ndarray:
         return np.asarray(values, dtype=_I64)
 
-    return Tables(
+    # a transition without a relation, prev condition or run check fires on every event of its variable
+    plain = ((np.diff(rc_off) == 0) & (np.diff(pc_off) == 0) & (np.diff(runs.ck_off) == 0)).astype(np.int8)
+    machine = Machine(
         final=np.asarray([aut.is_final(q) for q in order], dtype=np.bool_),
         relevant=arr([aut.relevant_mask(q) for q in order]),
         tr_off=arr(tr_off), tr_var=arr(tr_var), tr_target=arr(tr_target),
         rc_off=arr(rc_off), rc_ax=arr(rc_ax), rc_op=arr(rc_op), rc_w=arr(rc_w), rc_ay=arr(rc_ay),
-        pc_off=arr(pc_off), pc_ap=arr(pc_ap), pc_op=arr(pc_op), pc_ax=arr(pc_ax), attrs=tuple(attrs),
-        runs=runs)
+        pc_off=arr(pc_off), pc_ap=arr(pc_ap), pc_op=arr(pc_op), pc_ax=arr(pc_ax), plain=plain)
+    return Tables(machine, tuple(attrs), runs)
 
 
-def _run_tables(plan: Plan, aut: Automaton, order: list[int], col) -> RunTables:  # noqa: ANN001
+def _run_tables(plan: Plan, aut: Automaton, order: list[int], col: Callable[[str], int]) -> RunTables:
     """The run conditions of ``plan`` as checks on the transitions and final states of ``order`` (the
     reachable states, in table order); ``col`` numbers an attribute's column."""
     conds = plan.run_conditions
@@ -197,9 +190,9 @@ def _run_tables(plan: Plan, aut: Automaton, order: list[int], col) -> RunTables:
     ops = {op: i for i, op in enumerate(OPERATORS)}
     run_vars: dict[int, int] = {}
     slot_of: dict[tuple[int, int, int], int] = {}
-    literals: list = []
+    literals: list[Scalar] = []
 
-    def operand(o) -> tuple[int, int, int]:  # noqa: ANN001 - an Operand
+    def operand(o: Operand) -> tuple[int, int, int]:
         if isinstance(o, Literal):
             literals.append(o.value)
             return OP_LIT, len(literals) - 1, 0
@@ -213,12 +206,13 @@ def _run_tables(plan: Plan, aut: Automaton, order: list[int], col) -> RunTables:
         if o.func == "count":
             run_vars.setdefault(v, len(run_vars))
             return OP_COUNT, v, 0
+        assert o.attr is not None  # only count() has none
         cls = {"sum": C_SUMAVG, "avg": C_SUMAVG, "min": C_MIN, "max": C_MAX}[o.func]
         key = (v, col(o.attr), cls)
         slot = slot_of.setdefault(key, len(slot_of))
         return OP_AGG, slot, {"sum": F_SUM, "avg": F_AVG, "min": F_MIN, "max": F_MAX}[o.func]
 
-    rows: dict[tuple[Condition, str], tuple] = {}
+    rows: dict[tuple[Condition, str], tuple[int, ...]] = {}
 
     def check(c: Condition, mode: int, var: int) -> list[int]:
         key = (c, repr(c))  # repr keeps True and 1 apart
@@ -276,19 +270,19 @@ def _run_tables(plan: Plan, aut: Automaton, order: list[int], col) -> RunTables:
     fin_off.append(len(checks))
     nvars = len(names)
     run_base = np.full(nvars, -1, dtype=_I64)
-    for v, r in run_vars.items():
-        run_base[v] = RUN_WIDTH * r
+    for rv, r in run_vars.items():
+        run_base[rv] = RUN_WIDTH * r
     first_slot = RUN_WIDTH * len(run_vars)
     by_var = sorted(slot_of.items(), key=lambda kv: (kv[0][0], kv[1]))
     renumber = {old: new for new, (_, old) in enumerate(by_var)}
     slots = np.zeros((len(by_var), 3), dtype=_I64)
     sl_off = np.zeros(nvars + 1, dtype=_I64)
-    for new, ((v, ax, cls), _) in enumerate(by_var):
+    for new, ((sv, ax, cls), _) in enumerate(by_var):
         slots[new] = (cls, ax, first_slot + SLOT_WIDTH * new)
-        sl_off[v + 1] += 1
+        sl_off[sv + 1] += 1
     sl_off = np.cumsum(sl_off).astype(_I64)
-    ck = np.asarray(checks, dtype=_I64).reshape(len(checks), 9)
-    for side in (3, 6):  # slots are numbered by variable: renumber the aggregate operands
+    ck = np.asarray(checks, dtype=_I64).reshape(len(checks), CK_WIDTH)
+    for side in (LEFT, RIGHT):  # slots are numbered by variable: renumber the aggregate operands
         agg = ck[:, side] == OP_AGG
         ck[agg, side + 1] = [renumber[int(j)] for j in ck[agg, side + 1]]
     return RunTables(
@@ -297,11 +291,38 @@ def _run_tables(plan: Plan, aut: Automaton, order: list[int], col) -> RunTables:
         literals=tuple(literals), width_int=first_slot + SLOT_WIDTH * len(by_var), width_float=len(by_var))
 
 
+def run_program(runs: RunTables, ranks: Mapping[str, float], python: bool) -> RunProgram | None:
+    """The run program the kernels take: the run tables, the literals as kind, float and integer (strings by
+    ``ranks``), and empty rows of a node's integers and floats — Python integers (``python``) or int64;
+    None when an integer literal does not fit int64 and ``python`` is false."""
+    lk, lf, li = [], [], []
+    for v in runs.literals:
+        if v is None:
+            k, f, i = K_NULL, 0.0, 0
+        elif isinstance(v, bool):
+            k, f, i = K_BOOL, float(v), 0
+        elif isinstance(v, int):
+            if not python and not -2**63 <= v < 2**63:
+                return None
+            k, f, i = K_INT, float(v), v
+        elif isinstance(v, float):
+            k, f, i = K_FLOAT, v, 0
+        else:
+            k, f, i = K_STRING, ranks[v], 0
+        lk.append(k)
+        lf.append(f)
+        li.append(i)
+    ints = object if python else _I64
+    return RunProgram(runs.tr_begin, runs.ck_off, runs.fin_off, runs.ck, runs.run_base, runs.sl_off, runs.slots,
+                      np.asarray(lk, dtype=_I64), np.asarray(lf, dtype=np.float64), np.asarray(li, dtype=ints),
+                      np.zeros((0, runs.width_int), dtype=ints), np.zeros((0, runs.width_float), dtype=np.float64))
+
+
 def run_attributes(tables: Tables) -> frozenset[str]:
     """The attributes the run checks read: their values are needed (not codes standing for them)."""
     ck = tables.runs.ck
     cols: set[int] = set()
-    for side in (3, 6):
+    for side in (LEFT, RIGHT):
         for kind, a, b in ck[:, side:side + 3].tolist():
             if kind == OP_EVENT:
                 cols.add(a)
@@ -309,185 +330,3 @@ def run_attributes(tables: Tables) -> frozenset[str]:
                 cols.add(b)
     cols.update(int(x) for x in tables.runs.slots[:, 1])
     return frozenset(tables.attrs[c] for c in cols)
-
-
-# ------------------------------------------------------------------------------------------- values
-
-
-def value_columns(frame: EventFrame, attrs: tuple[str, ...], positions: np.ndarray,
-                  values_of: frozenset[str] = frozenset(), strings: tuple[str, ...] = ()
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(kind, value, integer, ranks)`` of each attribute at the frame ``positions``: kind 0 null, 1 float,
-    4 integer (exact in ``integer``, rounded in ``value``), 2 string (value: its rank among every string of
-    these columns and ``strings``, so ranks order as the strings do, by code point), 3 boolean; ``ranks``
-    are those of ``strings``.  An attribute the frame knows only by codes (a partition layout's) is read as
-    codes unless it is in ``values_of`` (codes tell equal values apart, not their order or sum)."""
-    n = len(positions)
-    rows = max(len(attrs), 1)
-    kind = np.zeros((rows, n), dtype=np.int8)
-    value = np.zeros((rows, n), dtype=np.float64)
-    integer = np.zeros((rows, n), dtype=np.int64)
-    columns: list[tuple[int, pa.Array]] = []
-    take = pa.array(positions, pa.int64())
-    for a, attr in enumerate(attrs):
-        if attr in ("seq", "ts"):
-            raw = frame.seq[positions] if attr == "seq" else frame.ts[positions]
-            kind[a] = 4
-            integer[a] = raw
-            value[a] = raw
-            continue
-        if attr in frame.keys and not frame.has_attribute(attr) and attr not in values_of:
-            # known only by codes (a partition layout's): equal codes are equal values, which is all the
-            # partition's conditions ask
-            codes = frame.keys[attr][positions]
-            kind[a][codes >= 0] = 4
-            integer[a] = codes
-            value[a] = codes
-            continue
-        arr = frame.array(attr).take(take)
-        typ = arr.type
-        if pa.types.is_null(typ) or n == 0:
-            continue
-        valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        if pa.types.is_boolean(typ):
-            kind[a][valid] = 3
-            value[a] = pc.fill_null(arr, False).to_numpy(zero_copy_only=False).astype(np.float64)
-        elif pa.types.is_integer(typ) or pa.types.is_timestamp(typ):
-            raw = pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
-            kind[a][valid] = 4
-            integer[a] = raw
-            value[a] = raw
-        elif pa.types.is_floating(typ):
-            kind[a][valid] = 1
-            value[a] = pc.fill_null(arr, 0.0).to_numpy(zero_copy_only=False).astype(np.float64)
-        elif pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_dictionary(typ):
-            if pa.types.is_dictionary(typ):
-                arr = arr.cast(typ.value_type)
-            kind[a][valid] = 2
-            columns.append((a, arr))
-    ranks = np.zeros(len(strings), dtype=np.float64)
-    if columns or strings:
-        every = pa.chunked_array([a for _, a in columns] + [pa.array(list(strings), pa.string())],
-                                 type=pa.string()).unique().drop_null()
-        ranked = every.take(pc.sort_indices(every))
-        for a, arr in columns:
-            codes = pc.index_in(arr, value_set=ranked)
-            value[a] = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.float64)
-        if strings:
-            ranks = pc.index_in(pa.array(list(strings), pa.string()), value_set=ranked).to_numpy(
-                zero_copy_only=False).astype(np.float64)
-    return kind, value, integer, ranks
-
-
-# ------------------------------------------------------------------------------------------- windows
-
-
-def window_ends(plan: Plan, seq: np.ndarray, ts: np.ndarray) -> np.ndarray:
-    """Per event (stream order), the index of the last event of the window it starts."""
-    w = plan.query.within
-    n = len(seq)
-    if isinstance(w, WithinTime):
-        return ts.searchsorted(ts + w.micros, "right") - 1
-    if isinstance(w, WithinEvents):
-        return seq.searchsorted(seq + (w.count - 1), "right") - 1
-    return np.full(n, n - 1, dtype=_I64)
-
-
-def segment_order(keys: np.ndarray) -> np.ndarray:
-    """Positions sorted by partition key, stream order within a key (a stable sort)."""
-    return np.argsort(keys, kind="stable")
-
-
-def in_segment_ends(order: np.ndarray, keys_sorted: np.ndarray, ends_stream: np.ndarray) -> np.ndarray:
-    """Window ends in program order: for the event at program index i, the last program index of its
-    segment whose stream position is at most the stream window end of that event."""
-    base = int(order.max()) + 2 if len(order) else 1
-    enc = keys_sorted * base + order  # sorted: by key, then stream position
-    return np.searchsorted(enc, keys_sorted * base + ends_stream[order], "right") - 1
-
-
-def positions_by_variable(em: np.ndarray, nvars: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per variable bit, the sorted indices of the events that have it, as one array with offsets."""
-    lists = [np.flatnonzero((em >> v) & 1) for v in range(nvars)]
-    off = np.zeros(nvars + 1, dtype=_I64)
-    off[1:] = np.cumsum([len(x) for x in lists])
-    flat = np.concatenate(lists).astype(_I64) if lists else np.zeros(0, dtype=_I64)
-    return off, flat
-
-
-def successors(codes: np.ndarray | None, n: int) -> np.ndarray:
-    """Per event (stream order), the next event of its partition (codes; None = the whole stream), or n."""
-    if codes is None:
-        return np.arange(1, n + 1, dtype=_I64)
-    top = int(codes.max(initial=-1))
-    if top < max(4 * n, 1 << 16):
-        # codes numbered densely (dictionary indices, group numbers): one backward pass, linear, where a
-        # sort of the codes with their positions was most of a scan's time
-        return _next_same(np.ascontiguousarray(codes, dtype=_I64), top + 1)
-    order = np.lexsort((np.arange(n), codes))
-    nxt = np.full(n, n, dtype=_I64)
-    same = codes[order[:-1]] == codes[order[1:]]
-    nxt[order[:-1][same]] = order[1:][same]
-    nxt[codes < 0] = n
-    return nxt
-
-
-def partition_links(full: EventFrame, attrs: tuple[str, ...], seqs: np.ndarray) -> np.ndarray:
-    """For events ``seqs`` (sorted, all in ``full``): the seq of the next event of their partition (the tuple
-    of ``attrs``) in ``full``, -1 for none (a null value is in no partition) — an
-    :attr:`EventFrame.partition_next` for a filtered read of ``full``'s stream."""
-    codes = partition_codes(full, attrs)
-    n = len(full)
-    nxt = successors(codes, n)
-    nxt_seq = np.where(nxt < n, full.seq[np.minimum(nxt, max(n - 1, 0))], -1) if n else np.zeros(0, _I64)
-    return nxt_seq[np.searchsorted(full.seq, seqs)].astype(_I64)
-
-
-def partition_codes(frame: EventFrame, attrs: tuple[str, ...]) -> np.ndarray:
-    """An int64 code per event for the tuple of ``attrs`` values (-1 when one of them is null).  Floats are
-    keyed on their value with -0.0 taken as 0.0, as they compare."""
-    n = len(frame)
-    if len(attrs) == 1 and attrs[0] in frame.keys:
-        return frame.keys[attrs[0]]
-    code = np.zeros(n, dtype=_I64)
-    null = np.zeros(n, dtype=bool)
-    for attr in attrs:
-        if attr in frame.keys:
-            known = frame.keys[attr]
-            null |= known < 0
-            code = code * (int(known.max(initial=0)) + 1) + np.maximum(known, 0)
-            continue
-        arr = frame.array(attr)
-        if pa.types.is_null(arr.type):
-            null[:] = True
-            continue
-        if pa.types.is_floating(arr.type):
-            arr = pc.add(arr, pa.scalar(0.0, arr.type))
-        enc = pc.dictionary_encode(arr)
-        idx = enc.indices
-        if idx.null_count:
-            null |= pc.is_null(idx).to_numpy(zero_copy_only=False)
-            idx = pc.fill_null(idx, 0)
-        codes = idx.to_numpy(zero_copy_only=False).astype(_I64)
-        radix = max(len(enc.dictionary), 1)
-        code = code * radix + codes
-    code[null] = -1
-    return code
-
-
-@numba.njit(cache=True, nogil=True)
-def _next_same(codes: np.ndarray, distinct: int) -> np.ndarray:  # pragma: no cover - compiled
-    """Per event, the next event with its code (codes in [-1, distinct); -1: none), or n."""
-    n = len(codes)
-    nxt = np.full(n, n, dtype=np.int64)
-    last = np.full(distinct, n, dtype=np.int64)
-    for i in range(n - 1, -1, -1):
-        c = codes[i]
-        if c >= 0:
-            nxt[i] = last[c]
-            last[c] = i
-    return nxt
-
-
-def contiguity(strategy: Strategy) -> bool:
-    return strategy in (Strategy.STRICT_CONTIGUITY, Strategy.PARTITION_CONTIGUITY)

@@ -48,7 +48,7 @@ from exact.engine import (
 )
 from exact.engine.columns import SeqTimes
 from exact.engine.matchtable import match_times
-from exact.engine.program import partition_links
+from exact.engine.ordering import partition_links
 from exact.events import ATTRS
 from exact.prefilter import EventFrame
 from exact.query.ast import Query, Return, Strategy

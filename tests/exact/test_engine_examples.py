@@ -12,7 +12,7 @@ import pytest
 
 from exact.engine import evaluate
 from exact.engine.automaton import automaton_for
-from exact.engine.program import partition_codes, window_ends
+from exact.engine.ordering import partition_codes, window_ends
 from exact.engine.prune import candidate_windows
 from exact.prefilter import EventFrame, variable_bits
 from exact.query.ast import (
