@@ -45,6 +45,7 @@ from api.db import database_url
 from api.jobs import JobRunner
 from api.routes import bp
 from api.state import EXTENSION, ServiceState, default_config
+from exact.engine.parallel import query_threads
 from exact.errors import SeqsketchError
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the application; opens (and checks) the catalog, and with ``JOB_RUNNER = "thread"`` starts a
     job runner on a thread (which first settles what stopped runners left)."""
+    query_threads()  # a bad SEQSKETCH_QUERY_THREADS stops the service as it starts, not a query later
     app = Flask(__name__)
     app.config.from_mapping(default_config())
     if config:

@@ -299,6 +299,10 @@ def _serve_gunicorn(args: argparse.Namespace, runner: RunnerProcess, listener: A
 
     port = listener.getsockname()[1]
     fd = listener.detach()  # the master takes over the socket bound above
+    if args.workers > 1:
+        # the workers share the cores between requests already: a query's windows stay on its worker's
+        # thread unless the operator says otherwise (the forked workers inherit this)
+        os.environ.setdefault("SEQSKETCH_QUERY_THREADS", "1")
 
     class SupervisingArbiter(Arbiter):
         """gunicorn's master, which also keeps the job runner alive (checked once a loop, about 1 s)."""

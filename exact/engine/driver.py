@@ -39,6 +39,7 @@ events whose partition attribute is null belong to no partition.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from exact.engine.matchtable import (
     Match,
     MatchTable,
     answer,
+    combined,
     iso_ts,
     iso_ts_many,
     match_ts,
@@ -71,6 +73,7 @@ from exact.engine.ordering import (
     successors,
     value_columns,
 )
+from exact.engine.parallel import Cancelled, query_threads, run_parts, split_windows
 from exact.engine.program import automaton_tables, run_attributes, run_program
 from exact.engine.prune import candidate_windows, necessary_starts
 from exact.errors import QueryLimitError
@@ -385,8 +388,9 @@ class _Evaluation:
                  starts: np.ndarray, returns: Return, limit: int | None, budget: Budget) -> MatchTable | None:
         """Run ``kernels`` over the windows of ``starts``, slice by slice, reading the clock between slices;
         None when a run's integer sum overflowed int64 (``out[INEXACT]``: the caller runs them again in
-        Python)."""
+        Python).  Windows that all run split over threads (:mod:`exact.engine.parallel`)."""
         post = self._post
+        compiled = kernels is K.compiled()
         mode = {Return.EXISTS: K.EXISTS, Return.COUNT: K.COUNT, Return.INTERVALS: K.SPANS}.get(
             returns, K.MATCHES)
         keep = (1 << 62) if limit is None or post else limit
@@ -402,9 +406,18 @@ class _Evaluation:
             kernel = {Strategy.SKIP_TILL_NEXT_MATCH: kernels.next_match,
                       Strategy.ROBUST_SKIP_TILL_NEXT_MATCH: kernels.robust_next_match,
                       Strategy.SKIP_TILL_ANY_MATCH: kernels.any_match}[self.query.strategy]
+        how = _Slicing(returns, limit, post, mode, keep, stop_after)
+        # every window runs (nothing stops early), compiled, under an automaton strategy: the windows may split
+        # over threads (a contiguity window follows one chain of successors: too little work to share)
+        whole = stop_after is None and returns != Return.EXISTS and mode != K.EXISTS and not self.contiguous
+        parts = split_windows(starts, events.window_end, query_threads() if whole and compiled else 1)
         try:
-            return self._slices(kernel, events, machine, program, starts, _Slicing(returns, limit, post, mode,
-                                                                                   keep, stop_after), budget)
+            if len(parts) == 1:
+                return self._slices(kernel, events, machine, program, starts, how, budget)
+            tables = run_parts(lambda part, cancel: self._slices(kernel, events, machine, program, part, how,
+                                                                 budget, cancel), parts)
+            done = [t for t in tables if t is not None]
+            return combined(self.names, done) if len(done) == len(tables) else None
         except QueryLimitError as err:
             if stop_after is None or self.query.strategy != Strategy.SKIP_TILL_ANY_MATCH:
                 raise
@@ -414,8 +427,10 @@ class _Evaluation:
                 "outgrew the time", where=err.where) from err
 
     def _slices(self, kernel: Callable[..., K.Arrays], events: K.Events, machine: K.Machine,
-                program: K.RunProgram, starts: np.ndarray, how: _Slicing, budget: Budget) -> MatchTable | None:
-        """The slices of :meth:`_windows`' kernel calls (see there)."""
+                program: K.RunProgram, starts: np.ndarray, how: _Slicing, budget: Budget,
+                cancel: threading.Event | None = None) -> MatchTable | None:
+        """The slices of :meth:`_windows`' kernel calls (see there); ``cancel``: a part of several, which stops
+        (:class:`~exact.engine.parallel.Cancelled`) once another part failed."""
         returns, limit, post, mode, keep, stop_after = how
         found = K.Found(np.zeros(K.OUT_FIELDS, dtype=_I64), np.zeros((16, 2), dtype=_I64),
                         np.zeros(16, dtype=_I64), np.zeros(17, dtype=_I64), np.zeros(16, dtype=_I64),
@@ -430,6 +445,8 @@ class _Evaluation:
         retried = False  # the last call aborted the window it is to start from
         while first < len(starts):
             budget.check()
+            if cancel is not None and cancel.is_set():
+                raise Cancelled
             called = time.monotonic()
             window = K.Windows(starts, first, mode, keep, _SLICE_STEPS, abort)
             found = K.Found(*kernel(events, machine, program, window, found))
@@ -485,8 +502,9 @@ class _Evaluation:
             return _exists_only(self.names) if out[K.FOUND] else MatchTable(self.names)
         table = self._kept(found, events.seq, 0) if mode == K.MATCHES else MatchTable(self.names)
         table.count = None if stopped else int(out[K.FOUND])
-        table.spans = (found.intervals[:int(out[K.INTERVALS])].copy()
-                       if mode in (K.SPANS, K.MATCHES) and not stopped else None)
+        iv = found.intervals[:int(out[K.INTERVALS])]
+        # (windows of different partitions interleave in the stream: their spans are merged once more)
+        table.spans = merge_spans(iv[:, 0], iv[:, 1]) if mode in (K.SPANS, K.MATCHES) and not stopped else None
         table.complete = not stopped
         return self._cut(table, returns, limit) if mode == K.MATCHES else table
 

@@ -445,3 +445,32 @@ def ts_lookup(events: pa.Table | Iterable[pa.RecordBatch]) -> dict[int, int]:
     """seq → ts (UTC microseconds) of a stream, for :func:`answer`."""
     frame = EventFrame.build(events)
     return dict(zip(frame.seq.tolist(), frame.ts.tolist(), strict=True))
+
+
+def combined(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
+    """The matches of ``tables`` one after another as one table: of regions in stream order (their starts
+    disjoint, increasing), or of parts of one run's windows in their order (:mod:`exact.engine.parallel`)."""
+    if not tables:
+        return MatchTable(names)
+    if len(tables) == 1:
+        return tables[0]
+    if any(t.found_one for t in tables):
+        return next(t for t in tables if t.found_one)
+    offs, base = [], 0
+    for t in tables:
+        offs.append(t.off[:-1] + base)
+        base += int(t.off[-1])
+    out = MatchTable(names, np.concatenate([t.start for t in tables]),
+                     np.concatenate([t.end for t in tables]),
+                     np.concatenate(offs + [np.asarray([base], dtype=_I64)]),
+                     np.concatenate([t.var for t in tables]), np.concatenate([t.seq for t in tables]))
+    counts = [t.count for t in tables if t.count is not None]
+    out.count = None if len(counts) < len(tables) else sum(counts)
+    out.complete = all(t.complete for t in tables)
+    spans = [t.spans for t in tables if t.spans is not None]
+    out.spans = None if len(spans) < len(tables) else _merged(np.concatenate(spans))
+    return out
+
+
+def _merged(spans: np.ndarray) -> np.ndarray:
+    return merge_spans(spans[:, 0], spans[:, 1]) if len(spans) else spans

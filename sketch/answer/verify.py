@@ -44,11 +44,11 @@ from exact.engine import (
     answer,
     evaluate_table,
     iso_ts_many,
-    merge_spans,
 )
 from exact.engine.columns import SeqTimes
-from exact.engine.matchtable import match_times
+from exact.engine.matchtable import combined, match_times
 from exact.engine.ordering import partition_links
+from exact.engine.parallel import query_threads
 from exact.events import ATTRS
 from exact.prefilter import EventFrame
 from exact.query.ast import Query, Return, Strategy
@@ -245,34 +245,6 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     return Verification(combined(names, tables), scanned, len(regions), SeqTimes.merged(times), checked, read())
 
 
-def combined(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
-    """The matches of regions in stream order (their starts disjoint, increasing) as one table."""
-    if not tables:
-        return MatchTable(names)
-    if len(tables) == 1:
-        return tables[0]
-    if any(t.found_one for t in tables):
-        return next(t for t in tables if t.found_one)
-    offs, base = [], 0
-    for t in tables:
-        offs.append(t.off[:-1] + base)
-        base += int(t.off[-1])
-    out = MatchTable(names, np.concatenate([t.start for t in tables]),
-                     np.concatenate([t.end for t in tables]),
-                     np.concatenate(offs + [np.asarray([base], dtype=_I64)]),
-                     np.concatenate([t.var for t in tables]), np.concatenate([t.seq for t in tables]))
-    counts = [t.count for t in tables if t.count is not None]
-    out.count = None if len(counts) < len(tables) else sum(counts)
-    out.complete = all(t.complete for t in tables)
-    spans = [t.spans for t in tables if t.spans is not None]
-    out.spans = None if len(spans) < len(tables) else _merged(np.concatenate(spans))
-    return out
-
-
-def _merged(spans: np.ndarray) -> np.ndarray:
-    return merge_spans(spans[:, 0], spans[:, 1]) if len(spans) else spans
-
-
 def _merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[list[int]] = []
     for lo, hi in sorted(ranges):
@@ -331,7 +303,7 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
                               columnar=columnar)
     stats: dict[str, Any] = {"index": "stream", "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
                              "nodes_probed": 0, "candidate_intervals": 0, "events_scanned": 0,
-                             "events_total": source.events_total}
+                             "events_total": source.events_total, "threads": query_threads()}
 
     assert tree is not None  # (only the exact mode goes without a tree)
     index = TreeIndex.shared(tree, granularity)
@@ -394,7 +366,8 @@ def decided_body(query: Query, mode: str, type_counts: Mapping[str, int], events
         body["explain"] = f"{label} never occurs in the history"
     body["stats"] = {"index": None if mode == "exact" else "statistics", "approximate_ms": 0.0,
                      "verify_ms": 0.0, "total_ms": _ms(started), "nodes_probed": 0, "candidate_intervals": 0,
-                     "events_scanned": 0, "events_total": events_total}
+                     "events_scanned": 0, "events_total": events_total,
+                     "threads": query_threads()}
     return body
 
 
@@ -409,7 +382,7 @@ def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
     started = time.perf_counter()
     stats: dict[str, Any] = {"index": None, "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
                              "nodes_probed": 0, "candidate_intervals": 0, "events_scanned": 0,
-                             "events_total": source.events_total}
+                             "events_total": source.events_total, "threads": query_threads()}
     plan = normalize(query)
     whole = [(0, source.events_total - 1)] if source.events_total else []
     if query.between is not None and isinstance(source, StoreSource):

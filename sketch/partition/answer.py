@@ -21,6 +21,7 @@ import numpy as np
 
 from exact.engine import Budget, answer, evaluate_table, iso_ts_many
 from exact.engine.matchtable import match_times, merge_spans
+from exact.engine.parallel import query_threads
 from exact.prefilter import EventFrame
 from exact.query.ast import Query, Return, Strategy
 from exact.query.normalize import Plan
@@ -105,7 +106,7 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
     stats: dict[str, Any] = {"index": "partition", "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
                              "nodes_probed": found.nodes_probed, "candidate_intervals": 0,
                              "candidate_groups": int(len(groups)), "events_scanned": 0,
-                             "events_total": source.events_total}
+                             "events_total": source.events_total, "threads": query_threads()}
     spans = _group_spans(layout, tail, groups)
     stats["candidate_intervals"] = len(spans)
     stats["approximate_ms"] = _ms(started)

@@ -14,6 +14,7 @@ import pytest
 
 from api.service import run_query
 from exact.engine import evaluate_table
+from exact.engine.parallel import query_threads
 from exact.errors import NotFound, QuerySemanticError
 from exact.ingest import ingest
 from exact.query.ast import Return
@@ -75,7 +76,8 @@ def test_verified_answer_equals_exact_answer(running: Path, text: str) -> None:
     stats = verified["stats"]
     assert set(stats) - {"candidate_groups"} == {"index", "approximate_ms", "verify_ms", "total_ms",
                                                  "nodes_probed", "candidate_intervals", "events_scanned",
-                                                 "events_total"}
+                                                 "events_total", "threads"}
+    assert stats["threads"] == query_threads() >= 1 and exact["stats"]["threads"] == stats["threads"]
     assert stats["index"] == ("partition" if "PARTITION BY case" in text and "strict" not in text
                               else "stream")
     assert stats["events_total"] == 42 and stats["events_scanned"] <= 42

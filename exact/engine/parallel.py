@@ -1,0 +1,91 @@
+"""A query's windows on several cores: the kernels' windows split into parts, each part on its own thread.
+
+The kernels evaluate one window per first event, each window on its own (its runs, its matches), and report
+them in the order of the windows (:mod:`exact.engine.kernels`).  So the windows split into contiguous parts
+anywhere, the parts run at once — the compiled kernels release the GIL — and the parts' matches, joined in
+the parts' order, are the matches of one run over all the windows: the same rows, counts and spans.  Parts
+are of about equal work, measured as the events their windows span.
+
+Only the automaton strategies' windows split (a contiguity window follows one chain of successors, too little
+work to share), and only when every window runs: a question that stops early (``RETURN exists``, the first ``limit``
+matches of ``RETURN matches``) runs in one part, as does a call of little work, where a thread costs more
+than it saves.  A part that fails (the time limit, an error) stops the others at their next slice.
+
+``SEQSKETCH_QUERY_THREADS`` says how many threads one query may use: default the machine's cores;
+``seqsketch serve`` with several gunicorn workers sets 1 unless it is set (the workers already share the
+cores between requests).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from typing import TypeVar
+
+import numpy as np
+
+#: A call splits only with at least this many windows spanning at least this many events in all (a window's
+#: work grows with the events it spans; below these a thread costs more than it saves).
+MIN_PARALLEL_WINDOWS = 64
+MIN_PARALLEL_WORK = 20_000
+#: How long the thread that waits for the parts sleeps between looks: it must run Python code now and then,
+#: so that a query stopped at its time limit (an exception raised in that thread) stops its parts too.
+_POLL_S = 0.05
+
+T = TypeVar("T")
+
+
+class Cancelled(Exception):  # noqa: N818 - a signal between the threads of one query, never shown to a user
+    """Raised in a part when another part of the same query failed."""
+
+
+def query_threads() -> int:
+    """How many threads one query may use: ``SEQSKETCH_QUERY_THREADS`` (a whole number of at least 1), else
+    the machine's cores."""
+    given = os.environ.get("SEQSKETCH_QUERY_THREADS", "").strip()
+    if given:
+        try:
+            value = int(given)
+        except ValueError:
+            raise ValueError(f"SEQSKETCH_QUERY_THREADS={given!r} is not a whole number") from None
+        if value < 1:
+            raise ValueError(f"SEQSKETCH_QUERY_THREADS={given!r}: a query needs at least 1 thread")
+        return value
+    return max(1, os.cpu_count() or 1)
+
+
+def split_windows(starts: np.ndarray, window_end: np.ndarray, parts: int) -> list[np.ndarray]:
+    """``starts`` (the windows' first events, in the order they run) as up to ``parts`` contiguous pieces of
+    about equal work: the events from each first event to its window's last (``window_end``)."""
+    if parts <= 1 or len(starts) < MIN_PARALLEL_WINDOWS:
+        return [starts]
+    work = np.cumsum(window_end[starts] - starts + 1, dtype=np.float64)
+    if work[-1] < MIN_PARALLEL_WORK:
+        return [starts]
+    cuts = np.searchsorted(work, work[-1] * np.arange(1, parts) / parts)
+    edges = np.unique(np.concatenate([[0], cuts, [len(starts)]]))
+    return [starts[a:b] for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+
+
+def run_parts(work: Callable[[np.ndarray, threading.Event], T], parts: Sequence[np.ndarray]) -> list[T]:
+    """``work(part, cancel)`` for every part at once, the results in the parts' order.  ``work`` looks at
+    ``cancel`` between slices and raises :class:`Cancelled` once it is set; it is set when a part fails or
+    the calling thread is interrupted, and the first failure is raised here."""
+    cancel = threading.Event()
+    pool = ThreadPoolExecutor(len(parts), thread_name_prefix="seqsketch-query-part")
+    futures: list[Future[T]] = []
+    try:
+        futures = [pool.submit(work, part, cancel) for part in parts]
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=_POLL_S, return_when=FIRST_EXCEPTION)
+            if any(f.exception() is not None for f in done):
+                errors = [e for f in futures if f.done() and (e := f.exception()) is not None]
+                raise next((e for e in errors if not isinstance(e, Cancelled)), errors[0])
+        return [f.result() for f in futures]
+    finally:
+        if any(not f.done() for f in futures):
+            cancel.set()
+        pool.shutdown(wait=False, cancel_futures=True)

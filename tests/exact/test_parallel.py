@@ -1,0 +1,136 @@
+"""A query's windows on several threads (exact.engine.parallel): the same answers as on one thread and as the
+brute-force reference, for every strategy and RETURN; pieces that cover the windows in order; a failing part
+stops the others; the setting's bad values are refused."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
+
+import exact.engine.parallel as parallel
+from bench.exact import CASE_KLEENE, CHEMO, NEGATION, load_stream
+from exact.engine import evaluate_table, merge_intervals
+from exact.engine.parallel import Cancelled, query_threads, run_parts, split_windows
+from exact.query.ast import Return, Strategy
+from exact.query.language import parse
+from exact.reference import reference_matches, stream_table
+from tests.generators import engine_queries, engine_streams, run_queries, scaled
+
+
+@pytest.fixture
+def every_call_splits(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Even a call of one window is split (the threshold a real query needs is far above these streams)."""
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_WINDOWS", 1)
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_WORK", 1)
+    yield
+
+
+def _with_threads(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    monkeypatch.setenv("SEQSKETCH_QUERY_THREADS", str(n))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
+@scaled(60, HealthCheck.function_scoped_fixture)
+@given(data=st.data())
+def test_split_windows_answer_as_the_reference(every_call_splits: None, monkeypatch: pytest.MonkeyPatch,
+                                               threads: int, strategy: Strategy, data: st.DataObject) -> None:
+    _with_threads(monkeypatch, threads)
+    query = data.draw(run_queries(strategy) if data.draw(st.booleans()) else engine_queries(strategy))
+    table = stream_table(data.draw(engine_streams()))
+    expected = reference_matches(query, table)
+    got = evaluate_table(query, table, returns=Return.MATCHES, chains=False)
+    assert got.matches() == expected, query
+    assert got.count == len(expected)
+    counted = evaluate_table(query, table, returns=Return.COUNT, chains=False)
+    assert counted.count == len(expected), query
+    spans = evaluate_table(query, table, returns=Return.INTERVALS, chains=False).spans
+    assert [tuple(x) for x in spans.tolist()] == merge_intervals(expected), query
+    assert evaluate_table(query, table, returns=Return.EXISTS, chains=False).exists == bool(expected)
+    cut = evaluate_table(query, table, returns=Return.MATCHES, limit=1, chains=False)
+    assert cut.matches(1) == expected[:1], query
+
+
+@pytest.mark.parametrize("text", [
+    CASE_KLEENE + " STRATEGY robust_skip_till_next_match",  # segments by case
+    NEGATION,  # matches filtered after the kernels
+    CHEMO,  # an event set with a Kleene variable
+])
+def test_a_real_query_splits_and_answers_as_one_thread(every_call_splits: None, monkeypatch: pytest.MonkeyPatch,
+                                                       text: str) -> None:
+    """Thousands of windows over BPI 2012's per-case events: two threads give one thread's rows exactly."""
+    table, _ = load_stream()
+    query = parse(text)
+    calls: list[int] = []
+    real = parallel.run_parts
+
+    def counting(work, parts):  # noqa: ANN001, ANN202 - the real run_parts, its parts counted
+        calls.append(len(parts))
+        return real(work, parts)
+
+    monkeypatch.setattr("exact.engine.driver.run_parts", counting)
+    _with_threads(monkeypatch, 1)
+    one = evaluate_table(query, table, chains=False)
+    assert calls == []
+    _with_threads(monkeypatch, 2)
+    two = evaluate_table(query, table, chains=False)
+    assert calls == [2]
+    assert one.count == two.count > 0
+    assert one.matches() == two.matches()
+    assert one.spans.tolist() == two.spans.tolist()
+
+
+def test_pieces_cover_the_windows_in_order_with_about_equal_work() -> None:
+    rng = np.random.default_rng(3)
+    starts = np.sort(rng.choice(200_000, 50_000, replace=False)).astype(np.int64)
+    ends = np.minimum(np.arange(200_000) + rng.integers(0, 500, 200_000), 199_999)
+    for parts in (2, 3, 8):
+        pieces = split_windows(starts, ends, parts)
+        assert 1 < len(pieces) <= parts
+        assert np.array_equal(np.concatenate(pieces), starts)
+        work = [int((ends[p] - p + 1).sum()) for p in pieces]
+        assert max(work) < 1.2 * sum(work) / len(work)
+    few = starts[:parallel.MIN_PARALLEL_WINDOWS - 1]
+    assert [len(p) for p in split_windows(few, ends, 4)] == [len(few)]
+    short = np.arange(1000, dtype=np.int64)  # many windows of one event each: too little work
+    assert [len(p) for p in split_windows(short, short, 4)] == [1000]
+
+
+def test_a_failing_part_stops_the_others_and_its_error_is_raised() -> None:
+    running, stopped = threading.Event(), threading.Event()
+
+    def work(part: np.ndarray, cancel: threading.Event) -> int:
+        if part[0] == 0:
+            assert running.wait(5.0)
+            raise ValueError("part 0 failed")
+        running.set()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # a slow part, looking at ``cancel`` between its slices
+            if cancel.is_set():
+                stopped.set()
+                raise Cancelled
+            time.sleep(0.01)
+        return 1
+
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="part 0 failed"):
+        run_parts(work, [np.array([0]), np.array([1])])
+    assert stopped.wait(2.0)
+    assert time.monotonic() - started < 5
+
+
+def test_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SEQSKETCH_QUERY_THREADS", raising=False)
+    assert query_threads() >= 1
+    monkeypatch.setenv("SEQSKETCH_QUERY_THREADS", "3")
+    assert query_threads() == 3
+    for bad in ("0", "-2", "two", "1.5"):
+        monkeypatch.setenv("SEQSKETCH_QUERY_THREADS", bad)
+        with pytest.raises(ValueError, match="SEQSKETCH_QUERY_THREADS"):
+            query_threads()
