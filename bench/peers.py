@@ -13,7 +13,8 @@ impossible order and an absent type.  For each, the answers are checked equal fi
 their bindings, the count, or the yes/no); then seqsketch's ``exact`` mode (the engine over the whole
 stream, read from the store) and ``verified`` mode (the index, then the engine on the candidates) and
 DuckDB's query run interleaved, each several times, and the medians and their ratios are recorded, with
-the events each seqsketch mode read.
+the events each seqsketch mode read.  Each seqsketch mode also runs on one thread
+(``SEQSKETCH_QUERY_THREADS=1``) beside the default (the machine's cores), and the speed-up is recorded.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from api.service import run_query
-from bench.timing import timed
+from bench.timing import query_threads, timed
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 
@@ -105,6 +106,10 @@ def same_answer(q: Question, ours: dict[str, Any], theirs: list[tuple]) -> bool:
 def measure(label: str, stream: pa.Table, rounds: int) -> list[dict[str, Any]]:
     import duckdb
 
+    from exact.engine.parallel import query_threads as cores_of
+
+    cores = cores_of()
+
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="seqsketch-peers-") as tmp:
         home = Path(tmp)
@@ -121,11 +126,15 @@ def measure(label: str, stream: pa.Table, rounds: int) -> list[dict[str, Any]]:
             equal = same_answer(q, exact, theirs) and same_answer(q, verified, theirs)
             if not equal:
                 raise AssertionError(f"{label}: seqsketch and DuckDB disagree on {q.name}: {text}")
-            times: dict[str, list[float]] = {"exact": [], "verified": [], "duckdb": []}
-            for _ in range(rounds):  # interleaved, so the machine's moods fall on all three alike
+            times: dict[str, list[float]] = {"exact": [], "verified": [], "exact_1t": [], "verified_1t": [],
+                                             "duckdb": []}
+            for k in range(rounds):  # interleaved, so the machine's moods fall on all alike
+                settings = (("", cores), ("_1t", 1))
                 for mode in ("exact", "verified"):
-                    seconds = timed(lambda m=mode, t=text: run_query(home, label, t, mode=m))[1]
-                    times[mode].append(1000 * seconds)
+                    for suffix, threads in settings if k % 2 else settings[::-1]:  # neither always first
+                        with query_threads(threads):
+                            seconds = timed(lambda m=mode, t=text: run_query(home, label, t, mode=m))[1]
+                        times[mode + suffix].append(1000 * seconds)
                 times["duckdb"].append(1000 * timed(lambda s=sql: con.execute(s).fetchall())[1])
             med = {k: statistics.median(v) for k, v in times.items()}
             answer_size = (exact["count"] if q.returns != "exists" else int(exact["exists"]))
@@ -136,10 +145,15 @@ def measure(label: str, stream: pa.Table, rounds: int) -> list[dict[str, Any]]:
                 "duckdb_ms": round(med["duckdb"], 2),
                 "exact_over_duckdb": round(med["exact"] / med["duckdb"], 3),
                 "verified_over_duckdb": round(med["verified"] / med["duckdb"], 3),
+                "threads": cores, "exact_1t_ms": round(med["exact_1t"], 2),
+                "verified_1t_ms": round(med["verified_1t"], 2),
+                "exact_threads_speedup": round(med["exact_1t"] / med["exact"], 3),
+                "verified_threads_speedup": round(med["verified_1t"] / med["verified"], 3),
                 "exact_scanned": exact["stats"]["events_scanned"],
                 "verified_scanned": verified["stats"]["events_scanned"]})
             print(f"{label:>8} {q.name:<30} exact {med['exact']:9.2f} ms  verified {med['verified']:9.2f} ms"
-                  f"  duckdb {med['duckdb']:9.2f} ms", flush=True)
+                  f"  duckdb {med['duckdb']:9.2f} ms  1->{cores} threads x{med['exact_1t'] / med['exact']:.2f} "
+                  f"x{med['verified_1t'] / med['verified']:.2f}", flush=True)
         con.close()
     return rows
 

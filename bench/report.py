@@ -205,14 +205,21 @@ def section_peers(record: dict[str, Any] | None) -> str:
              f"{r.get('rounds')} rounds, and the table gives medians in ms. A ratio below 1 means seqsketch "
              "answered faster. *Exact* is the engine over the whole stream read from the store (only the "
              "types the query names); *verified* asks the index first and runs the engine on the candidates.")
+    threads = next((x["threads"] for x in r["rows"] if "threads" in x), None)
+    if threads is not None:
+        intro += (f" Both modes also ran on one thread (`SEQSKETCH_QUERY_THREADS=1`); *1 → {threads} threads* is "
+                  "the one-thread time over the default's (the machine's cores), exact / verified.")
     rows = [(f"{x['dataset']} ({x['events']:,})", x["question"], f"`{x['query']}`", x["answer"],
              x["exact_ms"], x["verified_ms"], x["duckdb_ms"], x["exact_over_duckdb"],
-             x["verified_over_duckdb"], x["verified_scanned"]) for x in r["rows"]]
+             x["verified_over_duckdb"], x["verified_scanned"],
+             f"{fmt(x.get('exact_threads_speedup'))} / {fmt(x.get('verified_threads_speedup'))}")
+            for x in r["rows"]]
     worst = (f"Worst ratio to DuckDB: exact {fmt(r.get('exact_worst_ratio'))}, verified "
              f"{fmt(r.get('verified_worst_ratio'))}.")
     return intro + "\n\n" + table(
         ("dataset (events)", "question", "query", "answer size", "exact ms", "verified ms", "DuckDB ms",
-         "exact / DuckDB", "verified / DuckDB", "events verified read"), rows) + "\n\n" + worst
+         "exact / DuckDB", "verified / DuckDB", "events verified read",
+         f"1 → {threads or '–'} threads"), rows) + "\n\n" + worst
 
 
 def section_acer(r: dict[str, Any]) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -38,3 +40,17 @@ def ratio(numerator: float | None, denominator: float | None, digits: int = 1) -
 class RecallError(AssertionError):
     """An exact match outside every approximate candidate interval, or a verified answer different from the
     exact one: a broken guarantee (docs/contract.md §3), never a figure to report quietly."""
+
+
+@contextlib.contextmanager
+def query_threads(n: int) -> Iterator[None]:
+    """Queries run with ``SEQSKETCH_QUERY_THREADS=n`` inside."""
+    before = os.environ.get("SEQSKETCH_QUERY_THREADS")
+    os.environ["SEQSKETCH_QUERY_THREADS"] = str(n)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["SEQSKETCH_QUERY_THREADS"]
+        else:
+            os.environ["SEQSKETCH_QUERY_THREADS"] = before
