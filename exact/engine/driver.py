@@ -39,11 +39,9 @@ events whose partition attribute is null belong to no partition.
 from __future__ import annotations
 
 import functools
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -73,9 +71,10 @@ from exact.engine.ordering import (
     successors,
     value_columns,
 )
-from exact.engine.parallel import Cancelled, query_threads, run_parts, split_windows
+from exact.engine.parallel import query_threads, run_parts, split_windows
 from exact.engine.program import automaton_tables, run_attributes, run_program
 from exact.engine.prune import candidate_windows, necessary_starts
+from exact.engine.slices import Slicing, exists_only, run_slices
 from exact.errors import QueryLimitError
 from exact.prefilter import EventFrame, variable_bits
 from exact.query.ast import Query, Return, Strategy, WithinEvents, WithinTime
@@ -87,20 +86,8 @@ __all__ = ["Budget", "Match", "MatchTable", "absent_types", "answer", "evaluate"
 #: Positive variables are bits of a 63-bit mask.
 MAX_VARIABLES = 62
 _I64 = np.int64
-#: Kernel work between two looks at the clock, and the first bound on one window's work.
-_SLICE_STEPS = 50_000
+#: The first bound on one window's kernel work (a window over it is run again with more).
 _WINDOW_STEPS = 200_000
-
-
-class _Slicing(NamedTuple):
-    """How the windows' kernel calls run and what they keep (see :meth:`_Evaluation._windows`)."""
-
-    returns: Return
-    limit: int | None
-    post: bool  # matches filtered after the kernels (OR alternatives, negation): every one kept
-    mode: int  # the kernels' RETURN code
-    keep: int  # matches the kernels keep
-    stop_after: int | None  # RETURN matches under a limit: stop once more than this many are found
 
 
 @dataclass(frozen=True)
@@ -297,16 +284,16 @@ class _Evaluation:
         chains = run_chains(shape, self.em, self.keys, self.ends, firsts)
         m = len(chains.starts)
         if returns == Return.EXISTS and not self.plan.negatives:
-            return _exists_only(self.names) if m else MatchTable(self.names)
+            return exists_only(self.names) if m else MatchTable(self.names)
         start = self.seq[chains.starts]
         end = self.seq[chains.last]
         if self.plan.negatives:
             off, var, pos = chain_rows(shape, chains, self.em, np.arange(m))
             table = MatchTable(self.names, start, end, off, var, self.seq[pos], count=None)
-            table = table.take(self._negation(table))
+            table = table.take(self.negation(table))
             table.count = len(table)
             table.spans = merge_spans(table.start, table.end)
-            return self._cut(table, Return.MATCHES if returns == Return.CASES else returns, limit)
+            return self.cut(table, Return.MATCHES if returns == Return.CASES else returns, limit)
         table = MatchTable(self.names, start, end, count=m)
         if returns == Return.CASES:  # every match's first and last event, no bindings: one match per start
             table.spans, table.off = None, np.zeros(m + 1, dtype=_I64)
@@ -322,7 +309,7 @@ class _Evaluation:
             table.start, table.end = start[:0], end[:0]
         return table
 
-    def _cut(self, table: MatchTable, returns: Return, limit: int | None) -> MatchTable:
+    def cut(self, table: MatchTable, returns: Return, limit: int | None) -> MatchTable:
         """``table`` (complete) reduced to what ``returns`` keeps."""
         if returns != Return.MATCHES:
             out = MatchTable(self.names, count=table.count, spans=table.spans, complete=table.complete)
@@ -343,7 +330,7 @@ class _Evaluation:
             return kept
         return table
 
-    def _negation(self, table: MatchTable) -> np.ndarray:
+    def negation(self, table: MatchTable) -> np.ndarray:
         return negation_filter(self.plan, self.frame, table,
                                lambda: self.partition_codes(self.query.partition_by))
 
@@ -406,16 +393,16 @@ class _Evaluation:
             kernel = {Strategy.SKIP_TILL_NEXT_MATCH: kernels.next_match,
                       Strategy.ROBUST_SKIP_TILL_NEXT_MATCH: kernels.robust_next_match,
                       Strategy.SKIP_TILL_ANY_MATCH: kernels.any_match}[self.query.strategy]
-        how = _Slicing(returns, limit, post, mode, keep, stop_after)
+        how = Slicing(returns, limit, post, mode, keep, stop_after)
         # every window runs (nothing stops early), compiled, under an automaton strategy: the windows may split
         # over threads (a contiguity window follows one chain of successors: too little work to share)
         whole = stop_after is None and returns != Return.EXISTS and mode != K.EXISTS and not self.contiguous
         parts = split_windows(starts, events.window_end, query_threads() if whole and compiled else 1)
         try:
             if len(parts) == 1:
-                return self._slices(kernel, events, machine, program, starts, how, budget)
-            tables = run_parts(lambda part, cancel: self._slices(kernel, events, machine, program, part, how,
-                                                                 budget, cancel), parts)
+                return run_slices(self, kernel, events, machine, program, starts, how, budget)
+            tables = run_parts(lambda part, cancel: run_slices(self, kernel, events, machine, program, part, how,
+                                                               budget, cancel), parts)
             done = [t for t in tables if t is not None]
             return combined(self.names, done) if len(done) == len(tables) else None
         except QueryLimitError as err:
@@ -426,100 +413,7 @@ class _Evaluation:
                 "must be searched whole before its matches are ordered, and here one window's combinations "
                 "outgrew the time", where=err.where) from err
 
-    def _slices(self, kernel: Callable[..., K.Arrays], events: K.Events, machine: K.Machine,
-                program: K.RunProgram, starts: np.ndarray, how: _Slicing, budget: Budget,
-                cancel: threading.Event | None = None) -> MatchTable | None:
-        """The slices of :meth:`_windows`' kernel calls (see there); ``cancel``: a part of several, which stops
-        (:class:`~exact.engine.parallel.Cancelled`) once another part failed."""
-        returns, limit, post, mode, keep, stop_after = how
-        found = K.Found(np.zeros(K.OUT_FIELDS, dtype=_I64), np.zeros((16, 2), dtype=_I64),
-                        np.zeros(16, dtype=_I64), np.zeros(17, dtype=_I64), np.zeros(16, dtype=_I64),
-                        np.zeros(16, dtype=_I64))
-        out = found.out
-        abort = budget.window_steps
-        first = 0
-        chunks: list[MatchTable] = []
-        done_kept = 0
-        kept_after_post = 0
-        stopped = False
-        retried = False  # the last call aborted the window it is to start from
-        while first < len(starts):
-            budget.check()
-            if cancel is not None and cancel.is_set():
-                raise Cancelled
-            called = time.monotonic()
-            window = K.Windows(starts, first, mode, keep, _SLICE_STEPS, abort)
-            found = K.Found(*kernel(events, machine, program, window, found))
-            if out[K.INEXACT]:
-                return None
-            if out[K.ABORTED]:
-                # one window's work outgrew the bound: the windows before it in this call are done (the
-                # kernel undid the aborted one only), so go on from it; read the clock, then give it more —
-                # four times as much, but, once a call held that window alone (its pace is then the
-                # window's own), no more than that pace fits before the deadline: a window that needs more
-                # cannot finish in time, and the query stops there instead of overrunning it
-                aborted = int(out[K.NEXT])
-                alone = aborted == first and retried
-                first, retried = aborted, True
-                spent = max(time.monotonic() - called, 1e-6)
-                if budget.stop_early:
-                    budget.check(ahead=4 * spent)
-                if budget.deadline is not None and alone:
-                    fits = int(abort * (budget.deadline - time.monotonic()) / spent)
-                    if fits <= abort:
-                        budget.check(ahead=float("inf"))
-                    abort = min(abort * 4, fits)
-                else:
-                    abort *= 4
-                continue
-            retried = False
-            first = int(out[K.NEXT])
-            if post:
-                chunk = self._kept(found, events.seq, done_kept)
-                done_kept = int(out[K.KEPT])
-                chunk = self._merge_alternatives(chunk)
-                chunk = chunk.take(self._negation(chunk)) if self.plan.negatives else chunk
-                if len(chunk):
-                    chunks.append(chunk)
-                    kept_after_post += len(chunk)
-                if returns == Return.EXISTS and kept_after_post:
-                    break
-            elif mode == K.EXISTS and out[K.FOUND]:
-                break
-            if stop_after is not None and first < len(starts) and (
-                    kept_after_post if post else int(out[K.FOUND])) > stop_after:
-                stopped = True
-                break
-        if post:
-            table = _concat(self.names, chunks)
-            if returns == Return.EXISTS and len(table):
-                return _exists_only(self.names)
-            table.count = None if stopped else len(table)
-            table.spans = None if stopped else merge_spans(table.start, table.end)
-            table.complete = not stopped
-            return self._cut(table, returns, limit)
-        if mode == K.EXISTS:
-            return _exists_only(self.names) if out[K.FOUND] else MatchTable(self.names)
-        table = self._kept(found, events.seq, 0) if mode == K.MATCHES else MatchTable(self.names)
-        table.count = None if stopped else int(out[K.FOUND])
-        iv = found.intervals[:int(out[K.INTERVALS])]
-        # (windows of different partitions interleave in the stream: their spans are merged once more)
-        table.spans = merge_spans(iv[:, 0], iv[:, 1]) if mode in (K.SPANS, K.MATCHES) and not stopped else None
-        table.complete = not stopped
-        return self._cut(table, returns, limit) if mode == K.MATCHES else table
-
-    def _kept(self, found: K.Found, seq: np.ndarray, since: int) -> MatchTable:
-        """The matches the kernels kept from number ``since`` on, as a table (seqs, rows in stream order)."""
-        m = int(found.out[K.KEPT])
-        off = found.m_off[since:m + 1] - found.m_off[since]
-        rows = slice(int(found.m_off[since]), int(found.m_off[m]))
-        pos = found.b_pos[rows]
-        start = seq[found.m_start[since:m]]
-        end = seq[pos[off[1:] - 1]] if m > since else start
-        return MatchTable(self.names, start, end, off.astype(_I64), found.b_var[rows].copy(), seq[pos],
-                          count=m - since)
-
-    def _merge_alternatives(self, table: MatchTable) -> MatchTable:
+    def merge_alternatives(self, table: MatchTable) -> MatchTable:
         """An OR position bound to the same events under several alternatives is one match, reported under
         the first alternative (pattern order) — docs/contract.md §2: bound by exactly one alternative."""
         ors = [m for m in set(self.plan.group_members) if len(m) > 1]
@@ -549,25 +443,6 @@ class _Evaluation:
         out = table.take(keep)
         out.count = len(out)
         return out
-
-
-def _exists_only(names: tuple[str, ...]) -> MatchTable:
-    """The answer to ``RETURN exists`` once a match is found: yes, the count unknown (the search stopped)."""
-    return MatchTable(names, count=None, spans=None, complete=False, found_one=True)
-
-
-def _concat(names: tuple[str, ...], tables: Sequence[MatchTable]) -> MatchTable:
-    if not tables:
-        return MatchTable(names)
-    offs, base = [], 0
-    for t in tables:
-        offs.append(t.off[:-1] + base)
-        base += int(t.off[-1])
-    off = np.concatenate(offs + [np.asarray([base], dtype=_I64)])
-    return MatchTable(names, np.concatenate([t.start for t in tables]),
-                      np.concatenate([t.end for t in tables]), off,
-                      np.concatenate([t.var for t in tables]), np.concatenate([t.seq for t in tables]),
-                      count=sum(len(t) for t in tables))
 
 
 def warm_up() -> float:

@@ -169,14 +169,14 @@ def test_a_limit_stops_once_its_matches_are_certain(strategy: Strategy, data: st
     """With slices of a few steps the kernels stop between windows often, so ``RETURN matches`` under a
     limit stops early whenever more matches than the limit were found: the matches it keeps are still the
     reference's first ``limit``, its count is unknown only then, and otherwise whole."""
-    import exact.engine.driver as driver
+    import exact.engine.slices as slices
 
     query = data.draw(engine_queries(strategy))
     rows = data.draw(engine_streams())
     table = stream_table(rows)
     expected = sorted(reference_matches(query, table))
-    saved = driver._SLICE_STEPS
-    driver._SLICE_STEPS = data.draw(st.sampled_from([1, 2, 5]))
+    saved = slices.SLICE_STEPS
+    slices.SLICE_STEPS = data.draw(st.sampled_from([1, 2, 5]))
     try:
         for limit in (1, 2, 3):
             cut = evaluate_table(query, table, returns=Return.MATCHES, limit=limit, chains=False)
@@ -186,7 +186,7 @@ def test_a_limit_stops_once_its_matches_are_certain(strategy: Strategy, data: st
             else:
                 assert cut.count == len(expected) and cut.complete, (limit, query)
     finally:
-        driver._SLICE_STEPS = saved
+        slices.SLICE_STEPS = saved
 
 
 @pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
