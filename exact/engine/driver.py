@@ -41,7 +41,6 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -74,7 +73,7 @@ from exact.engine.ordering import (
 from exact.engine.parallel import query_threads, run_parts, split_windows
 from exact.engine.program import automaton_tables, run_attributes, run_program
 from exact.engine.prune import candidate_windows, necessary_starts
-from exact.engine.slices import Slicing, exists_only, run_slices
+from exact.engine.slices import Budget, Slicing, exists_only, run_slices
 from exact.errors import QueryLimitError
 from exact.prefilter import EventFrame, variable_bits
 from exact.query.ast import Query, Return, Strategy, WithinEvents, WithinTime
@@ -86,36 +85,6 @@ __all__ = ["Budget", "Match", "MatchTable", "absent_types", "answer", "evaluate"
 #: Positive variables are bits of a 63-bit mask.
 MAX_VARIABLES = 62
 _I64 = np.int64
-#: The first bound on one window's kernel work (a window over it is run again with more).
-_WINDOW_STEPS = 200_000
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A query's limits: the monotonic time it must be answered by (None: no limit).
-
-    ``window_steps`` is the first bound on one window's work (a window past it is run again with four
-    times the bound, after a look at the clock); ``stop_early`` gives up as soon as that next run, at the
-    pace of the last, would end past the deadline — for searches whose answer is only a hint (explain),
-    not for a query's own answer, which runs until its deadline."""
-
-    deadline: float | None = None
-    timeout_ms: int | None = None
-    window_steps: int = _WINDOW_STEPS
-    stop_early: bool = False
-
-    @classmethod
-    def of_ms(cls, timeout_ms: int | None) -> Budget:
-        if not timeout_ms:
-            return cls()
-        return cls(time.monotonic() + timeout_ms / 1000.0, timeout_ms)
-
-    def check(self, ahead: float = 0.0) -> None:
-        """Raise :class:`QueryLimitError` when the deadline has passed (or will have, ``ahead`` seconds
-        from now)."""
-        if self.deadline is not None and time.monotonic() + ahead > self.deadline:
-            raise QueryLimitError(f"the query took longer than the limit of {self.timeout_ms} ms; narrow it "
-                                  "(WITHIN, BETWEEN, PARTITION BY) or use mode 'approximate'")
 
 
 def evaluate(query: Query, events: pa.Table | Iterable[pa.RecordBatch] | EventFrame, *,

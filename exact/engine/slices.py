@@ -4,7 +4,8 @@ Each call runs the windows from where the last one stopped until its work passes
 calls the clock is read (the query's time limit), a part of several looks whether another part failed
 (:mod:`exact.engine.parallel`), the matches the kernels kept are taken out (and filtered: OR alternatives,
 negation), and a window whose own work outgrew its bound is run again with more.  ``RETURN exists`` stops at
-the first match and ``RETURN matches`` under a limit once more than ``limit`` are found.
+the first match and ``RETURN matches`` under a limit once more than ``limit`` are found.  :class:`Budget` is
+a query's limits as the slices keep them.
 """
 
 from __future__ import annotations
@@ -12,21 +13,66 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
 import exact.engine.kernels as K
 from exact.engine.matchtable import MatchTable, merge_spans
 from exact.engine.parallel import Cancelled
+from exact.errors import QueryLimitError
 from exact.query.ast import Return
 
 if TYPE_CHECKING:
-    from exact.engine.driver import Budget, _Evaluation
+    from exact.query.normalize import Plan
 
 _I64 = np.int64
-#: Kernel work between two looks at the clock.
+#: Kernel work between two looks at the clock, and the first bound on one window's work (a window over it is
+#: run again with more).
 SLICE_STEPS = 50_000
+WINDOW_STEPS = 200_000
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A query's limits: the monotonic time it must be answered by (None: no limit).
+
+    ``window_steps`` is the first bound on one window's work (a window past it is run again with four
+    times the bound, after a look at the clock); ``stop_early`` gives up as soon as that next run, at the
+    pace of the last, would end past the deadline — for searches whose answer is only a hint (explain),
+    not for a query's own answer, which runs until its deadline."""
+
+    deadline: float | None = None
+    timeout_ms: int | None = None
+    window_steps: int = WINDOW_STEPS
+    stop_early: bool = False
+
+    @classmethod
+    def of_ms(cls, timeout_ms: int | None) -> Budget:
+        if not timeout_ms:
+            return cls()
+        return cls(time.monotonic() + timeout_ms / 1000.0, timeout_ms)
+
+    def check(self, ahead: float = 0.0) -> None:
+        """Raise :class:`QueryLimitError` when the deadline has passed (or will have, ``ahead`` seconds
+        from now)."""
+        if self.deadline is not None and time.monotonic() + ahead > self.deadline:
+            raise QueryLimitError(f"the query took longer than the limit of {self.timeout_ms} ms; narrow it "
+                                  "(WITHIN, BETWEEN, PARTITION BY) or use mode 'approximate'")
+
+
+class Evaluation(Protocol):
+    """What the slices ask of the evaluation they run for (:class:`exact.engine.driver._Evaluation`)."""
+
+    names: tuple[str, ...]
+    plan: Plan
+
+    def merge_alternatives(self, table: MatchTable) -> MatchTable: ...
+
+    def negation(self, table: MatchTable) -> np.ndarray: ...
+
+    def cut(self, table: MatchTable, returns: Return, limit: int | None) -> MatchTable: ...
 
 
 class Slicing(NamedTuple):
@@ -40,7 +86,7 @@ class Slicing(NamedTuple):
     stop_after: int | None  # RETURN matches under a limit: stop once more than this many are found
 
 
-def run_slices(ev: _Evaluation, kernel: Callable[..., K.Arrays], events: K.Events, machine: K.Machine,
+def run_slices(ev: Evaluation, kernel: Callable[..., K.Arrays], events: K.Events, machine: K.Machine,
                program: K.RunProgram, starts: np.ndarray, how: Slicing, budget: Budget,
                cancel: threading.Event | None = None) -> MatchTable | None:
     """``kernel`` over the windows of ``starts`` (of the evaluation ``ev``), slice by slice (see the module
