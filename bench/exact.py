@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from bench.corpora import BPIC, DEFAULT_DATA
-from bench.timing import query_threads
+from bench.timing import threads_set
 from exact.engine import evaluate
 from exact.query.ast import Query, Strategy
 from exact.query.language import parse
@@ -131,7 +131,7 @@ def row_json(r: Row) -> dict:
 def run(quick: bool = False) -> dict:
     """The benchmark registry's entry point (``python -m bench exact``): every row as JSON, plus the
     side-by-side ratios of each switch (two-phase on/off, prefilter on/off) per workload and strategy."""
-    with query_threads(1):  # events per CPU second of one core (docs/operations.md: a query's threads)
+    with threads_set(1):  # events per CPU second of one core (docs/operations.md: a query's threads)
         rows = measure_all(repeat=1 if quick else 3, quick=quick)
     by_key = {(r.workload, r.strategy, r.two_phase, r.prefilter): r for r in rows}
     ratios = []
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     if not DATA.is_file():
         print(f"bench.exact: {DATA} not found", file=sys.stderr)
         return 1
-    with query_threads(1):
+    with threads_set(1):
         rows = measure_all(args.repeat, args.prefix, args.quick)
     if args.json:
         print(json.dumps([row_json(r) for r in rows], indent=2))

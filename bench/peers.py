@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from api.service import run_query
-from bench.timing import query_threads, timed
+from bench.timing import threads_set, timed
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 
@@ -106,9 +106,9 @@ def same_answer(q: Question, ours: dict[str, Any], theirs: list[tuple]) -> bool:
 def measure(label: str, stream: pa.Table, rounds: int) -> list[dict[str, Any]]:
     import duckdb
 
-    from exact.engine.parallel import query_threads as cores_of
+    from exact.engine.parallel import query_threads
 
-    cores = cores_of()
+    cores = query_threads()
 
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="seqsketch-peers-") as tmp:
@@ -132,7 +132,7 @@ def measure(label: str, stream: pa.Table, rounds: int) -> list[dict[str, Any]]:
                 settings = (("", cores), ("_1t", 1))
                 for mode in ("exact", "verified"):
                     for suffix, threads in settings if k % 2 else settings[::-1]:  # neither always first
-                        with query_threads(threads):
+                        with threads_set(threads):
                             seconds = timed(lambda m=mode, t=text: run_query(home, label, t, mode=m))[1]
                         times[mode + suffix].append(1000 * seconds)
                 times["duckdb"].append(1000 * timed(lambda s=sql: con.execute(s).fetchall())[1])

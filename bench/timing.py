@@ -43,7 +43,7 @@ class RecallError(AssertionError):
 
 
 @contextlib.contextmanager
-def query_threads(n: int) -> Iterator[None]:
+def threads_set(n: int) -> Iterator[None]:
     """Queries run with ``SEQSKETCH_QUERY_THREADS=n`` inside."""
     before = os.environ.get("SEQSKETCH_QUERY_THREADS")
     os.environ["SEQSKETCH_QUERY_THREADS"] = str(n)

@@ -13,7 +13,9 @@ their rank among all strings compared, so that the order of ranks is the order o
 
 from __future__ import annotations
 
-import numba
+import functools
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -174,7 +176,7 @@ def successors(codes: np.ndarray | None, n: int) -> np.ndarray:
     if top < max(4 * n, 1 << 16):
         # codes numbered densely (dictionary indices, group numbers): one backward pass, linear, where a
         # sort of the codes with their positions was most of a scan's time
-        return _next_same(np.ascontiguousarray(codes, dtype=_I64), top + 1)
+        return _next_same_compiled()(np.ascontiguousarray(codes, dtype=_I64), top + 1)
     order = np.lexsort((np.arange(n), codes))
     nxt = np.full(n, n, dtype=_I64)
     same = codes[order[:-1]] == codes[order[1:]]
@@ -183,8 +185,17 @@ def successors(codes: np.ndarray | None, n: int) -> np.ndarray:
     return nxt
 
 
-@numba.njit(cache=True, nogil=True)
-def _next_same(codes: np.ndarray, distinct: int) -> np.ndarray:  # pragma: no cover - compiled
+@functools.cache
+def _next_same_compiled() -> Callable[[np.ndarray, int], np.ndarray]:
+    """:func:`_next_same` compiled (cached on disk) on first use: importing the engine loads no numba, so a
+    question the vectorised paths answer never does."""
+    import numba
+
+    compiled: Callable[[np.ndarray, int], np.ndarray] = numba.njit(cache=True, nogil=True)(_next_same)
+    return compiled
+
+
+def _next_same(codes: np.ndarray, distinct: int) -> np.ndarray:
     """Per event, the next event with its code (codes in [-1, distinct); -1: none), or n."""
     n = len(codes)
     nxt = np.full(n, n, dtype=np.int64)
