@@ -101,15 +101,10 @@ class RunTables:
     decides (:func:`exact.query.operands.decidable` after it and not before, or ranging over the variable it
     binds); those of a final state ``q``, checked when a match in ``q`` is reported, are
     ``ck[fin_off[q]:fin_off[q + 1]]`` — the ones still undecided (they read a run of the last element).
-    ``tr_begin[t]`` says whether ``t`` binds its variable's first event."""
+    ``tr_begin[t]`` says whether ``t`` binds its variable's first event.  These arrays are held in
+    ``program``, a :class:`RunProgram` whose literal columns and row shapes :func:`run_program` fills in."""
 
-    tr_begin: np.ndarray
-    ck_off: np.ndarray
-    fin_off: np.ndarray
-    ck: np.ndarray
-    run_base: np.ndarray
-    sl_off: np.ndarray
-    slots: np.ndarray
+    program: RunProgram
     literals: tuple[Scalar, ...]
     width_int: int
     width_float: int
@@ -171,7 +166,7 @@ def _tables(query: Query, dropped: frozenset[str], _signature: tuple[str, ...]) 
         return np.asarray(values, dtype=_I64)
 
     # a transition without a relation, prev condition or run check fires on every event of its variable
-    plain = ((np.diff(rc_off) == 0) & (np.diff(pc_off) == 0) & (np.diff(runs.ck_off) == 0)).astype(np.int8)
+    plain = ((np.diff(rc_off) == 0) & (np.diff(pc_off) == 0) & (np.diff(runs.program.ck_off) == 0)).astype(np.int8)
     machine = Machine(
         final=np.asarray([aut.is_final(q) for q in order], dtype=np.bool_),
         relevant=arr([aut.relevant_mask(q) for q in order]),
@@ -285,10 +280,14 @@ def _run_tables(plan: Plan, aut: Automaton, order: list[int], col: Callable[[str
     for side in (LEFT, RIGHT):  # slots are numbered by variable: renumber the aggregate operands
         agg = ck[:, side] == OP_AGG
         ck[agg, side + 1] = [renumber[int(j)] for j in ck[agg, side + 1]]
-    return RunTables(
+    empty_i, empty_f = np.zeros(0, dtype=_I64), np.zeros(0, dtype=np.float64)
+    program = RunProgram(
         tr_begin=np.asarray(tr_begin, dtype=_I64), ck_off=np.asarray(ck_off, dtype=_I64),
         fin_off=np.asarray(fin_off, dtype=_I64), ck=ck, run_base=run_base, sl_off=sl_off, slots=slots,
-        literals=tuple(literals), width_int=first_slot + SLOT_WIDTH * len(by_var), width_float=len(by_var))
+        lit_kind=empty_i, lit_value=empty_f, lit_int=empty_i, int_row=np.zeros((0, 0), dtype=_I64),
+        float_row=np.zeros((0, 0), dtype=np.float64))
+    return RunTables(program=program, literals=tuple(literals), width_int=first_slot + SLOT_WIDTH * len(by_var),
+                     width_float=len(by_var))
 
 
 def run_program(runs: RunTables, ranks: Mapping[str, float], python: bool) -> RunProgram | None:
@@ -313,14 +312,15 @@ def run_program(runs: RunTables, ranks: Mapping[str, float], python: bool) -> Ru
         lf.append(f)
         li.append(i)
     ints = object if python else _I64
-    return RunProgram(runs.tr_begin, runs.ck_off, runs.fin_off, runs.ck, runs.run_base, runs.sl_off, runs.slots,
-                      np.asarray(lk, dtype=_I64), np.asarray(lf, dtype=np.float64), np.asarray(li, dtype=ints),
-                      np.zeros((0, runs.width_int), dtype=ints), np.zeros((0, runs.width_float), dtype=np.float64))
+    return runs.program._replace(
+        lit_kind=np.asarray(lk, dtype=_I64), lit_value=np.asarray(lf, dtype=np.float64),
+        lit_int=np.asarray(li, dtype=ints), int_row=np.zeros((0, runs.width_int), dtype=ints),
+        float_row=np.zeros((0, runs.width_float), dtype=np.float64))
 
 
 def run_attributes(tables: Tables) -> frozenset[str]:
     """The attributes the run checks read: their values are needed (not codes standing for them)."""
-    ck = tables.runs.ck
+    ck = tables.runs.program.ck
     cols: set[int] = set()
     for side in (LEFT, RIGHT):
         for kind, a, b in ck[:, side:side + 3].tolist():
@@ -328,5 +328,5 @@ def run_attributes(tables: Tables) -> frozenset[str]:
                 cols.add(a)
             elif kind in (OP_FIRST, OP_LAST):
                 cols.add(b)
-    cols.update(int(x) for x in tables.runs.slots[:, 1])
+    cols.update(int(x) for x in tables.runs.program.slots[:, 1])
     return frozenset(tables.attrs[c] for c in cols)

@@ -147,7 +147,7 @@ class Machine(NamedTuple):
 
 class RunProgram(NamedTuple):
     """A query's run conditions (SASE+ ``v[1]``, ``v[last]``, ``count``, aggregates) for the kernels: the
-    arrays of :class:`exact.engine.program.RunTables`, the literals as values, and the shape of a node's
+    arrays :class:`exact.engine.program.RunTables` lays out, the literals as values, and the shape of a node's
     rows (:func:`exact.engine.program.run_program`)."""
 
     #: per transition, 1 when it binds its variable's first event (a run begins anew)
