@@ -33,11 +33,9 @@ import pyarrow as pa
 import pytest
 
 from api.service import build_from_inputs as build_dataset
-from api.service import dataset_info
-from exact.errors import IndexCorrupt, SeqsketchError
 from exact.store import EventStore, dataset_dir, dataset_names, staged_dataset, store_dir, sweep_abandoned
 from sketch.dataset import Dataset
-from sketch.tree import BloomTree
+from tests.system.faultkit import assert_index_equals_rebuild, fresh_copy, later_events, stream
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,42 +75,6 @@ from api.cli import main  # noqa: E402
 sys.exit(main(sys.argv[1:]))
 '''
 
-BASE_EVENTS = 600
-BATCH_EVENTS = 900
-
-
-def jsonl(path: Path, first: int, count: int, start_ts: int) -> Path:
-    rng = random.Random(first)
-    lines = [f'{{"type": "T{rng.randrange(40)}", "ts": {start_ts + (first + i) * 7}, "case": {i % 13}}}\n'
-             for i in range(count)]
-    path.write_text("".join(lines))
-    return path
-
-
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("fault-inputs")
-    return {"base": jsonl(folder / "base.jsonl", 0, BASE_EVENTS, 1_600_000_000),
-            "batch": jsonl(folder / "batch.jsonl", BASE_EVENTS, BATCH_EVENTS, 1_600_000_000),
-            "other": jsonl(folder / "other.jsonl", 10_000, 300, 1_500_000_000)}
-
-
-@pytest.fixture(scope="module")
-def base_home(tmp_path_factory: pytest.TempPathFactory, inputs: dict[str, Path]) -> Path:
-    home = tmp_path_factory.mktemp("fault-base")
-    build_dataset(home, "ds", [str(inputs["base"])], leaf_size=64)
-    return home
-
-
-def fresh_copy(base_home: Path, target: Path) -> Path:
-    shutil.copytree(base_home, target, symlinks=True)
-    return target
-
-
-def stream(home: Path, name: str) -> pa.Table:
-    store = EventStore.open(store_dir(dataset_dir(name, home)))
-    return store.read_table(columns=["seq", "ts", "type"])
-
 
 def child_env(home: Path) -> dict[str, str]:
     """The environment of a child process: its home, and this repository first on its path, so that a child
@@ -129,18 +91,6 @@ def run_child(home: Path, kill_at: int, args: list[str], script: Path, *, exchan
     if done.returncode not in (0, -signal.SIGKILL):
         raise AssertionError(f"child failed: {done.returncode}: {done.stderr.decode()[-2000:]}")
     return done.returncode
-
-
-def assert_index_equals_rebuild(home: Path, name: str) -> None:
-    """The live index covers exactly the stored events and equals a tree built from them at once."""
-    snap = Dataset.open(home, name).snapshot()
-    table = stream(home, name)
-    assert snap.events == table.num_rows == snap.tree.n_events
-    assert table.column("seq").to_pylist() == list(range(table.num_rows))
-    rebuilt = BloomTree(snap.tree.config)
-    rebuilt.update(table.column("type"), table.column("ts"))
-    assert snap.tree.digest() == rebuilt.digest() == snap.index.index_digest
-    assert dataset_info(home, name)["index"]["index_digest"] == rebuilt.digest()
 
 
 def assert_committed_state(home: Path, name: str, candidates: list[pa.Table]) -> int:
@@ -188,7 +138,7 @@ def test_append_killed_at_every_step(tmp_path: Path, base_home: Path, inputs: di
             break
         # A restart: the next append completes and leaves nothing of the crash behind.
         build_dataset(home, "extra", [str(inputs["other"])])  # the home stays usable for other datasets
-        Dataset.open(home, "ds").append(_later_events(stream(home, "ds")))
+        Dataset.open(home, "ds").append(later_events(stream(home, "ds")))
         assert_index_equals_rebuild(home, "ds")
         assert_no_leftovers(home, "ds")
         shutil.rmtree(home)
@@ -196,12 +146,6 @@ def test_append_killed_at_every_step(tmp_path: Path, base_home: Path, inputs: di
         pytest.fail("the append never completed")
     assert seen == {0, 1}, "kills should land both before and after the commit"
     assert kill_at >= 4  # noqa: B031 - the loop visited several steps before completing
-
-
-def _later_events(current: pa.Table) -> pa.Table:
-    last = current.column("ts")[-1].value
-    return pa.table({"ts": pa.array([last + i for i in range(1, 51)], pa.timestamp("us", tz="UTC")),
-                     "type": [f"R{i % 3}" for i in range(50)]})
 
 
 def assert_no_leftovers(home: Path, name: str) -> None:
@@ -279,7 +223,7 @@ def test_a_killed_spark_appends_staging_goes_with_the_next_write(tmp_path: Path,
     home = fresh_copy(base_home, tmp_path / "home")
     left = dataset_dir("ds", home) / ".spark-staging-0123abcd"
     (left / "chunk").mkdir(parents=True)
-    Dataset.open(home, "ds").append(_later_events(stream(home, "ds")))
+    Dataset.open(home, "ds").append(later_events(stream(home, "ds")))
     assert not left.exists()
 
 
@@ -310,122 +254,6 @@ def test_append_and_build_killed_at_random_moments(tmp_path: Path, base_home: Pa
         if "fresh" in dataset_names(home):
             assert_index_equals_rebuild(home, "fresh")
         shutil.rmtree(home)
-
-
-# --- damaged files ------------------------------------------------------------------------------------------
-
-
-def damaged_copies(path: Path, rng: random.Random, count: int) -> list[bytes]:
-    data = path.read_bytes()
-    out = [data[: len(data) // 2], data[:-1], data + b"\x00", data[:64], b""]
-    for _ in range(count):
-        flipped = bytearray(data)
-        flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
-        out.append(bytes(flipped))
-    return out
-
-
-def live_index_file(home: Path, name: str) -> Path:
-    snap = EventStore.open(store_dir(dataset_dir(name, home))).snapshot()
-    return dataset_dir(name, home) / snap.extra["index"]["file"]
-
-
-def test_a_damaged_index_is_refused_never_used(tmp_path: Path, base_home: Path,
-                                               inputs: dict[str, Path]) -> None:
-    from api.service import run_query
-
-    home = fresh_copy(base_home, tmp_path / "home")
-    path = live_index_file(home, "ds")
-    original = path.read_bytes()
-    manifest = (store_dir(dataset_dir("ds", home)) / "manifest.json").read_bytes()
-    digest = Dataset.open(home, "ds").snapshot().tree.digest()
-    rng = random.Random(7)
-    refused = 0
-    for damaged in damaged_copies(path, rng, 25):
-        path.write_bytes(damaged)
-        try:
-            tree = Dataset.open(home, "ds").snapshot().tree
-        except IndexCorrupt as err:
-            assert str(path) in str(err)
-            refused += 1
-        else:
-            # Loaded: every checksum held, so the damage hit alignment padding outside the sections and
-            # the content is the very same (its digest is recomputed from the bits on load).
-            assert tree.digest() == digest
-            continue
-        with pytest.raises(IndexCorrupt):
-            run_query(home, "ds", "PATTERN SEQ(T1 a, T2 b)", mode="verified")
-        with pytest.raises(IndexCorrupt):
-            dataset_info(home, "ds")
-        with pytest.raises(IndexCorrupt):  # an append does not build on a damaged index
-            Dataset.open(home, "ds").append(_later_events(stream(home, "ds")))
-        assert (store_dir(dataset_dir("ds", home)) / "manifest.json").read_bytes() == manifest
-    assert refused >= 20
-    path.write_bytes(original)
-    assert_index_equals_rebuild(home, "ds")
-    # Exact mode needs no index and still answers while the index is damaged.
-    path.write_bytes(original[:-1])
-    assert run_query(home, "ds", "PATTERN SEQ(T1 a, T2 b)", mode="exact")["exists"] in (True, False)
-
-
-def test_a_damaged_index_is_refused_over_http(tmp_path: Path, base_home: Path) -> None:
-    from api.app import create_app
-    from api.state import service_state
-
-    home = fresh_copy(base_home, tmp_path / "home")
-    app = create_app({"SEQSKETCH_HOME": str(home), "DATABASE_URL": f"sqlite:///{home / 'catalog.db'}",
-                      "INPUT_ROOTS": [str(home)]})
-    try:
-        client = app.test_client()
-        assert client.post("/v1/datasets/ds/query", json={"query": "PATTERN T1 a"}).status_code == 200
-        path = live_index_file(home, "ds")
-        data = bytearray(path.read_bytes())
-        data[len(data) // 3] ^= 0x10
-        path.write_bytes(bytes(data))
-        for mode in ("verified", "approximate"):
-            response = client.post("/v1/datasets/ds/query", json={"query": "PATTERN T1 a", "mode": mode})
-            assert response.status_code == 500 and response.json["error"]["code"] == "index_corrupt", \
-                response.get_data(as_text=True)
-            assert "index" in response.json["error"]["message"]
-        append = client.post("/v1/datasets/ds/events", json=[{"type": "Z", "ts": "2030-01-01T00:00:00Z"}])
-        assert append.json["error"]["code"] == "index_corrupt"
-    finally:
-        state = service_state(app)
-        assert state.jobs is not None
-        state.jobs.shutdown()
-        state.catalog.dispose()
-
-
-def test_a_damaged_store_part_gives_a_clear_error(tmp_path: Path, base_home: Path) -> None:
-    from api.service import run_query
-
-    home = fresh_copy(base_home, tmp_path / "home")
-    snap = EventStore.open(store_dir(dataset_dir("ds", home))).snapshot()
-    path = store_dir(dataset_dir("ds", home)) / "parts" / snap.parts[0].file
-    original = path.read_bytes()
-    expected = stream(home, "ds")
-    query = "PATTERN SEQ(T1 a, T2 b)"
-    answer = run_query(home, "ds", query, mode="exact")
-    rng = random.Random(11)
-    for damaged in damaged_copies(path, rng, 30):
-        path.write_bytes(damaged)
-        try:
-            table = stream(home, "ds")
-        except SeqsketchError as err:
-            assert err.code == "store_corrupt" and str(path) in str(err), err
-            # a query the part's seek file serves (it has its own checksum) answers as before the damage,
-            # or, where the damage shows (the part's size), is refused; never a wrong answer
-            try:
-                again = run_query(home, "ds", query, mode="exact")
-            except SeqsketchError as refused:
-                assert refused.code == "store_corrupt" and "damaged" in str(refused)
-            else:
-                assert again["matches"] == answer["matches"] and again["count"] == answer["count"]
-            continue
-        # Read without error: then it must be the very same data (the flip hit padding or statistics).
-        assert table.equals(expected), "damaged part read back different events without an error"
-    path.write_bytes(original)
-    assert stream(home, "ds").equals(expected)
 
 
 # --- the server killed during a build job -------------------------------------------------------------------
