@@ -120,7 +120,8 @@ def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends:
         pos = np.flatnonzero((em & mask) != 0)
         if keys is not None:
             pos = pos[key[pos] >= 0]
-            enc.append(np.sort(key[pos] * base + pos))
+            # stable: a merge sort, which takes the runs already in key order (most of a read) whole
+            enc.append(np.sort(key[pos] * base + pos, kind="stable"))
         else:
             enc.append(pos.astype(_I64))  # one partition: already sorted
     if keys is not None:

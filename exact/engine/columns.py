@@ -247,8 +247,23 @@ def _pylist(column: pa.ChunkedArray) -> list[Any]:
         offsets = flat.offsets.to_numpy().tolist()
         valid = flat.is_valid().to_numpy(zero_copy_only=False).tolist()
         return [texts[a:b] if ok else None for a, b, ok in zip(offsets, offsets[1:], valid, strict=False)]
-    values: list[Any] = column.to_pylist()
-    return values
+    return python_values(column)
+
+
+def python_values(values: pa.Array | pa.ChunkedArray) -> list[Any]:
+    """The values of an Arrow array as Python's (what ``to_pylist`` gives), made column-wise: a dictionary
+    array is decoded with a take, and numbers and strings without nulls go through NumPy — ``to_pylist``
+    makes a scalar object per value first, a dictionary's ten times slower than this."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary.take(values.indices)
+    typ = values.type
+    if values.null_count == 0 and (pa.types.is_integer(typ) or pa.types.is_floating(typ)
+                                   or pa.types.is_boolean(typ) or pa.types.is_string(typ)
+                                   or pa.types.is_large_string(typ)):
+        return list(values.to_numpy(zero_copy_only=False).tolist())
+    return list(values.to_pylist())
 
 
 def rows_json(rows: pa.Table) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from exact.arrays import run_positions
-from exact.engine.columns import SeqTimes, cases_of, intervals_arrow, matches_arrow
+from exact.engine.columns import SeqTimes, cases_of, intervals_arrow, matches_arrow, python_values
 from exact.events import micros
 from exact.prefilter import EventFrame
 from exact.query.ast import Query, Return
@@ -288,7 +288,7 @@ def answer(query: Query, found: MatchTable | Sequence[Match],
                 {"start_seq": m.start_seq, "end_seq": m.end_seq, "start_ts": text[m.start_seq],
                  "end_ts": text[m.end_seq], "bindings": m.bindings_dict()} for m in shown]
         if cases is not None:
-            for match, value in zip(out["matches"], cases.to_pylist(), strict=True):
+            for match, value in zip(out["matches"], python_values(cases), strict=True):
                 match["case"] = value
     if query.returns in (Return.MATCHES, Return.INTERVALS):
         out["intervals"] = [{"start_seq": s, "end_seq": e, "start_ts": text[s], "end_ts": text[e]}
@@ -336,7 +336,7 @@ def _cases_answer(out: dict[str, Any], table: Any, times: Any, limit: int | None
         text = dict(zip(firsts.tolist(), iso_ts_many(times.many(firsts)), strict=True))
         out["cases"] = [{"case": value, "matches": n, "start_seq": a, "end_seq": b, "start_ts": text[a],
                          "end_ts": text[b]}
-                        for value, n, a, b in zip(cases.value.to_pylist(), cases.matches.tolist(),
+                        for value, n, a, b in zip(python_values(cases.value), cases.matches.tolist(),
                                                   cases.start.tolist(), cases.end.tolist(), strict=True)]
     out["truncated"] = not table.complete or len(cases) < len(every)
     return out

@@ -66,7 +66,7 @@ def negation_filter(plan: Plan, frame: EventFrame, table: MatchTable,
         cand = np.flatnonzero(property_mask(frame, nv))
         if codes is not None:
             cand = cand[codes[cand] >= 0]
-            enc = np.sort(codes[cand] * base + cand)
+            enc = np.sort(codes[cand] * base + cand, kind="stable")
         else:
             enc = cand.astype(_I64)
         kb = match_key[alive] * base

@@ -41,7 +41,7 @@ def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray | Non
     else:
         pos = np.flatnonzero((evmask != 0) & (keys >= 0))
         enc = keys[pos] * (len(evmask) + 1) + pos
-        perm = np.argsort(enc)
+        perm = np.argsort(enc, kind="stable")
         everyone, spos = enc[perm], pos[perm]
     em = evmask[spos]
     lo = np.flatnonzero(((em & aut.first_element_mask) != 0) & start_ok[spos])  # (5.2)
@@ -68,7 +68,7 @@ def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray | Non
             for h in right:
                 ok &= first[g] < last[h]
     out = starts[ok]
-    return out if keys is None else np.sort(out)
+    return out if keys is None else np.sort(out, kind="stable")
 
 
 def necessary_starts(aut: Automaton, evmask: np.ndarray, keys: np.ndarray, end: np.ndarray,
@@ -82,7 +82,7 @@ def necessary_starts(aut: Automaton, evmask: np.ndarray, keys: np.ndarray, end: 
     for gm, _ in groups:
         pos = np.flatnonzero((evmask & gm) != 0)
         pos = pos[keys[pos] >= 0]
-        encoded[gm] = np.sort(keys[pos] * base + pos)
+        encoded[gm] = np.sort(keys[pos] * base + pos, kind="stable")
 
     def next_in_partition(gm: int, starts: np.ndarray, after: np.ndarray, strictly: bool) -> np.ndarray:
         """Per start: the first position of group ``gm`` at (or after) ``after`` in its partition."""

@@ -329,7 +329,7 @@ def _by_type(f: SeekFile, ranges: np.ndarray, wanted: frozenset[str]
             pieces.append(rows[run_positions(first, end - first)])
     if not pieces:
         return np.zeros(0, np.int64), f.codes[:0], 0
-    found = pieces[0].astype(np.int64) if len(pieces) == 1 else np.sort(np.concatenate(pieces)).astype(np.int64)
+    found = (pieces[0] if len(pieces) == 1 else np.sort(np.concatenate(pieces), kind="stable")).astype(np.int64)
     return found, f.codes[found], len(found)
 
 

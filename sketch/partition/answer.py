@@ -134,7 +134,7 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
         if types is not None:
             in_tail &= np.isin(tail.codes, [i for i, t in enumerate(tail.types) if t in types])
         rows = np.concatenate([rows, tail.seq[in_tail]])
-    rows = np.sort(rows)
+    rows = np.sort(rows, kind="stable")
     if query.between is not None and hasattr(source, "seq_span"):
         # only events within BETWEEN take part: the seqs of its time range (ts never decreases along seq)
         lo, hi = source.seq_span(query.between.start, query.between.end)
