@@ -126,27 +126,26 @@ def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends:
             enc.append(pos.astype(_I64))  # one partition: already sorted
     if keys is not None:
         starts = starts[key[starts] >= 0]
+    starts = starts.astype(_I64)
     skey = key[starts] * base
-    alive = np.ones(len(starts), dtype=bool)
-    first = [starts.astype(_I64)]
+    window_end = ends[starts]
+    first = [starts]
     for i in range(1, k):
         e = enc[i]
         if not len(e):
-            alive[:] = False
-            first.append(np.zeros(len(starts), dtype=_I64))
+            skey = skey[:0]
+            window_end = window_end[:0]
+            first = [f[:0] for f in first]
+            first.append(skey)
             continue
         j = e.searchsorted(skey + first[i - 1], "right")
-        inside = j < len(e)
         hit = e[np.minimum(j, len(e) - 1)]
-        alive &= inside & (hit - skey < base) & (hit >= skey)
-        first.append(hit - skey)
-    window_end = ends[starts]
-    alive &= first[k - 1] <= window_end
-    idx = np.flatnonzero(alive)
-    starts = starts[idx]
-    skey = skey[idx]
-    first = [f[idx] for f in first]
-    window_end = window_end[idx]
+        # the chains still alive go on, the others are dropped now: each next search asks fewer
+        idx = np.flatnonzero((j < len(e)) & (hit - skey < base) & (hit >= skey) & (hit - skey <= window_end))
+        skey, window_end = skey[idx], window_end[idx]
+        first = [f[idx] for f in first]
+        first.append(hit[idx] - skey)
+    starts = first[0]
     run_lo: list[np.ndarray | None] = []
     run_hi: list[np.ndarray | None] = []
     for i in range(k):

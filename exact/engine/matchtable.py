@@ -144,10 +144,11 @@ class MatchTable:
             if bool((grid == grid[0]).all()) and len(set(grid[0].tolist())) == k:
                 # every match binds the same variables once each (a SEQ of single variables): by columns
                 bound = [self.names[v] for v in grid[0].tolist()]
-                values = self.seq[rows].reshape(-1, k, 1).tolist()  # each binding a one-seq list already
-                return [{"start_seq": a, "end_seq": b, "start_ts": text[a], "end_ts": text[b],
-                         "bindings": dict(zip(bound, row, strict=True))}
-                        for a, b, row in zip(starts, ends, values, strict=True)]
+                values = self.seq[rows].reshape(-1, k, 1)
+                columns = [values[:, j].tolist() for j in range(k)]  # each binding a one-seq list already
+                bindings = [dict(zip(bound, row, strict=False)) for row in zip(*columns, strict=False)]  # (all k long)
+                return [{"start_seq": a, "end_seq": b, "start_ts": text[a], "end_ts": text[b], "bindings": m}
+                        for a, b, m in zip(starts, ends, bindings, strict=True)]
         owner = np.repeat(np.arange(len(order), dtype=_I64), lengths)
         var = self.var[rows]
         by = np.lexsort((var, owner))  # stable: each variable's seqs stay in stream order
