@@ -216,6 +216,11 @@ def section_peers(record: dict[str, Any] | None) -> str:
             for x in r["rows"]]
     worst = (f"Worst ratio to DuckDB: exact {fmt(r.get('exact_worst_ratio'))}, verified "
              f"{fmt(r.get('verified_worst_ratio'))}.")
+    frequent = r.get("frequent_per_case") or {}
+    if frequent:
+        worst += " Worst over the frequent per-case questions (the two counts and the 4-element SEQ): " + "; ".join(
+            f"{label} exact {fmt(x['exact_worst_ratio'])}, verified {fmt(x['verified_worst_ratio'])}"
+            for label, x in frequent.items()) + "."
     return intro + "\n\n" + table(
         ("dataset (events)", "question", "query", "answer size", "exact ms", "verified ms", "DuckDB ms",
          "exact / DuckDB", "verified / DuckDB", "events verified read",

@@ -163,7 +163,7 @@ def test_peers_benchmark_asks_duckdb_the_same_questions_and_reports_it(shared_da
     verified modes answer (``measure`` raises otherwise), and the report's section shows every row."""
     pytest.importorskip("duckdb")
     from bench.corpora import Corpora
-    from bench.peers import QUESTIONS, measure
+    from bench.peers import FREQUENT, QUESTIONS, measure, summary
     from bench.report import section_peers
 
     stream = Corpora(data=shared_data).bpic_events(40_000)
@@ -171,8 +171,12 @@ def test_peers_benchmark_asks_duckdb_the_same_questions_and_reports_it(shared_da
     assert [r["question"] for r in rows] == [q.name for q in QUESTIONS]
     assert all(r["equal"] and r["events"] == 40_000 for r in rows)
     assert any(r["answer"] > 0 for r in rows) and any(r["answer"] == 0 for r in rows)
-    record = {"benchmark": "peers", "ran_at": "then", "results": {
-        "rounds": 1, "rows": rows, "exact_worst_ratio": max(r["exact_over_duckdb"] for r in rows),
-        "verified_worst_ratio": max(r["verified_over_duckdb"] for r in rows)}}
-    text = section_peers(record)
+    results = summary(1, rows)
+    frequent = [r for r in rows if r["question"] in FREQUENT]
+    assert len(frequent) == len(FREQUENT)
+    assert results["frequent_per_case"] == {"bpi": {
+        "exact_worst_ratio": max(r["exact_over_duckdb"] for r in frequent),
+        "verified_worst_ratio": max(r["verified_over_duckdb"] for r in frequent)}}
+    text = section_peers({"benchmark": "peers", "ran_at": "then", "results": results})
     assert text.count("| bpi (40,000) |") == len(QUESTIONS)
+    assert "frequent per-case questions" in text and "bpi exact" in text
