@@ -172,7 +172,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     corpora = Corpora()
     rounds = 3 if quick else 7
     bpi = corpora.bpic()
-    replays = (("replay", 4),) if quick else (("replay-1.3M", 5), ("replay-10M", 38))
+    replays = (("replay", 4),) if quick else (("replay-1m", 5), ("replay-10m", 38))
     rows = measure("bpi2012", bpi, rounds)
     for label, copies in replays:
         rows += measure(label, replay_log(corpora.bpic_raw(), copies * bpi.num_rows), rounds)
