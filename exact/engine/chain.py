@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exact.arrays import run_positions
+from exact.arrays import run_positions, sorted_ints
 from exact.engine.automaton import Automaton
 from exact.query.ast import Condition, Field
 from exact.query.normalize import Plan
@@ -120,8 +120,7 @@ def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends:
         pos = np.flatnonzero((em & mask) != 0)
         if keys is not None:
             pos = pos[key[pos] >= 0]
-            # stable: a merge sort, which takes the runs already in key order (most of a read) whole
-            enc.append(np.sort(key[pos] * base + pos, kind="stable"))
+            enc.append(sorted_ints(key[pos] * base + pos))
         else:
             enc.append(pos.astype(_I64))  # one partition: already sorted
     if keys is not None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from exact.arrays import sorted_ints
 from exact.engine.matchtable import MatchTable
 from exact.prefilter import EventFrame, property_mask
 from exact.query.ast import Aggregate, Condition, Field, Literal, RunEvent, WithinEvents, WithinTime
@@ -66,7 +67,7 @@ def negation_filter(plan: Plan, frame: EventFrame, table: MatchTable,
         cand = np.flatnonzero(property_mask(frame, nv))
         if codes is not None:
             cand = cand[codes[cand] >= 0]
-            enc = np.sort(codes[cand] * base + cand, kind="stable")
+            enc = sorted_ints(codes[cand] * base + cand)
         else:
             enc = cand.astype(_I64)
         kb = match_key[alive] * base

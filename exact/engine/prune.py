@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from exact.arrays import sorted_ints
 from exact.engine.automaton import Automaton
 
 _NEVER = np.iinfo(np.int64).max
@@ -41,7 +42,7 @@ def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray | Non
     else:
         pos = np.flatnonzero((evmask != 0) & (keys >= 0))
         enc = keys[pos] * (len(evmask) + 1) + pos
-        perm = np.argsort(enc, kind="stable")
+        perm = np.argsort(enc)
         everyone, spos = enc[perm], pos[perm]
     em = evmask[spos]
     lo = np.flatnonzero(((em & aut.first_element_mask) != 0) & start_ok[spos])  # (5.2)
@@ -68,7 +69,7 @@ def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray | Non
             for h in right:
                 ok &= first[g] < last[h]
     out = starts[ok]
-    return out if keys is None else np.sort(out, kind="stable")
+    return out if keys is None else sorted_ints(out)
 
 
 def necessary_starts(aut: Automaton, evmask: np.ndarray, keys: np.ndarray, end: np.ndarray,
@@ -82,7 +83,7 @@ def necessary_starts(aut: Automaton, evmask: np.ndarray, keys: np.ndarray, end: 
     for gm, _ in groups:
         pos = np.flatnonzero((evmask & gm) != 0)
         pos = pos[keys[pos] >= 0]
-        encoded[gm] = np.sort(keys[pos] * base + pos, kind="stable")
+        encoded[gm] = sorted_ints(keys[pos] * base + pos)
 
     def next_in_partition(gm: int, starts: np.ndarray, after: np.ndarray, strictly: bool) -> np.ndarray:
         """Per start: the first position of group ``gm`` at (or after) ``after`` in its partition."""

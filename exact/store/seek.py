@@ -55,7 +55,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from exact.arrays import joined, run_positions
+from exact.arrays import joined, run_positions, sorted_ints
 from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs
 
 MAGIC = b"SQSKSEEK"
@@ -329,7 +329,7 @@ def _by_type(f: SeekFile, ranges: np.ndarray, wanted: frozenset[str]
             pieces.append(rows[run_positions(first, end - first)])
     if not pieces:
         return np.zeros(0, np.int64), f.codes[:0], 0
-    found = (pieces[0] if len(pieces) == 1 else np.sort(np.concatenate(pieces), kind="stable")).astype(np.int64)
+    found = (pieces[0] if len(pieces) == 1 else sorted_ints(np.concatenate(pieces))).astype(np.int64)
     return found, f.codes[found], len(found)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from exact.arrays import sorted_ints
 from exact.engine import Budget, answer, evaluate_table, iso_ts_many
 from exact.engine.matchtable import match_times, merge_spans
 from exact.engine.parallel import query_threads
@@ -134,7 +135,7 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
         if types is not None:
             in_tail &= np.isin(tail.codes, [i for i, t in enumerate(tail.types) if t in types])
         rows = np.concatenate([rows, tail.seq[in_tail]])
-    rows = np.sort(rows, kind="stable")
+    rows = sorted_ints(rows)
     if query.between is not None and hasattr(source, "seq_span"):
         # only events within BETWEEN take part: the seqs of its time range (ts never decreases along seq)
         lo, hi = source.seq_span(query.between.start, query.between.end)
