@@ -107,10 +107,14 @@ class Chains:
 
 
 def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends: np.ndarray,
-               starts: np.ndarray) -> Chains:
+               starts: np.ndarray, ordered: bool = True) -> Chains:
     """The matches of the windows starting at ``starts`` (positions, stream order; each the first event
     of element 0).  ``em``: variable bits per event; ``keys``: partition per event (-1: none; None: one
-    partition); ``ends``: per event, the last position of the window it starts."""
+    partition); ``ends``: per event, the last position of the window it starts.  The matches come in
+    stream order of their starts, or (``ordered`` false: only counted) in any order.
+
+    The starts are searched in key order, so that each bisection reads the sorted array in one sweep
+    (with interleaved cases, a third of the time of searching in stream order at ten million events)."""
     n = len(em)
     base = n + 1
     k = len(shape.masks)
@@ -125,8 +129,11 @@ def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends:
             enc.append(pos.astype(_I64))  # one partition: already sorted
     if keys is not None:
         starts = starts[key[starts] >= 0]
-    starts = starts.astype(_I64)
-    skey = key[starts] * base
+    # every event of element 0 starts a window (the usual case): they are enc[0] already, in key order
+    by_key = enc[0] if len(starts) == len(enc[0]) else sorted_ints(key[starts] * base + starts)
+    starts = by_key % base
+    moved = len(starts) > 1 and bool(np.any(starts[1:] < starts[:-1]))
+    skey = by_key - starts
     window_end = ends[starts]
     first = [starts]
     for i in range(1, k):
@@ -144,6 +151,10 @@ def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends:
         skey, window_end = skey[idx], window_end[idx]
         first = [f[idx] for f in first]
         first.append(hit[idx] - skey)
+    if moved and ordered:  # back to stream order
+        back = np.argsort(first[0])
+        skey, window_end = skey[back], window_end[back]
+        first = [f[back] for f in first]
     starts = first[0]
     run_lo: list[np.ndarray | None] = []
     run_hi: list[np.ndarray | None] = []

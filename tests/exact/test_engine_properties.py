@@ -115,8 +115,9 @@ def test_starts_slicing_matches_filtering(query: Query, rows: list[dict], lo: in
 
 @st.composite
 def chain_queries(draw: st.DrawFn) -> Query:
-    """Skip-till-next-match over a SEQ of single, non-Kleene variables with properties only: the queries
-    the engine answers with one chain of bisections instead of windows (``_Evaluation._chain``)."""
+    """Skip-till-next-match over a SEQ of single, non-Kleene variables with properties only, in one stream or
+    per partition: the queries the engine answers with one chain of bisections instead of windows
+    (``_Evaluation._chains``; per partition its starts are searched in key order)."""
     n = draw(st.integers(1, 4))
     elements = tuple(Single(Var(f"v{i}", draw(st.sampled_from(ENGINE_TYPES + (None,))))) for i in range(n))
     conds = tuple(Condition(Field(f"v{draw(st.integers(0, n - 1))}", draw(st.sampled_from(("x", "y")))),
@@ -124,7 +125,8 @@ def chain_queries(draw: st.DrawFn) -> Query:
                   for _ in range(draw(st.integers(0, 2))))
     within = draw(st.sampled_from((None, WithinTime(draw(st.integers(0, 8))),
                                    WithinEvents(draw(st.integers(1, 7))))))
-    return Query(elements, conds, (), within, None, Strategy.SKIP_TILL_NEXT_MATCH)
+    partition_by = draw(st.sampled_from(((), ("k",), ("x",))))
+    return Query(elements, conds, partition_by, within, None, Strategy.SKIP_TILL_NEXT_MATCH)
 
 
 @SETTINGS
@@ -136,6 +138,19 @@ def test_chain_queries_equal_reference(query: Query, rows: list[dict], lo: int, 
     full = evaluate(query, table)
     part = evaluate(query, table, starts=(lo, lo + width))
     assert part == [m for m in full if lo <= m.start_seq <= lo + width]
+
+
+def test_a_partitioned_chain_cut_by_a_limit_keeps_the_first_matches() -> None:
+    """The chain searches per partition in key order (codes by first appearance: here key 2 before key 1)
+    and must give its matches back in stream order: the first match starts in key 1."""
+    kinds = [("B", 2), ("A", 1), ("A", 2), ("B", 1), ("B", 2)]
+    table = stream_table([{"seq": i, "ts": i, "type": t, "x": 0, "y": 0, "k": k} for i, (t, k) in enumerate(kinds)])
+    query = Query((Single(Var("a", "A")), Single(Var("b", "B"))), partition_by=("k",))
+    expected = reference_matches(query, table)
+    assert [m.start_seq for m in expected] == [1, 2]
+    cut = evaluate_table(query, table, returns=Return.MATCHES, limit=1)
+    assert cut.matches(1) == expected[:1]
+    assert evaluate_table(query, table, returns=Return.COUNT).count == 2
 
 
 @SETTINGS
