@@ -377,3 +377,19 @@ def write_jsonl(path: Path, rows: int, seed: int = 2) -> Path:
             lines.append("")
     path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode("utf-8") + b"\n")
     return path
+
+
+@st.composite
+def chain_queries(draw: st.DrawFn) -> Query:
+    """Skip-till-next-match over a SEQ of single, non-Kleene variables with properties only, in one stream or
+    per partition: the queries the engine answers with one chain of bisections instead of windows
+    (``_Evaluation._chains``; per partition its starts are searched in key order)."""
+    n = draw(st.integers(1, 4))
+    elements = tuple(Single(Var(f"v{i}", draw(st.sampled_from(ENGINE_TYPES + (None,))))) for i in range(n))
+    conds = tuple(Condition(Field(f"v{draw(st.integers(0, n - 1))}", draw(st.sampled_from(("x", "y")))),
+                            draw(st.sampled_from(OPS)), Literal(draw(st.integers(0, 3))))
+                  for _ in range(draw(st.integers(0, 2))))
+    within = draw(st.sampled_from((None, WithinTime(draw(st.integers(0, 8))),
+                                   WithinEvents(draw(st.integers(1, 7))))))
+    partition_by = draw(st.sampled_from(((), ("k",), ("x",))))
+    return Query(elements, conds, partition_by, within, None, Strategy.SKIP_TILL_NEXT_MATCH)

@@ -16,7 +16,10 @@ OR binds the first of them, as one match (docs/contract.md §2).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -107,26 +110,31 @@ class Chains:
 
 
 def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends: np.ndarray,
-               starts: np.ndarray, ordered: bool = True) -> Chains:
+               starts: np.ndarray, ordered: bool = True, threads: int = 1) -> Chains:
     """The matches of the windows starting at ``starts`` (positions, stream order; each the first event
     of element 0).  ``em``: variable bits per event; ``keys``: partition per event (-1: none; None: one
     partition); ``ends``: per event, the last position of the window it starts.  The matches come in
     stream order of their starts, or (``ordered`` false: only counted) in any order.
 
     The starts are searched in key order, so that each bisection reads the sorted array in one sweep
-    (with interleaved cases, a third of the time of searching in stream order at ten million events)."""
+    (with interleaved cases, a third of the time of searching in stream order at ten million events).
+    Each start's chain is its own: with ``threads`` > 1 and enough starts, contiguous pieces of them follow
+    their chains on their own threads (NumPy's sorts and searches release the GIL), as do the elements'
+    sorts, and the pieces are joined in order."""
     n = len(em)
     base = n + 1
     k = len(shape.masks)
     key = np.zeros(n, dtype=_I64) if keys is None else keys
-    enc: list[np.ndarray] = []
-    for mask in shape.masks:
+
+    def encoded(mask: int) -> np.ndarray:
         pos = np.flatnonzero((em & mask) != 0)
-        if keys is not None:
-            pos = pos[key[pos] >= 0]
-            enc.append(sorted_ints(key[pos] * base + pos))
-        else:
-            enc.append(pos.astype(_I64))  # one partition: already sorted
+        if keys is None:
+            return pos.astype(_I64)  # one partition: already sorted
+        pos = pos[key[pos] >= 0]
+        return sorted_ints(key[pos] * base + pos)
+
+    many = threads > 1 and len(starts) >= MIN_PARALLEL_STARTS
+    enc = _each(encoded, list(shape.masks), threads if many else 1)
     if keys is not None:
         starts = starts[key[starts] >= 0]
     # every event of element 0 starts a window (the usual case): they are enc[0] already, in key order
@@ -135,22 +143,11 @@ def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends:
     moved = len(starts) > 1 and bool(np.any(starts[1:] < starts[:-1]))
     skey = by_key - starts
     window_end = ends[starts]
-    first = [starts]
-    for i in range(1, k):
-        e = enc[i]
-        if not len(e):
-            skey = skey[:0]
-            window_end = window_end[:0]
-            first = [f[:0] for f in first]
-            first.append(skey)
-            continue
-        j = e.searchsorted(skey + first[i - 1], "right")
-        hit = e[np.minimum(j, len(e) - 1)]
-        # the chains still alive go on, the others are dropped now: each next search asks fewer
-        idx = np.flatnonzero((j < len(e)) & (hit - skey < base) & (hit >= skey) & (hit - skey <= window_end))
-        skey, window_end = skey[idx], window_end[idx]
-        first = [f[idx] for f in first]
-        first.append(hit[idx] - skey)
+    cuts = np.linspace(0, len(starts), (threads if many else 1) + 1).astype(np.int64).tolist()
+    pieces = _each(lambda ab: _follow(enc, base, skey[ab[0]:ab[1]], starts[ab[0]:ab[1]], window_end[ab[0]:ab[1]]),
+                   list(zip(cuts, cuts[1:], strict=False)), threads if many else 1)
+    skey, window_end = _joined([p[0] for p in pieces]), _joined([p[1] for p in pieces])
+    first = [_joined([p[2][i] for p in pieces]) for i in range(k)]
     if moved and ordered:  # back to stream order
         back = np.argsort(first[0])
         skey, window_end = skey[back], window_end[back]
@@ -218,3 +215,40 @@ def _first_member(members: tuple[int, ...], em: np.ndarray, at: np.ndarray) -> n
     return out
 
 
+#: A chain search splits across threads only with at least this many starts (below, a thread costs more).
+MIN_PARALLEL_STARTS = 100_000
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def _each(work: Callable[[_T], _R], items: list[_T], threads: int) -> list[_R]:
+    """``work`` of every item, in order: on up to ``threads`` threads at once."""
+    if threads <= 1 or len(items) <= 1:
+        return [work(x) for x in items]
+    with ThreadPoolExecutor(min(threads, len(items)), thread_name_prefix="seqsketch-chain") as pool:
+        return list(pool.map(work, items))
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
+def _follow(enc: list[np.ndarray], base: int, skey: np.ndarray, starts: np.ndarray, window_end: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The chains from ``starts`` (key ``skey`` · base, in key order): per element, bisect for the first
+    event after the previous one in the same partition and within the window; the chains that find none
+    are dropped.  Returns the surviving chains' keys, window ends and per element positions."""
+    first = [starts]
+    for i in range(1, len(enc)):
+        e = enc[i]
+        if not len(e):
+            return skey[:0], window_end[:0], [f[:0] for f in first] + [skey[:0]] * (len(enc) - i)
+        j = e.searchsorted(skey + first[i - 1], "right")
+        hit = e[np.minimum(j, len(e) - 1)]
+        # the chains still alive go on, the others are dropped now: each next search asks fewer
+        idx = np.flatnonzero((j < len(e)) & (hit - skey < base) & (hit >= skey) & (hit - skey <= window_end))
+        skey, window_end = skey[idx], window_end[idx]
+        first = [f[idx] for f in first]
+        first.append(hit[idx] - skey)
+    return skey, window_end, first

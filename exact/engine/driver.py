@@ -251,7 +251,8 @@ class _Evaluation:
 
     def _chains(self, shape: ChainShape, firsts: np.ndarray, returns: Return, limit: int | None) -> MatchTable:
         counted = returns in (Return.COUNT, Return.EXISTS) and not self.plan.negatives
-        chains = run_chains(shape, self.em, self.keys, self.ends, firsts, ordered=not counted)
+        chains = run_chains(shape, self.em, self.keys, self.ends, firsts, ordered=not counted,
+                            threads=query_threads())
         m = len(chains.starts)
         if returns == Return.EXISTS and not self.plan.negatives:
             return exists_only(self.names) if m else MatchTable(self.names)

@@ -13,19 +13,14 @@ from exact.engine import evaluate, evaluate_table, match_ts, merge_intervals, ts
 from exact.events import micros
 from exact.prefilter import EventFrame
 from exact.query.ast import (
-    Condition,
-    Field,
-    Literal,
     Query,
     Return,
     Single,
     Strategy,
     Var,
-    WithinEvents,
-    WithinTime,
 )
 from exact.reference import reference_matches, stream_table
-from tests.generators import ENGINE_TYPES, OPS, engine_queries, engine_streams, run_queries, scaled
+from tests.generators import chain_queries, engine_queries, engine_streams, run_queries, scaled
 
 
 def dictionary_typed(table: pa.Table) -> pa.Table:
@@ -111,22 +106,6 @@ def test_starts_slicing_matches_filtering(query: Query, rows: list[dict], lo: in
     for two_phase in (True, False):
         part = evaluate(query, table, starts=(lo, lo + width), two_phase=two_phase)
         assert part == [m for m in full if lo <= m.start_seq <= lo + width]
-
-
-@st.composite
-def chain_queries(draw: st.DrawFn) -> Query:
-    """Skip-till-next-match over a SEQ of single, non-Kleene variables with properties only, in one stream or
-    per partition: the queries the engine answers with one chain of bisections instead of windows
-    (``_Evaluation._chains``; per partition its starts are searched in key order)."""
-    n = draw(st.integers(1, 4))
-    elements = tuple(Single(Var(f"v{i}", draw(st.sampled_from(ENGINE_TYPES + (None,))))) for i in range(n))
-    conds = tuple(Condition(Field(f"v{draw(st.integers(0, n - 1))}", draw(st.sampled_from(("x", "y")))),
-                            draw(st.sampled_from(OPS)), Literal(draw(st.integers(0, 3))))
-                  for _ in range(draw(st.integers(0, 2))))
-    within = draw(st.sampled_from((None, WithinTime(draw(st.integers(0, 8))),
-                                   WithinEvents(draw(st.integers(1, 7))))))
-    partition_by = draw(st.sampled_from(((), ("k",), ("x",))))
-    return Query(elements, conds, partition_by, within, None, Strategy.SKIP_TILL_NEXT_MATCH)
 
 
 @SETTINGS

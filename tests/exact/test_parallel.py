@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
+import exact.engine.chain as chain
 import exact.engine.parallel as parallel
 from bench.exact import CASE_KLEENE, CHEMO, NEGATION, load_stream
 from exact.engine import evaluate_table, merge_intervals
@@ -20,7 +21,7 @@ from exact.engine.parallel import Cancelled, query_threads, run_parts, split_win
 from exact.query.ast import Return, Strategy
 from exact.query.language import parse
 from exact.reference import reference_matches, stream_table
-from tests.generators import engine_queries, engine_streams, run_queries, scaled
+from tests.generators import chain_queries, engine_queries, engine_streams, run_queries, scaled
 
 
 @pytest.fixture
@@ -55,6 +56,51 @@ def test_split_windows_answer_as_the_reference(every_call_splits: None, monkeypa
     assert evaluate_table(query, table, returns=Return.EXISTS, chains=False).exists == bool(expected)
     cut = evaluate_table(query, table, returns=Return.MATCHES, limit=1, chains=False)
     assert cut.matches(1) == expected[:1], query
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+@scaled(60, HealthCheck.function_scoped_fixture)
+@given(data=st.data())
+def test_split_chains_answer_as_the_reference(monkeypatch: pytest.MonkeyPatch, threads: int,
+                                              data: st.DataObject) -> None:
+    """The vectorised chain (skip-till-next-match SEQs) with its starts in pieces on several threads, in one
+    stream and per partition: every RETURN as the reference."""
+    monkeypatch.setattr(chain, "MIN_PARALLEL_STARTS", 1)
+    _with_threads(monkeypatch, threads)
+    query = data.draw(chain_queries())
+    table = stream_table(data.draw(engine_streams()))
+    expected = reference_matches(query, table)
+    assert evaluate_table(query, table, returns=Return.MATCHES).matches() == expected, query
+    assert evaluate_table(query, table, returns=Return.COUNT).count == len(expected), query
+    spans = evaluate_table(query, table, returns=Return.INTERVALS).spans
+    assert [tuple(x) for x in spans.tolist()] == merge_intervals(expected), query
+    assert evaluate_table(query, table, returns=Return.MATCHES, limit=1).matches(1) == expected[:1], query
+
+
+def test_a_real_chain_splits_and_answers_as_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BPI 2012's frequent W activities per case (tens of thousands of starts): two threads, the chain's
+    starts in pieces, give one thread's matches exactly."""
+    table, _ = load_stream()
+    query = parse("PATTERN SEQ('W_Completeren aanvraag' c, 'W_Nabellen offertes' n) PARTITION BY case "
+                  "WITHIN 30 days")
+    monkeypatch.setattr(chain, "MIN_PARALLEL_STARTS", 1000)
+    pieces: list[int] = []
+    real = chain._each
+
+    def counting(work, items, threads):  # noqa: ANN001, ANN202 - the real _each, its pieces counted
+        pieces.append(min(threads, len(items)))
+        return real(work, items, threads)
+
+    monkeypatch.setattr(chain, "_each", counting)
+    _with_threads(monkeypatch, 1)
+    one = evaluate_table(query, table)
+    assert set(pieces) == {1}
+    pieces.clear()
+    _with_threads(monkeypatch, 2)
+    two = evaluate_table(query, table)
+    assert set(pieces) == {2}
+    assert one.count == two.count > 1000
+    assert one.matches() == two.matches()
 
 
 @pytest.mark.parametrize("text", [
