@@ -16,15 +16,13 @@ OR binds the first of them, as one match (docs/contract.md §2).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 
 from exact.arrays import run_positions, sorted_ints
 from exact.engine.automaton import Automaton
+from exact.engine.parallel import each
 from exact.query.ast import Condition, Field
 from exact.query.normalize import Plan
 
@@ -134,7 +132,7 @@ def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends:
         return sorted_ints(key[pos] * base + pos)
 
     many = threads > 1 and len(starts) >= MIN_PARALLEL_STARTS
-    enc = _each(encoded, list(shape.masks), threads if many else 1)
+    enc = each(encoded, list(shape.masks), threads if many else 1)
     if keys is not None:
         starts = starts[key[starts] >= 0]
     # every event of element 0 starts a window (the usual case): they are enc[0] already, in key order
@@ -144,7 +142,7 @@ def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends:
     skey = by_key - starts
     window_end = ends[starts]
     cuts = np.linspace(0, len(starts), (threads if many else 1) + 1).astype(np.int64).tolist()
-    pieces = _each(lambda ab: _follow(enc, base, skey[ab[0]:ab[1]], starts[ab[0]:ab[1]], window_end[ab[0]:ab[1]]),
+    pieces = each(lambda ab: _follow(enc, base, skey[ab[0]:ab[1]], starts[ab[0]:ab[1]], window_end[ab[0]:ab[1]]),
                    list(zip(cuts, cuts[1:], strict=False)), threads if many else 1)
     skey, window_end = _joined([p[0] for p in pieces]), _joined([p[1] for p in pieces])
     first = [_joined([p[2][i] for p in pieces]) for i in range(k)]
@@ -217,18 +215,6 @@ def _first_member(members: tuple[int, ...], em: np.ndarray, at: np.ndarray) -> n
 
 #: A chain search splits across threads only with at least this many starts (below, a thread costs more).
 MIN_PARALLEL_STARTS = 100_000
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
-
-
-def _each(work: Callable[[_T], _R], items: list[_T], threads: int) -> list[_R]:
-    """``work`` of every item, in order: on up to ``threads`` threads at once."""
-    if threads <= 1 or len(items) <= 1:
-        return [work(x) for x in items]
-    with ThreadPoolExecutor(min(threads, len(items)), thread_name_prefix="seqsketch-chain") as pool:
-        return list(pool.map(work, items))
-
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)

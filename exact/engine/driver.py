@@ -70,7 +70,7 @@ from exact.engine.ordering import (
     successors,
     value_columns,
 )
-from exact.engine.parallel import query_threads, run_parts, split_windows
+from exact.engine.parallel import query_threads, run_parts, searched, split_windows
 from exact.engine.program import automaton_tables, run_attributes, run_program
 from exact.engine.prune import candidate_windows, necessary_starts
 from exact.engine.slices import Budget, Slicing, exists_only, run_slices
@@ -186,9 +186,9 @@ class _Evaluation:
         firsts = np.flatnonzero((self.em & self.aut.first_element_mask) != 0)
         w = self.query.within
         if isinstance(w, WithinTime):
-            out[firsts] = self.ts.searchsorted(self.ts[firsts] + w.micros, "right") - 1
+            out[firsts] = searched(self.ts, self.ts[firsts] + w.micros, "right", query_threads()) - 1
         elif isinstance(w, WithinEvents):
-            out[firsts] = self.seq.searchsorted(self.seq[firsts] + (w.count - 1), "right") - 1
+            out[firsts] = searched(self.seq, self.seq[firsts] + (w.count - 1), "right", query_threads()) - 1
         else:
             out[firsts] = len(self.idx) - 1
         return out

@@ -11,6 +11,10 @@ work to share), and only when every window runs: a question that stops early (``
 matches of ``RETURN matches``) runs in one part, as does a call of little work, where a thread costs more
 than it saves.  A part that fails (the time limit, an error) stops the others at their next slice.
 
+The vectorised steps split too, above a hundred thousand items: the chain of bisections of a SEQ of single
+variables (:mod:`exact.engine.chain`) follows pieces of its starts at once, and the windows' ends are searched
+in pieces (:func:`searched`) — NumPy releases the GIL in its sorts and searches.
+
 ``SEQSKETCH_QUERY_THREADS`` says how many threads one query may use: default the machine's cores;
 ``seqsketch serve`` with several gunicorn workers sets 1 unless it is set (the workers already share the
 cores between requests).
@@ -22,7 +26,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -35,6 +39,7 @@ MIN_PARALLEL_WORK = 20_000
 _POLL_S = 0.05
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Cancelled(Exception):  # noqa: N818 - a signal between the threads of one query, never shown to a user
@@ -67,6 +72,29 @@ def split_windows(starts: np.ndarray, window_end: np.ndarray, parts: int) -> lis
     cuts = np.searchsorted(work, work[-1] * np.arange(1, parts) / parts)
     edges = np.unique(np.concatenate([[0], cuts, [len(starts)]]))
     return [starts[a:b] for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+
+
+def each(work: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
+    """``work`` of every item, the results in the items' order: on up to ``threads`` threads at once (for
+    NumPy work, which releases the GIL; short, so not cancelled)."""
+    if threads <= 1 or len(items) <= 1:
+        return [work(x) for x in items]
+    with ThreadPoolExecutor(min(threads, len(items)), thread_name_prefix="seqsketch-query-piece") as pool:
+        return list(pool.map(work, items))
+
+
+#: A bisection of many values splits across threads only with at least this many (below, a thread costs more).
+MIN_PARALLEL_SEARCHES = 100_000
+
+
+def searched(array: np.ndarray, values: np.ndarray, side: Literal["left", "right"], threads: int) -> np.ndarray:
+    """``array.searchsorted(values, side)``, the values in pieces on up to ``threads`` threads when many."""
+    if threads <= 1 or len(values) < MIN_PARALLEL_SEARCHES:
+        return array.searchsorted(values, side)
+    cuts = np.linspace(0, len(values), threads + 1).astype(np.int64).tolist()
+    pieces = each(lambda ab: array.searchsorted(values[ab[0]:ab[1]], side), list(zip(cuts, cuts[1:], strict=False)),
+                  threads)
+    return np.concatenate(pieces)
 
 
 def run_parts(work: Callable[[np.ndarray, threading.Event], T], parts: Sequence[np.ndarray]) -> list[T]:

@@ -85,13 +85,13 @@ def test_a_real_chain_splits_and_answers_as_one_thread(monkeypatch: pytest.Monke
                   "WITHIN 30 days")
     monkeypatch.setattr(chain, "MIN_PARALLEL_STARTS", 1000)
     pieces: list[int] = []
-    real = chain._each
+    real = chain.each
 
-    def counting(work, items, threads):  # noqa: ANN001, ANN202 - the real _each, its pieces counted
+    def counting(work, items, threads):  # noqa: ANN001, ANN202 - the real each, its pieces counted
         pieces.append(min(threads, len(items)))
         return real(work, items, threads)
 
-    monkeypatch.setattr(chain, "_each", counting)
+    monkeypatch.setattr(chain, "each", counting)
     _with_threads(monkeypatch, 1)
     one = evaluate_table(query, table)
     assert set(pieces) == {1}
@@ -130,6 +130,18 @@ def test_a_real_query_splits_and_answers_as_one_thread(every_call_splits: None, 
     assert one.count == two.count > 0
     assert one.matches() == two.matches()
     assert one.spans.tolist() == two.spans.tolist()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@scaled(100, HealthCheck.function_scoped_fixture)
+@given(array=st.lists(st.integers(-20, 20), max_size=30), values=st.lists(st.integers(-25, 25), max_size=30),
+       side=st.sampled_from(["left", "right"]))
+def test_searched_in_pieces_is_searchsorted(monkeypatch: pytest.MonkeyPatch, threads: int, array: list[int],
+                                            values: list[int], side: str) -> None:
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_SEARCHES", 1)
+    a, v = np.sort(np.asarray(array, dtype=np.int64)), np.asarray(values, dtype=np.int64)
+    got = parallel.searched(a, v, side, threads)  # type: ignore[arg-type]
+    assert got.tolist() == a.searchsorted(v, side).tolist()  # type: ignore[call-overload]
 
 
 def test_pieces_cover_the_windows_in_order_with_about_equal_work() -> None:
