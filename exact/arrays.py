@@ -20,12 +20,23 @@ def joined(arrays: list[np.ndarray]) -> np.ndarray:
 
 
 def sorted_ints(values: np.ndarray) -> np.ndarray:
-    """``values`` (integers, distinct) in ascending order: ``values`` itself when already sorted, by a merge
-    sort when they come in long ascending runs (fewer than one descent in four values: positions read
-    mostly in order), by NumPy's default sort (vectorised, and twice as fast on disorder) otherwise."""
+    """``values`` (integers, distinct) in ascending order: ``values`` itself when already sorted; when they
+    fill much of their range (at least one in 16 of the integers between their least and greatest), by
+    marking them in a bitmap of that range and reading it back (a counting sort: linear, no comparisons);
+    by a merge sort when they come in long ascending runs (fewer than one descent in four values:
+    positions read mostly in order); by NumPy's default sort (vectorised) otherwise."""
     if len(values) < 2:
         return values
     descents = int(np.count_nonzero(values[1:] < values[:-1]))
     if descents == 0:
         return values
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo < _DENSE * len(values):
+        marked = np.zeros(hi - lo + 1, dtype=bool)
+        marked[values - lo] = True
+        return (np.flatnonzero(marked) + lo).astype(values.dtype, copy=False)
     return np.sort(values, kind="stable" if 4 * descents < len(values) else "quicksort")
+
+
+#: :func:`sorted_ints` marks values in a bitmap when they are at least one in this many of their range.
+_DENSE = 16

@@ -23,12 +23,16 @@ def test_joined_is_the_concatenation(parts: list[list[int]]) -> None:
     assert joined(arrays).tolist() == [x for p in parts for x in p]
 
 
-@given(st.lists(st.lists(st.integers(-10**12, 10**12), max_size=60, unique=True), max_size=8), st.booleans())
-def test_sorted_ints_sorts_whatever_the_order(runs: list[list[int]], shuffle: bool) -> None:
+@given(st.data(), st.booleans())
+def test_sorted_ints_sorts_whatever_the_order(data: st.DataObject, shuffle: bool) -> None:
     """Ascending runs one after another (few descents: the merge sort), or shuffled (the default sort),
-    or already sorted (the values themselves): always ``np.sort``'s answer."""
+    spread thin or filling their range (the bitmap), or already sorted (the values themselves): always
+    ``np.sort``'s answer, in the same dtype."""
+    bound = data.draw(st.sampled_from([10**12, 300]))
+    runs = data.draw(st.lists(st.lists(st.integers(-bound, bound), max_size=60, unique=True), max_size=8))
     values = list(dict.fromkeys(x for run in runs for x in sorted(run)))  # distinct, in ascending runs
     if shuffle:
         values = list(np.random.default_rng(len(values)).permutation(values))
     array = np.asarray(values, dtype=np.int64)
-    assert sorted_ints(array).tolist() == sorted(values)
+    got = sorted_ints(array)
+    assert got.tolist() == sorted(values) and got.dtype == np.int64
