@@ -236,12 +236,29 @@ class Catalog:
     # watches ----------------------------------------------------------------------------------------------
 
     def create_watch(self, dataset: str, query: str, mode: str, cursor: str,
-                     token: str | None = None) -> dict[str, Any]:
+                     token: str | None = None, webhook: str | None = None,
+                     secret: str | None = None) -> dict[str, Any]:
         with self.session() as s:
-            watch = Watch(dataset=dataset, query=query, mode=mode, cursor=cursor, token=token)
+            watch = Watch(dataset=dataset, query=query, mode=mode, cursor=cursor, token=token, webhook=webhook,
+                          secret=secret)
             s.add(watch)
             s.flush()
             return watch.to_dict()
+
+    def webhook_watches(self) -> list[dict[str, Any]]:
+        """Every watch with a webhook, with its secret (for the deliverer only)."""
+        with self.session() as s:
+            stmt = select(Watch).where(Watch.webhook.is_not(None)).order_by(Watch.created, Watch.id)
+            return [{**w.to_dict(), "secret": w.secret} for w in s.scalars(stmt)]
+
+    def set_delivered(self, watch_id: str, cursor: str) -> bool:
+        """Record that watch ``watch_id``'s matches up to ``cursor`` were delivered; False if it is gone."""
+        with self.session() as s:
+            watch = s.get(Watch, watch_id)
+            if watch is None:
+                return False
+            watch.delivered = cursor
+            return True
 
     def get_watch(self, dataset: str, watch_id: str) -> dict[str, Any] | None:
         with self.session() as s:

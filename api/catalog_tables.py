@@ -242,7 +242,9 @@ class QueryLogEntry(Base):
 
 
 class Watch(Base):
-    """A standing query on a dataset: its query, mode, and the cursor its stream starts from."""
+    """A standing query on a dataset: its query, mode, and the cursor its stream starts from; with a webhook,
+    the address its matches are posted to, the secret they are signed with, and the cursor after the last
+    match delivered there."""
 
     __tablename__ = "watches"
 
@@ -253,7 +255,14 @@ class Watch(Base):
     cursor: Mapped[str] = mapped_column(String(48))
     token: Mapped[str | None] = mapped_column(String(NAME_LENGTH), nullable=True)
     created: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    webhook: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    secret: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    delivered: Mapped[str | None] = mapped_column(String(48), nullable=True)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "dataset": self.dataset, "query": self.query, "mode": self.mode,
-                "cursor": self.cursor, "created": self.created.isoformat()}
+        """The watch as the API shows it (never its secret)."""
+        out = {"id": self.id, "dataset": self.dataset, "query": self.query, "mode": self.mode,
+               "cursor": self.cursor, "created": self.created.isoformat()}
+        if self.webhook is not None:
+            out.update(webhook=self.webhook, delivered=self.delivered)
+        return out

@@ -238,11 +238,16 @@ class Client:
 
     # --- watches (standing queries) -------------------------------------------------------------------------
 
-    def create_watch(self, name: str, query: Any, *, mode: str = "verified", start: str = "now") -> JSON:
+    def create_watch(self, name: str, query: Any, *, mode: str = "verified", start: str = "now",
+                     webhook: str | None = None) -> JSON:
         """Keep a standing query on dataset ``name`` (it needs ``WITHIN``); ``start`` is ``now``, ``start``
-        (the whole history) or an ISO 8601 time.  Returns the watch: ``id``, ``cursor``, ``stream`` …"""
-        return self._request("POST", f"/datasets/{self._name(name)}/watches",
-                             body={"query": _query_payload(query), "mode": mode, "from": start})
+        (the whole history) or an ISO 8601 time; ``webhook``: an address each match is also posted to.
+        Returns the watch: ``id``, ``cursor``, ``stream`` … and with a webhook its ``secret`` (the key of the
+        deliveries' signatures, shown this once)."""
+        body = {"query": _query_payload(query), "mode": mode, "from": start}
+        if webhook is not None:
+            body["webhook"] = webhook
+        return self._request("POST", f"/datasets/{self._name(name)}/watches", body=body)
 
     def watches(self, name: str) -> list[JSON]:
         return list(self._request("GET", f"/datasets/{self._name(name)}/watches", idempotent=True)["watches"])

@@ -33,6 +33,7 @@ from typing import Any
 from api import service
 from api.catalog import Catalog
 from api.service import DatasetLocks, Job
+from api.service.webhooks import Deliverer
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class JobRunner:
         self._lock_fd: int | None = None
         self._recovered_at = 0.0
         self._recover_lock = threading.Lock()
+        self._webhooks: Deliverer | None = None
 
     # --- life cycle -------------------------------------------------------------------------------------
 
@@ -107,6 +109,7 @@ class JobRunner:
             thread = threading.Thread(target=self._work, name=f"seqsketch-build-{i}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        self._webhooks = Deliverer(self.catalog, self.home).start()  # the watches' webhooks, beside the builds
         return self
 
     def run(self, stop: threading.Event, *, grace: float = 30.0, ready: Any = None) -> None:
@@ -123,6 +126,8 @@ class JobRunner:
         """Stop claiming jobs; with ``wait``, let running builds finish (at most ``timeout`` seconds)."""
         self._stop.set()
         self._wakeup.set()
+        if self._webhooks is not None:
+            self._webhooks.shutdown()
         if wait:
             deadline = None if timeout is None else time.monotonic() + timeout
             for thread in self._threads:

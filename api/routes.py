@@ -219,7 +219,7 @@ def create_watch(name: str, body: dict[str, Any]) -> Any:
     st = state()
     watch = service.create_watch(st.catalog, st.home, checked_name(name), body["query"],
                                  mode=body.get("mode") or "verified", start=body.get("from") or "now",
-                                 token=_principal_name())
+                                 token=_principal_name(), webhook=body.get("webhook"))
     response = jsonify(_watch_view(watch))
     response.status_code = 201
     response.headers["Location"] = url_for("v1.get_watch", name=name, watch_id=watch["id"])

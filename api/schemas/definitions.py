@@ -280,6 +280,9 @@ WATCH_REQUEST = Schema("WatchRequest", {
         "from": {"type": "string", "minLength": 1, "default": "now",
                  "description": "where the stream starts: 'now' (new events only), 'start' (the whole history) "
                                 "or an ISO 8601 time"},
+        "webhook": {"type": "string", "minLength": 1, "maxLength": 2048,
+                    "description": "an http(s) address each match is also posted to, signed with the watch's "
+                                   "secret: on this machine's loopback or a host in SEQSKETCH_WEBHOOK_HOSTS"},
     },
 })
 
@@ -291,6 +294,11 @@ WATCH = Schema("Watch", {
         "mode": {"enum": ["verified", "exact"]},
         "cursor": {"type": "string", "description": "where its stream starts (FIRST_SEQ:DELIVERED)"},
         "created": {"type": "string"}, "stream": {"type": "string"},
+        "webhook": {"type": "string", "description": "where its matches are posted (watches with a webhook)"},
+        "delivered": {"type": ["string", "null"],
+                      "description": "the cursor after the last match the webhook took (null before the first)"},
+        "secret": {"type": "string", "description": "the key of the deliveries' HMAC-SHA256 signature: in the "
+                                                    "answer that creates the watch only"},
     },
 })
 

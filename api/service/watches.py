@@ -10,8 +10,11 @@ each new match once its window closes.  :func:`sse_events` writes that as Server
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,15 +69,47 @@ def standing_query(home: Path, name: str, query: str | Mapping[str, Any] | Query
     return check_standing(parsed)
 
 
+#: Hosts a webhook may name besides the loopback ones: comma-separated names (a deployment's setting).
+WEBHOOK_HOSTS_ENV = "SEQSKETCH_WEBHOOK_HOSTS"
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def check_webhook(address: str) -> str:
+    """``address`` if a watch may post its matches there: ``http`` or ``https``, a host on this machine's
+    loopback or named in ``SEQSKETCH_WEBHOOK_HOSTS``; else a positioned error saying which."""
+    if not isinstance(address, str) or len(address) > 2048:
+        raise QuerySemanticError("webhook: expected an http(s) address of at most 2048 characters", where="webhook")
+    parts = urllib.parse.urlsplit(address)
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host:
+        raise QuerySemanticError(f"webhook {address!r}: expected an http:// or https:// address with a host",
+                                 where="webhook")
+    allowed = {h.strip().lower() for h in os.environ.get(WEBHOOK_HOSTS_ENV, "").split(",") if h.strip()}
+    loopback = host in _LOOPBACK or host.startswith("127.")
+    if not loopback and host not in allowed:
+        raise QuerySemanticError(
+            f"webhook {address!r}: host {host!r} is not allowed; a webhook posts to this machine's loopback "
+            f"(127.0.0.1, ::1, localhost) or to a host the operator lists in {WEBHOOK_HOSTS_ENV}", where="webhook")
+    return address
+
+
 def create_watch(catalog: Catalog, home: Path, name: str, query: str | Mapping[str, Any], *,
-                 mode: str = "verified", start: str | None = "now", token: str | None = None) -> dict[str, Any]:
-    """A new watch on dataset ``name``, kept in the catalog: its id, query, mode and starting cursor."""
+                 mode: str = "verified", start: str | None = "now", token: str | None = None,
+                 webhook: str | None = None) -> dict[str, Any]:
+    """A new watch on dataset ``name``, kept in the catalog: its id, query, mode and starting cursor; with a
+    ``webhook`` (an allowed address: :func:`check_webhook`) also the secret its
+    deliveries are signed with — shown this once."""
     if mode not in WATCH_MODES:
         raise QuerySemanticError(f"unknown mode {mode!r} for a watch; choose one of {', '.join(WATCH_MODES)}",
                                  where="mode")
     standing_query(home, name, query)
     cursor = start_cursor(home, name, start)
-    return catalog.create_watch(name, query_text(query), mode, cursor.text(), token=token)
+    if webhook is None:
+        return catalog.create_watch(name, query_text(query), mode, cursor.text(), token=token)
+    secret = secrets.token_hex(32)
+    watch = catalog.create_watch(name, query_text(query), mode, cursor.text(), token=token,
+                                 webhook=check_webhook(webhook), secret=secret)
+    return {**watch, "secret": secret}
 
 
 def get_watch(catalog: Catalog, name: str, watch_id: str) -> dict[str, Any]:
