@@ -162,6 +162,141 @@ def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor
         time.sleep(poll)
 
 
+#: A shared follower keeps at most this many of its latest matches for streams that join it.
+SHARED_KEEP = 1 << 16
+#: A shared follower with no stream for this long stops (seconds).
+SHARED_IDLE_S = 30.0
+
+
+class _Shared:
+    """One follower of a standing query in this process, from where the stream was when it started, whose
+    matches every caught-up stream of the same query takes (:func:`shared_follow`): the query is evaluated
+    and the store polled once per append, not once per open stream."""
+
+    def __init__(self, home: Path, name: str, query: str, key: tuple[str, str, str]) -> None:
+        self.key = key
+        store = _store(home, name)
+        standing = Standing(store, standing_query(home, name, query))
+        start = Cursor(standing.frontier(store.snapshot()))
+        #: every match whose first event is at or after ``floor`` is in ``items`` (until one is dropped)
+        self.floor = start.start
+        self.items: list[tuple[int, str, Cursor, dict[str, Any] | None]] = []  # (number, kind, after, data)
+        self.next_number = 0
+        self.readers = 0
+        self.ended = False
+        self.changed = threading.Condition()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(home, name, query, start), daemon=True,
+                                       name=f"seqsketch-watch-{name}")
+        self.thread.start()
+
+    def _run(self, home: Path, name: str, query: str, start: Cursor) -> None:
+        unread_since = time.monotonic()
+        try:
+            for kind, after, data in follow(home, name, query, start, stop=self.stop):
+                if kind in ("match", "end"):
+                    with self.changed:
+                        self.items.append((self.next_number, kind, after, data))
+                        self.next_number += 1
+                        if len(self.items) > SHARED_KEEP:
+                            dropped = self.items[: len(self.items) - SHARED_KEEP]
+                            del self.items[: len(dropped)]
+                            last = [d for _, k, _, d in dropped if k == "match"]
+                            if last:
+                                assert last[-1] is not None
+                                self.floor = max(self.floor, int(last[-1]["start_seq"]) + 1)
+                        self.changed.notify_all()
+                    if kind == "end":
+                        return
+                elif kind == "idle":
+                    if self.readers:
+                        unread_since = time.monotonic()
+                    elif time.monotonic() - unread_since > SHARED_IDLE_S:
+                        return
+        finally:
+            with _SHARED_LOCK:
+                if _SHARED.get(self.key) is self:
+                    del _SHARED[self.key]
+            with self.changed:
+                self.ended = True
+                self.changed.notify_all()
+
+
+_SHARED: dict[tuple[str, str, str], _Shared] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared(home: Path, name: str, query: str) -> _Shared:
+    key = (str(home), name, query)
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is None or found.ended:
+            found = _SHARED[key] = _Shared(home, name, query, key)
+        with found.changed:
+            found.readers += 1
+        return found
+
+
+def shared_follow(home: Path, name: str, query: str, cursor: Cursor, *, stop: threading.Event | None = None,
+                  poll: float = POLL_SECONDS) -> Iterator[tuple[str, Cursor, dict[str, Any] | None]]:
+    """:func:`follow`'s events, the live ones shared between the streams of one query in this process.
+
+    A stream follows on its own from ``cursor`` until it has caught up with the stored stream (its first
+    ``idle``): it then holds every match whose first event lies before its cursor ``upto``.  From there it
+    takes the shared follower's matches whose first event is at or after ``upto`` — the follower started
+    at or before ``upto`` (it is made first), so none is missing and none repeats — unless the follower no
+    longer keeps them, when the stream goes on on its own a little longer."""
+    hub = _shared(home, name, query)
+    try:
+        upto: int | None = None
+        pending: list[tuple[int, str, Cursor, dict[str, Any] | None]] = []
+        seen = -1
+        last = cursor
+        for kind, after, data in follow(home, name, query, cursor, stop=stop, poll=poll):
+            if kind == "idle" and after.skip == 0:
+                with hub.changed:  # (what it keeps and where it starts, seen at one moment)
+                    if after.start >= hub.floor and not hub.ended:
+                        upto, pending, seen = after.start, list(hub.items), hub.next_number - 1
+                if upto is not None:
+                    break
+            yield kind, after, data
+            if kind == "end":
+                return
+            last = after
+        if upto is None:
+            return
+        while True:
+            for _, kind, after, data in pending:
+                if kind == "match" and data is not None and int(data["start_seq"]) < upto:
+                    continue  # (the stream found it on its own)
+                yield kind, after, data
+                if kind == "end":
+                    return
+                last = after
+            if stop is not None and stop.is_set():
+                return
+            with hub.changed:
+                if hub.next_number - 1 == seen and not hub.ended:
+                    hub.changed.wait(poll)
+                pending = [item for item in hub.items if item[0] > seen]
+                if pending and pending[0][0] != seen + 1:
+                    # the follower no longer keeps what this stream has not taken (it fell far behind): it
+                    # goes on on its own from its last match, and joins again when it has caught up
+                    pending, upto = [], -1
+                elif pending:
+                    seen = pending[-1][0]
+                elif hub.ended:
+                    return
+            if upto == -1:
+                yield from shared_follow(home, name, query, last, stop=stop, poll=poll)
+                return
+            if not pending:
+                yield "idle", last, None
+    finally:
+        with hub.changed:
+            hub.readers -= 1
+
+
 def sse_events(home: Path, name: str, watch: Mapping[str, Any], cursor: Cursor, *,
                stop: threading.Event | None = None, heartbeat: float = HEARTBEAT_SECONDS) -> Iterator[str]:
     """:func:`follow` as Server-Sent Events: ``event: match`` (``id:`` its cursor, ``data:`` the match as in
@@ -169,7 +304,7 @@ def sse_events(home: Path, name: str, watch: Mapping[str, Any], cursor: Cursor, 
     while idle."""
     yield f"retry: 1000\n: watch {watch['id']} from {cursor.text()}\n\n"
     last = time.monotonic()
-    for kind, after, data in follow(home, name, watch["query"], cursor, stop=stop):
+    for kind, after, data in shared_follow(home, name, watch["query"], cursor, stop=stop):
         if kind == "idle":
             if time.monotonic() - last >= heartbeat:
                 last = time.monotonic()
