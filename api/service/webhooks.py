@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from api.service.watches import follow
+from exact.errors import SeqsketchError
 from sketch.answer.standing import Cursor
 
 if TYPE_CHECKING:
@@ -75,6 +76,8 @@ class Deliverer:
         self.send = send
         self._stop = threading.Event()
         self._threads: dict[str, tuple[threading.Thread, threading.Event]] = {}
+        #: watches whose stream ended (their dataset deleted or rebuilt): not followed again
+        self._ended: set[str] = set()
         self._main: threading.Thread | None = None
 
     def start(self) -> Deliverer:
@@ -104,8 +107,9 @@ class Deliverer:
             if watch_id not in watches or not thread.is_alive():
                 stop.set()
                 del self._threads[watch_id]
+        self._ended &= set(watches)
         for watch_id, watch in watches.items():
-            if watch_id not in self._threads:
+            if watch_id not in self._threads and watch_id not in self._ended:
                 stop = threading.Event()
                 thread = threading.Thread(target=self._deliver, args=(watch, stop), daemon=True,
                                           name=f"seqsketch-webhook-{watch_id[:8]}")
@@ -121,18 +125,24 @@ class Deliverer:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return  # another process delivers this watch
-            self._follow(watch, stop)
+            if self._follow(watch, stop):
+                self._ended.add(str(watch["id"]))
+        except SeqsketchError as err:  # its dataset is gone, or its query no longer fits it
+            log.warning("webhook delivery of watch %s ended: %s", watch["id"], err)
+            self._ended.add(str(watch["id"]))
         except Exception:
             log.exception("webhook delivery of watch %s stopped", watch["id"])
         finally:
             os.close(fd)
 
-    def _follow(self, watch: Mapping[str, Any], stop: threading.Event) -> None:
+    def _follow(self, watch: Mapping[str, Any], stop: threading.Event) -> bool:
+        """Deliver the watch's matches until ``stop`` (False) or its stream ends (True)."""
         start = Cursor.parse(watch.get("delivered") or watch["cursor"])
         secret = str(watch["secret"])
         for kind, after, data in follow(self.home, watch["dataset"], watch["query"], start, stop=stop):
             if kind == "end":
-                return
+                log.warning("webhook delivery of watch %s ended: %s", watch["id"], (data or {}).get("reason"))
+                return True
             if kind != "match":
                 continue
             body = json.dumps({"watch": watch["id"], "dataset": watch["dataset"], "cursor": after.text(),
@@ -142,7 +152,8 @@ class Deliverer:
             pause = RETRY_FIRST_S
             while not self.send(str(watch["webhook"]), body, headers):
                 if stop.wait(pause):
-                    return
+                    return False
                 pause = min(2 * pause, RETRY_MOST_S)
             if not self.catalog.set_delivered(str(watch["id"]), after.text()):
-                return  # the watch was deleted
+                return False  # the watch was deleted
+        return False

@@ -141,3 +141,27 @@ def test_a_webhook_off_the_machine_is_refused_unless_its_host_is_allowed(
         watch = client.create_watch("running", QUERY, webhook="https://hooks.example.org/in")
         assert watch["webhook"] == "https://hooks.example.org/in"
         client.delete_watch("running", watch["id"])
+
+
+def test_a_watch_whose_dataset_is_gone_is_not_followed_again(built: Path) -> None:
+    """The deliverer follows each webhook watch once; when its stream ends (the dataset deleted) it is not
+    started again every second."""
+    from api.catalog import open_catalog
+    from api.service.webhooks import Deliverer
+
+    catalog = open_catalog(f"sqlite:///{(built / 'catalog.db').as_posix()}")
+    try:
+        watch = service.create_watch(catalog, built, "running", QUERY, start="start",
+                                     webhook="http://127.0.0.1:9/hook")
+        service.delete_dataset(built, "running")
+        sent: list[bytes] = []
+        deliverer = Deliverer(catalog, built, send=lambda url, body, headers: sent.append(body) or True)
+        deliverer.look()
+        thread, _ = deliverer._threads[watch["id"]]
+        thread.join(timeout=10)
+        assert not thread.is_alive() and watch["id"] in deliverer._ended
+        deliverer.look()
+        assert watch["id"] not in deliverer._threads and sent == []
+        deliverer.shutdown()
+    finally:
+        catalog.dispose()
