@@ -261,8 +261,8 @@ class Watch(Base):
 
     def to_dict(self) -> dict[str, Any]:
         """The watch as the API shows it (never its secret)."""
-        out = {"id": self.id, "dataset": self.dataset, "query": self.query, "mode": self.mode,
-               "cursor": self.cursor, "created": self.created.isoformat()}
+        out: dict[str, Any] = {"id": self.id, "dataset": self.dataset, "query": self.query, "mode": self.mode,
+                               "cursor": self.cursor, "created": self.created.isoformat()}
         if self.webhook is not None:
             out.update(webhook=self.webhook, delivered=self.delivered)
         return out

@@ -9,7 +9,9 @@ each new match once its window closes.  :func:`sse_events` writes that as Server
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import logging
 import os
 import secrets
 import threading
@@ -30,6 +32,8 @@ from sketch.answer.standing import CHUNK, Cursor, Standing, check_standing
 
 if TYPE_CHECKING:
     from api.catalog import Catalog
+
+log = logging.getLogger(__name__)
 
 WATCH_MODES = ("verified", "exact")
 #: how often an open stream looks for appended events (seconds)
@@ -71,21 +75,27 @@ def standing_query(home: Path, name: str, query: str | Mapping[str, Any] | Query
 
 #: Hosts a webhook may name besides the loopback ones: comma-separated names (a deployment's setting).
 WEBHOOK_HOSTS_ENV = "SEQSKETCH_WEBHOOK_HOSTS"
-_LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
 def check_webhook(address: str) -> str:
     """``address`` if a watch may post its matches there: ``http`` or ``https``, a host on this machine's
-    loopback or named in ``SEQSKETCH_WEBHOOK_HOSTS``; else a positioned error saying which."""
+    loopback (an IP address in its loopback range, or ``localhost``) or named exactly in
+    ``SEQSKETCH_WEBHOOK_HOSTS``; else a positioned error saying which."""
     if not isinstance(address, str) or len(address) > 2048:
         raise QuerySemanticError("webhook: expected an http(s) address of at most 2048 characters", where="webhook")
-    parts = urllib.parse.urlsplit(address)
-    host = (parts.hostname or "").lower()
-    if parts.scheme not in ("http", "https") or not host:
+    try:
+        parts = urllib.parse.urlsplit(address)
+        host = (parts.hostname or "").lower()
+    except ValueError:
+        parts, host = None, ""
+    if parts is None or parts.scheme not in ("http", "https") or not host:
         raise QuerySemanticError(f"webhook {address!r}: expected an http:// or https:// address with a host",
                                  where="webhook")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name, not an address
+        loopback = host == "localhost"
     allowed = {h.strip().lower() for h in os.environ.get(WEBHOOK_HOSTS_ENV, "").split(",") if h.strip()}
-    loopback = host in _LOOPBACK or host.startswith("127.")
     if not loopback and host not in allowed:
         raise QuerySemanticError(
             f"webhook {address!r}: host {host!r} is not allowed; a webhook posts to this machine's loopback "
@@ -178,11 +188,12 @@ class _Shared:
         store = _store(home, name)
         standing = Standing(store, standing_query(home, name, query))
         start = Cursor(standing.frontier(store.snapshot()))
-        #: every match whose first event is at or after ``floor`` is in ``items`` (until one is dropped)
+        #: every match whose first event is at or after ``floor`` is in ``items``
         self.floor = start.start
-        self.items: list[tuple[int, str, Cursor, dict[str, Any] | None]] = []  # (number, kind, after, data)
+        #: the latest matches (and a last ``end``), numbered without gaps: ``(number, kind, after, data)``
+        self.items: list[tuple[int, str, Cursor, dict[str, Any] | None]] = []
         self.next_number = 0
-        self.readers = 0
+        self.readers = 0  # (changed under _SHARED_LOCK)
         self.ended = False
         self.changed = threading.Condition()
         self.stop = threading.Event()
@@ -198,28 +209,34 @@ class _Shared:
                     with self.changed:
                         self.items.append((self.next_number, kind, after, data))
                         self.next_number += 1
-                        if len(self.items) > SHARED_KEEP:
-                            dropped = self.items[: len(self.items) - SHARED_KEEP]
-                            del self.items[: len(dropped)]
-                            last = [d for _, k, _, d in dropped if k == "match"]
-                            if last:
-                                assert last[-1] is not None
-                                self.floor = max(self.floor, int(last[-1]["start_seq"]) + 1)
+                        if len(self.items) > SHARED_KEEP + SHARED_KEEP // 8:  # (trimmed in steps, not per match)
+                            dropped = [d for _, k, _, d in self.items[: len(self.items) - SHARED_KEEP] if k == "match"]
+                            del self.items[: len(self.items) - SHARED_KEEP]
+                            if dropped and dropped[-1] is not None:
+                                self.floor = max(self.floor, int(dropped[-1]["start_seq"]) + 1)
                         self.changed.notify_all()
                     if kind == "end":
                         return
                 elif kind == "idle":
-                    if self.readers:
-                        unread_since = time.monotonic()
-                    elif time.monotonic() - unread_since > SHARED_IDLE_S:
-                        return
+                    with _SHARED_LOCK:  # (a stream joins under it: the follower leaves only if none did)
+                        if self.readers:
+                            unread_since = time.monotonic()
+                        elif time.monotonic() - unread_since > SHARED_IDLE_S:
+                            self._leave()
+                            return
+        except Exception:  # its streams go on on their own (and make a new follower)
+            log.exception("the shared follower of a standing query on %s stopped", name)
         finally:
             with _SHARED_LOCK:
-                if _SHARED.get(self.key) is self:
-                    del _SHARED[self.key]
-            with self.changed:
-                self.ended = True
-                self.changed.notify_all()
+                self._leave()
+
+    def _leave(self) -> None:
+        """Out of the registry, and ended (under ``_SHARED_LOCK``)."""
+        if _SHARED.get(self.key) is self:
+            del _SHARED[self.key]
+        with self.changed:
+            self.ended = True
+            self.changed.notify_all()
 
 
 _SHARED: dict[tuple[str, str, str], _Shared] = {}
@@ -227,13 +244,13 @@ _SHARED_LOCK = threading.Lock()
 
 
 def _shared(home: Path, name: str, query: str) -> _Shared:
+    """The query's follower in this process (made if there is none), with one more reader."""
     key = (str(home), name, query)
     with _SHARED_LOCK:
         found = _SHARED.get(key)
         if found is None or found.ended:
             found = _SHARED[key] = _Shared(home, name, query, key)
-        with found.changed:
-            found.readers += 1
+        found.readers += 1
         return found
 
 
@@ -244,57 +261,61 @@ def shared_follow(home: Path, name: str, query: str, cursor: Cursor, *, stop: th
     A stream follows on its own from ``cursor`` until it has caught up with the stored stream (its first
     ``idle``): it then holds every match whose first event lies before its cursor ``upto``.  From there it
     takes the shared follower's matches whose first event is at or after ``upto`` — the follower started
-    at or before ``upto`` (it is made first), so none is missing and none repeats — unless the follower no
-    longer keeps them, when the stream goes on on its own a little longer."""
-    hub = _shared(home, name, query)
-    try:
-        upto: int | None = None
-        pending: list[tuple[int, str, Cursor, dict[str, Any] | None]] = []
-        seen = -1
-        last = cursor
-        for kind, after, data in follow(home, name, query, cursor, stop=stop, poll=poll):
-            if kind == "idle" and after.skip == 0:
-                with hub.changed:  # (what it keeps and where it starts, seen at one moment)
-                    if after.start >= hub.floor and not hub.ended:
-                        upto, pending, seen = after.start, list(hub.items), hub.next_number - 1
-                if upto is not None:
-                    break
-            yield kind, after, data
-            if kind == "end":
-                return
-            last = after
-        if upto is None:
-            return
-        while True:
-            for _, kind, after, data in pending:
-                if kind == "match" and data is not None and int(data["start_seq"]) < upto:
-                    continue  # (the stream found it on its own)
+    at or before ``upto`` (it is made first), so none is missing and none repeats.  When the follower no
+    longer keeps what the stream has not taken (it fell far behind), or the follower stopped, the stream
+    goes on on its own from its last match and joins again (``progress`` and ``behind`` are said once)."""
+    told = False
+    while True:
+        hub = _shared(home, name, query)
+        try:
+            upto: int | None = None
+            pending: list[tuple[int, str, Cursor, dict[str, Any] | None]] = []
+            seen = -1
+            last = cursor
+            for kind, after, data in follow(home, name, query, cursor, stop=stop, poll=poll):
+                if kind == "idle" and after.skip == 0:
+                    with hub.changed:  # (what it keeps and where it starts, seen at one moment)
+                        if after.start >= hub.floor and not hub.ended:
+                            upto, pending, seen = after.start, list(hub.items), hub.next_number - 1
+                    if upto is not None:
+                        break
+                if kind in ("progress", "behind") and told:
+                    continue
+                told = told or kind == "progress"
                 yield kind, after, data
                 if kind == "end":
                     return
                 last = after
-            if stop is not None and stop.is_set():
+            if upto is None:
                 return
-            with hub.changed:
-                if hub.next_number - 1 == seen and not hub.ended:
-                    hub.changed.wait(poll)
-                pending = [item for item in hub.items if item[0] > seen]
-                if pending and pending[0][0] != seen + 1:
-                    # the follower no longer keeps what this stream has not taken (it fell far behind): it
-                    # goes on on its own from its last match, and joins again when it has caught up
-                    pending, upto = [], -1
-                elif pending:
-                    seen = pending[-1][0]
-                elif hub.ended:
+            rejoin = False
+            while not rejoin:
+                for _, kind, after, data in pending:
+                    if kind == "match" and data is not None and int(data["start_seq"]) < upto:
+                        continue  # (the stream found it on its own)
+                    yield kind, after, data
+                    if kind == "end":
+                        return
+                    last = after
+                if stop is not None and stop.is_set():
                     return
-            if upto == -1:
-                yield from shared_follow(home, name, query, last, stop=stop, poll=poll)
-                return
-            if not pending:
-                yield "idle", last, None
-    finally:
-        with hub.changed:
-            hub.readers -= 1
+                with hub.changed:
+                    if hub.next_number - 1 == seen and not hub.ended:
+                        hub.changed.wait(poll)
+                    first = hub.items[0][0] if hub.items else hub.next_number
+                    pending = hub.items[seen + 1 - first:] if seen + 1 >= first else []
+                    if seen + 1 < first:
+                        rejoin = True  # dropped before this stream took them
+                    elif pending:
+                        seen = pending[-1][0]
+                    elif hub.ended:
+                        rejoin = True  # stopped without an end
+                if not rejoin and not pending:
+                    yield "idle", last, None
+            cursor = last
+        finally:
+            with _SHARED_LOCK:
+                hub.readers -= 1
 
 
 def sse_events(home: Path, name: str, watch: Mapping[str, Any], cursor: Cursor, *,

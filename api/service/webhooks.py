@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import os
@@ -31,8 +32,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from api.service.datasets import dataset_exists
 from api.service.watches import follow
-from exact.errors import SeqsketchError
+from exact.errors import NotFound
 from sketch.answer.standing import Cursor
 
 if TYPE_CHECKING:
@@ -54,14 +56,25 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is not followed (its target was never checked against the allowed hosts): it fails the
+    attempt, which is tried again later."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float = POST_TIMEOUT_S) -> bool:
-    """One delivery attempt: True when the receiver answered 2xx."""
+    """One delivery attempt: True when the receiver answered 2xx (a redirect is an answer that failed)."""
     request = urllib.request.Request(url, data=body, method="POST",
                                      headers={"Content-Type": "application/json", **headers})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - checked http(s) address
+        with _OPENER.open(request, timeout=timeout) as answer:
             return 200 <= answer.status < 300
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
         return False
 
 
@@ -86,11 +99,12 @@ class Deliverer:
         return self
 
     def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop looking, then stop every delivering thread (each at its next poll or retry pause)."""
         self._stop.set()
-        for _, stop in self._threads.values():
-            stop.set()
         if self._main is not None:
             self._main.join(timeout)
+        for _, stop in list(self._threads.values()):
+            stop.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -109,6 +123,8 @@ class Deliverer:
                 del self._threads[watch_id]
         self._ended &= set(watches)
         for watch_id, watch in watches.items():
+            if self._stop.is_set():
+                return
             if watch_id not in self._threads and watch_id not in self._ended:
                 stop = threading.Event()
                 thread = threading.Thread(target=self._deliver, args=(watch, stop), daemon=True,
@@ -120,18 +136,27 @@ class Deliverer:
         folder = self.home / "webhooks"
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder / f"{watch['id']}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        pause = RETRY_FIRST_S
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return  # another process delivers this watch
-            if self._follow(watch, stop):
-                self._ended.add(str(watch["id"]))
-        except SeqsketchError as err:  # its dataset is gone, or its query no longer fits it
-            log.warning("webhook delivery of watch %s ended: %s", watch["id"], err)
-            self._ended.add(str(watch["id"]))
-        except Exception:
-            log.exception("webhook delivery of watch %s stopped", watch["id"])
+            while not stop.is_set():
+                try:
+                    if self._follow(watch, stop) and not dataset_exists(self.home, str(watch["dataset"])):
+                        self._ended.add(str(watch["id"]))  # its dataset is gone: nothing more to deliver
+                        return
+                except NotFound as err:
+                    log.warning("webhook delivery of watch %s ended: %s", watch["id"], err)
+                    self._ended.add(str(watch["id"]))
+                    return
+                except Exception:  # a moment's trouble (a replace under way, a read error): again, later
+                    log.exception("webhook delivery of watch %s failed; trying again", watch["id"])
+                watch = {**watch, **(self.catalog.get_watch(str(watch["dataset"]), str(watch["id"])) or {})}
+                if stop.wait(pause):
+                    return
+                pause = min(2 * pause, RETRY_MOST_S)
         finally:
             os.close(fd)
 
@@ -141,7 +166,7 @@ class Deliverer:
         secret = str(watch["secret"])
         for kind, after, data in follow(self.home, watch["dataset"], watch["query"], start, stop=stop):
             if kind == "end":
-                log.warning("webhook delivery of watch %s ended: %s", watch["id"], (data or {}).get("reason"))
+                log.warning("webhook delivery of watch %s: %s", watch["id"], (data or {}).get("reason"))
                 return True
             if kind != "match":
                 continue

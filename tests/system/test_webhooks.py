@@ -20,7 +20,7 @@ import pytest
 
 from api import service
 from api.client import BadRequestError, Client
-from api.service.webhooks import signature
+from api.service.webhooks import post, signature
 from tests.helpers import serve
 from tests.system.test_watches import QUERY, certain, key, new_case
 
@@ -137,6 +137,14 @@ def test_a_webhook_off_the_machine_is_refused_unless_its_host_is_allowed(
             client.create_watch("running", QUERY, webhook="https://hooks.example.org/in")
         with pytest.raises(BadRequestError, match="expected an http:// or https:// address"):
             client.create_watch("running", QUERY, webhook="ftp://127.0.0.1/in")
+        for sly in ("http://127.0.0.1.evil.com/in", "http://127.attacker.net/in", "http://127.0.0.1@evil.com/in",
+                    "http://[::ffff:8.8.8.8]/in", "http://localhost.evil.com/in"):
+            with pytest.raises(BadRequestError, match="is not allowed"):
+                client.create_watch("running", QUERY, webhook=sly)
+        with pytest.raises(BadRequestError, match="expected an http:// or https:// address"):
+            client.create_watch("running", QUERY, webhook="http://[::1")
+        for loopback in ("http://[::1]:9/in", "http://127.0.0.2:9/in", "http://LOCALHOST:9/in"):
+            client.delete_watch("running", client.create_watch("running", QUERY, webhook=loopback)["id"])
         monkeypatch.setenv("SEQSKETCH_WEBHOOK_HOSTS", "hooks.example.org")
         watch = client.create_watch("running", QUERY, webhook="https://hooks.example.org/in")
         assert watch["webhook"] == "https://hooks.example.org/in"
@@ -165,3 +173,37 @@ def test_a_watch_whose_dataset_is_gone_is_not_followed_again(built: Path) -> Non
         deliverer.shutdown()
     finally:
         catalog.dispose()
+
+
+def test_a_redirect_is_not_followed() -> None:
+    """A receiver answering 302 has not taken the match (the target was never checked): the attempt fails."""
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server name
+            hits.append(self.path)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            if self.path == "/hook":
+                self.send_response(302)
+                self.send_header("Location", "/elsewhere")
+            else:
+                self.send_response(204)
+            self.end_headers()
+
+        do_GET = do_POST  # noqa: N815
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        assert post(base + "/elsewhere", b"{}", {}) is True
+        hits.clear()
+        assert post(base + "/hook", b"{}", {}) is False
+        assert hits == ["/hook"]
+    finally:
+        server.shutdown()
+        server.server_close()
