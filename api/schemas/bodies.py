@@ -4,6 +4,7 @@ whose invalid Unicode names its field, and an append batch checked record by rec
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from api.schemas.base import JSON, RequestInvalid, _where
@@ -36,6 +37,12 @@ def _valid_unicode(text: str, path: tuple[Any, ...], where: str, *, key: bool = 
                              f"at character {err.start + 1})", where=_where(path, where)) from None
 
 
+#: A JSON escape of a UTF-16 surrogate, or a surrogate encoded as UTF-8 bytes (which ``json.loads`` lets
+#: through): the only ways a body decoded from UTF-8 can hold a lone one.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def parse_json_body(raw: bytes, *, records: bool = False) -> Any:
     """The JSON value of a request body; a syntax error names its line and column, invalid Unicode its
     field (with ``records``, the items of a top-level array are named ``record i``)."""
@@ -43,6 +50,8 @@ def parse_json_body(raw: bytes, *, records: bool = False) -> Any:
         raise RequestInvalid("the request body is empty; expected JSON", where="request body")
     try:
         value = json.loads(raw)
+        if b"\x00" not in raw and not _SURROGATE_ESCAPE.search(raw):
+            return value  # (no surrogate escaped or encoded: every string is valid Unicode)
         if records and isinstance(value, list):
             for i, item in enumerate(value):
                 check_text(item, f"record {i}")
@@ -68,7 +77,9 @@ def parse_ndjson_body(raw: bytes) -> list[Any]:
         if not line.strip():
             continue
         try:
-            records.append(check_text(json.loads(line), f"record {len(records)}"))
+            value = json.loads(line)
+            records.append(value if not _SURROGATE_ESCAPE_TEXT.search(line)
+                           else check_text(value, f"record {len(records)}"))
         except json.JSONDecodeError as err:
             raise RequestInvalid(f"invalid JSON: {err.msg}", line=lineno, column=err.colno,
                                  where="NDJSON body") from None
@@ -91,5 +102,24 @@ def validate_events(records: Any) -> list[JSON]:
         if isinstance(record, dict) and "seq" in record:
             raise RequestInvalid("seq is assigned by the service (events are numbered after the dataset's "
                                  "last event); leave it out", where=f"record {i}, field 'seq'")
-        EVENT.validate(record, where=f"record {i}")
+        if not event_fits(record):  # (the schema's own check names what is wrong)
+            EVENT.validate(record, where=f"record {i}")
     return records
+
+
+def event_fits(record: Any) -> bool:
+    """Does ``record`` (parsed JSON) fit the ``Event`` schema?  The same answer as the schema's validator
+    (a test holds them equal), in a few type checks: a batch of thousands is checked in a millisecond, where
+    the validator took a tenth of a second."""
+    if not isinstance(record, dict) or "seq" in record:
+        return False
+    kind, ts = record.get("type"), record.get("ts")
+    if not isinstance(kind, str) or not kind or ts is None or isinstance(ts, (bool, list, dict)):
+        return False
+    for key, value in record.items():
+        if key == "attrs":
+            if not isinstance(value, dict) or any(isinstance(v, (list, dict)) for v in value.values()):
+                return False
+        elif isinstance(value, (list, dict)):
+            return False
+    return True
