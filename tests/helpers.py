@@ -1,10 +1,11 @@
 """Helpers more than one test file uses: the stream tree of a drawn stream, where a match must lie in an
-approximate answer, and the app served on a loopback port."""
+approximate answer, the app served on a loopback port, and a wait for a list that another thread fills."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sized
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -58,3 +59,12 @@ def serve(home: Path, shared_data: Path, **config: Any) -> Iterator[tuple[str, A
         state = service_state(app)
         state.jobs.shutdown()  # type: ignore[union-attr]
         state.catalog.dispose()
+
+
+def wait_for_length(items: Sized, count: int, timeout: float = 20.0, poll: float = 0.05) -> None:
+    """Wait until ``items`` (filled by another thread) holds at least ``count``; fail the test if it does not
+    within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while len(items) < count and time.monotonic() < deadline:
+        time.sleep(poll)
+    assert len(items) >= count, (len(items), count)

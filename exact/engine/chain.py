@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exact.arrays import run_positions, sorted_ints
+from exact.arrays import joined, run_positions, sorted_ints
 from exact.engine.automaton import Automaton
-from exact.engine.parallel import each
+from exact.engine.parallel import each, pieces
 from exact.query.ast import Condition, Field
 from exact.query.normalize import Plan
 
@@ -141,11 +141,11 @@ def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends:
     moved = len(starts) > 1 and bool(np.any(starts[1:] < starts[:-1]))
     skey = by_key - starts
     window_end = ends[starts]
-    cuts = np.linspace(0, len(starts), (threads if many else 1) + 1).astype(np.int64).tolist()
-    pieces = each(lambda ab: _follow(enc, base, skey[ab[0]:ab[1]], starts[ab[0]:ab[1]], window_end[ab[0]:ab[1]]),
-                   list(zip(cuts, cuts[1:], strict=False)), threads if many else 1)
-    skey, window_end = _joined([p[0] for p in pieces]), _joined([p[1] for p in pieces])
-    first = [_joined([p[2][i] for p in pieces]) for i in range(k)]
+    parts = threads if many else 1
+    found = each(lambda ab: _follow(enc, base, skey[ab[0]:ab[1]], starts[ab[0]:ab[1]], window_end[ab[0]:ab[1]]),
+                 pieces(len(starts), parts), parts)
+    skey, window_end = joined([p[0] for p in found]), joined([p[1] for p in found])
+    first = [joined([p[2][i] for p in found]) for i in range(k)]
     if moved and ordered:  # back to stream order
         back = np.argsort(first[0])
         skey, window_end = skey[back], window_end[back]
@@ -215,9 +215,6 @@ def _first_member(members: tuple[int, ...], em: np.ndarray, at: np.ndarray) -> n
 
 #: A chain search splits across threads only with at least this many starts (below, a thread costs more).
 MIN_PARALLEL_STARTS = 100_000
-
-def _joined(arrays: list[np.ndarray]) -> np.ndarray:
-    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _follow(enc: list[np.ndarray], base: int, skey: np.ndarray, starts: np.ndarray, window_end: np.ndarray

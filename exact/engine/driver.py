@@ -160,10 +160,11 @@ class _Evaluation:
         self.contiguous = contiguity(self.query.strategy)
         # the contiguity strategies read every event (an unbindable one breaks a run); others the filtered
         self.idx = np.arange(len(frame)) if self.contiguous else np.flatnonzero(evmask)
-        every = len(self.idx) == len(frame)  # (a read of the pattern's types only: often every event binds)
-        self.em = (evmask if every else evmask[self.idx]).astype(_I64)
-        self.seq = frame.seq if every else frame.seq[self.idx]
-        self.ts = frame.ts if every else frame.ts[self.idx]
+        #: every event of the frame can bind (a read of the pattern's types only, often): no gathers
+        self.every = len(self.idx) == len(frame)
+        self.em = (evmask if self.every else evmask[self.idx]).astype(_I64)
+        self.seq = frame.seq if self.every else frame.seq[self.idx]
+        self.ts = frame.ts if self.every else frame.ts[self.idx]
         self.names = tuple(v.name for v in plan.positives)
 
     # -- partitions ---------------------------------------------------------------------------------
@@ -174,7 +175,7 @@ class _Evaluation:
         if not self.plan.partition_attrs:
             return None
         codes = self.partition_codes(self.plan.partition_attrs)
-        return codes if len(self.idx) == len(codes) else codes[self.idx]
+        return codes if self.every else codes[self.idx]
 
     def partition_codes(self, attrs: tuple[str, ...]) -> np.ndarray:
         """An int64 code per frame event for the tuple of ``attrs`` values (-1 when one is null)."""

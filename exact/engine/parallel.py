@@ -83,6 +83,12 @@ def each(work: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
         return list(pool.map(work, items))
 
 
+def pieces(n: int, parts: int) -> list[tuple[int, int]]:
+    """``range(n)`` as up to ``parts`` contiguous ``(start, stop)`` pieces of about equal size."""
+    cuts = np.linspace(0, n, max(1, parts) + 1).astype(np.int64).tolist()
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a] or [(0, n)]
+
+
 #: A bisection of many values splits across threads only with at least this many (below, a thread costs more).
 MIN_PARALLEL_SEARCHES = 100_000
 
@@ -91,10 +97,8 @@ def searched(array: np.ndarray, values: np.ndarray, side: Literal["left", "right
     """``array.searchsorted(values, side)``, the values in pieces on up to ``threads`` threads when many."""
     if threads <= 1 or len(values) < MIN_PARALLEL_SEARCHES:
         return array.searchsorted(values, side)
-    cuts = np.linspace(0, len(values), threads + 1).astype(np.int64).tolist()
-    pieces = each(lambda ab: array.searchsorted(values[ab[0]:ab[1]], side), list(zip(cuts, cuts[1:], strict=False)),
-                  threads)
-    return np.concatenate(pieces)
+    found = each(lambda ab: array.searchsorted(values[ab[0]:ab[1]], side), pieces(len(values), threads), threads)
+    return np.concatenate(found)
 
 
 def run_parts(work: Callable[[np.ndarray, threading.Event], T], parts: Sequence[np.ndarray]) -> list[T]:

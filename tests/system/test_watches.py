@@ -19,7 +19,7 @@ from api.client import BadRequestError, Client, NotFoundError, QueryError
 from exact.query.language import parse
 from exact.store import EventStore, dataset_dir, store_dir
 from sketch.answer.standing import Cursor, Standing
-from tests.helpers import serve
+from tests.helpers import serve, wait_for_length
 
 QUERY = ("PATTERN SEQ('register request' r, 'pay compensation' p) PARTITION BY case WITHIN 10 days "
          "STRATEGY skip_till_any_match")
@@ -51,10 +51,7 @@ class Collector:
             self.matches.append(match)
 
     def wait_for(self, count: int, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.matches) < count and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(self.matches) >= count, (len(self.matches), count)
+        wait_for_length(self.matches, count, timeout)
 
     def stop(self) -> None:
         self.watch.close()

@@ -21,7 +21,7 @@ import pytest
 from api import service
 from api.client import BadRequestError, Client
 from api.service.webhooks import post, signature
-from tests.helpers import serve
+from tests.helpers import serve, wait_for_length
 from tests.system.test_watches import QUERY, certain, key, new_case
 
 
@@ -57,10 +57,7 @@ class Receiver:
         return [json.loads(body)["match"] for _, body in self.received]
 
     def wait_for(self, count: int, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.received) < count and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(self.received) >= count, (len(self.received), count)
+        wait_for_length(self.received, count, timeout)
 
     def close(self) -> None:
         self.server.shutdown()
