@@ -45,6 +45,12 @@ class EventSource(Protocol):
 
     def type_counts(self) -> dict[str, int] | None: ...
 
+    def partition_next(self, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray
+                       ) -> tuple[np.ndarray, int] | None:
+        """Each of ``seqs``' next event in its partition among the events of ``ranges`` (-1: none) and the
+        rows looked at, when the source can tell without reading the events (else None)."""
+        ...
+
 
 class TableSource:
     """A stream held in memory as an Arrow table (seq-sorted)."""
@@ -88,6 +94,10 @@ class TableSource:
     def type_counts(self) -> dict[str, int] | None:
         return None
 
+    def partition_next(self, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray
+                       ) -> tuple[np.ndarray, int] | None:
+        return None
+
 
 class StoreSource:
     """A snapshot of an :class:`~exact.store.EventStore`: ranges are read row group by row group, each
@@ -121,6 +131,11 @@ class StoreSource:
 
     def type_counts(self) -> dict[str, int] | None:
         return dict(self.snapshot.type_counts)
+
+    def partition_next(self, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray
+                       ) -> tuple[np.ndarray, int] | None:
+        """:meth:`EventStore.partition_next <exact.store.EventStore.partition_next>` on the snapshot."""
+        return self.store.partition_next(ranges, attrs, seqs, self.snapshot)
 
     def seq_span(self, start_us: int, end_us: int) -> tuple[int, int]:
         """The seqs of the events with ``start_us <= ts <= end_us`` as an inclusive range (empty: lo > hi):

@@ -100,7 +100,11 @@ def needs_links(query: Query, types: frozenset[str] | None, keep: RowFilter | No
 
 def _links(source: EventSource, ranges: SeqRanges, query: Query, seqs: np.ndarray) -> tuple[np.ndarray, int]:
     """The seq of each of ``seqs``' next event in its partition among every event of ``ranges``, and the rows
-    read to know it (every row's partition values)."""
+    read to know it (every row's partition values: from the seek files' codes where they tell, else from a
+    read of the events)."""
+    told = source.partition_next(ranges, query.partition_by, seqs)
+    if told is not None:
+        return told
     full, decoded = source.read_frame(ranges, ["seq", "ts", "type"] + [f"{ATTRS}.{a}" for a in query.partition_by])
     return partition_links(full, query.partition_by, seqs), decoded
 
