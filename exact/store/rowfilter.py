@@ -248,6 +248,11 @@ def _on_attributes(cond: Condition) -> bool:
             and not (len(fields) == 2 and fields[0].attr == fields[1].attr))
 
 
+def filter_tests(cond: Condition) -> bool:
+    """Would a row filter test ``cond``: is it a variable's own condition (a property) on attributes?"""
+    return len(cond.variables()) == 1 and _on_attributes(cond)
+
+
 def row_filter(plan: Plan, *, positional: bool = False) -> RowFilter | None:
     """The filter of ``plan``'s query (None: it would keep every row its types keep — no variable has a
     property on attributes — or the strategy is a contiguity one the read cannot serve).

@@ -3,8 +3,11 @@
 When the candidates of a query (the stream tree's candidate intervals, or the partition tree's candidate
 groups) hold no exact match and every type of the pattern does occur, :func:`why_empty` finds which part of
 the query rules them out.  It relaxes the query **one part at a time** and runs the exact engine again on
-the events verification already read (:class:`Read`), so the search costs at most a few verifications of the
-same events.  The parts, in this order — from the narrowest, one condition, to the broadest, the strategy:
+the events verification already read (:class:`Read`), within a budget of half what verification took.  The
+parts, in this order — from the narrowest, one condition, to the broadest, the strategy — except that those
+the events read already can judge come before those that need the candidates read again (a variable's own
+condition on attributes, which the read's row filter tested, and a ``NOT`` element): such a read costs about
+what verification's did:
 
 1. each ``WHERE`` condition, in query order (not those of a negated variable: dropping one only forbids
    more); quoted as the query text writes it, e.g. ``a.amount > 50000``;
@@ -37,19 +40,22 @@ stream:
   the relaxed query would have; then only the matches that lie inside one candidate interval are counted
   (there every event of the types read is at hand, so each is a match of the relaxed query in the whole
   history), and the window's relaxation finds matches a little longer than the window, not much longer
-  ones.  (``tests/sketch/test_explain_cause.py`` holds both claims to the whole stream.)
+  ones.  A pattern that ends with a Kleene element its strategy extends with every later event of the
+  type (any strategy but skip-till-any-match) is not judged there: a match inside an interval may be the
+  start of a longer one beyond it.  (``tests/sketch/test_explain_cause.py`` holds both claims to the whole
+  stream.)
 
 A relaxation that would let a variable bind types verification did not read (dropping ``w.type = 'X'`` on
 an ``ANY`` variable) cannot be judged on these events and is left out (and said so).
 
-**Cost.**  The relaxations share one engine :class:`~exact.engine.Budget`
-(:func:`sketch.answer.relaxed.search_budget`: a multiple of what verification took, between a floor and a
-ceiling, or the query's own deadline when it ends sooner), so an empty answer costs a bounded multiple of a
-found one; a relaxed query whose windows explode (skip-till-any-match with no window) is given up as soon as
-it would overrun.  A relaxed query runs on the events read, or — when it drops a condition the read's row
-filter tested — on the candidates read again with its own filter.  They run only when the candidates
-without the filter hold at most :data:`MAX_EVENTS` events; otherwise the text says the cause was not looked
-for, or not found in time.
+**Cost.** The relaxations share one engine :class:`~exact.engine.Budget`
+(:func:`sketch.answer.relaxed.search_budget`: half what verification took, between a floor and a ceiling, or
+the query's own deadline when it ends sooner), so an empty answer costs little more than a found one; a read
+again is not begun when it would end past the deadline (it takes about what verification's read took); a
+relaxed query whose windows explode (skip-till-any-match with no window) is given up as soon as it would
+overrun. A relaxed query runs on the events read, or — when it drops a condition the read's row filter tested
+— on the candidates read again with its own filter. They run only when the candidates without the filter hold
+at most :data:`MAX_EVENTS` events; otherwise the text says the cause was not looked for, or not found in time.
 The answer itself is never changed: only its ``explain``.
 """
 
@@ -68,6 +74,7 @@ from exact.query.ast import Absent, Condition, Query, Strategy, WithinEvents
 from exact.query.language import condition_text, element_text, window_text
 from exact.query.language.lexical import attribute
 from exact.query.normalize import Plan, VarPlan, normalize
+from exact.store.rowfilter import filter_tests
 from sketch.answer.relaxed import Found, Search, TimedOut, search_budget
 from sketch.answer.relaxed import Read as Read  # (where verification's callers find it)
 from sketch.answer.unbindable import unbindable
@@ -126,15 +133,16 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
 def _relaxed_search(query: Query, plan: Plan, read: Read, spans: np.ndarray | None, group_key: str | None,
                     type_counts: Mapping[str, int] | None, budget: Budget) -> str:
     """The first relaxation of ``query`` with matches in ``read`` (see :func:`why_empty`)."""
-    relaxations = _relaxations(query, plan, group_key)
     search = Search(query, read, spans, type_counts, budget, MAX_EVENTS)
+    # those the events read already can judge first: the others read the candidates again
+    relaxations = sorted(_relaxations(query, plan, group_key), key=lambda r: _reads_again(r, read))
     tried: list[_Relaxation] = []
     unread: list[_Relaxation] = []
     try:
         for relaxation in relaxations:
             if not _valid(relaxation.query):
                 continue  # nothing the engine would take: no part to blame
-            if not _readable(relaxation.query, read.types):
+            if not judgeable(relaxation.query, search):
                 unread.append(relaxation)
                 continue
             found = search.run(relaxation.query, shortest=relaxation.kind == "window")
@@ -143,9 +151,9 @@ def _relaxed_search(query: Query, plan: Plan, read: Read, spans: np.ndarray | No
             if found.count:
                 return _cause(query, plan, relaxation, found)
             tried.append(relaxation)
-        return _told(plan, search.unfiltered()) or _nothing_single(query, plan, search, tried, unread)
+        return _told_counted(plan, search) or _nothing_single(query, plan, search, tried, unread)
     except TimedOut:
-        told = _told(plan, search.unfiltered(read_more=False))
+        told = _told_counted(plan, search, read_more=False)
         if told is not None:
             return told
         done = f" ({_without(tried, 'or')}, they hold no match)" if tried else ""
@@ -153,6 +161,15 @@ def _relaxed_search(query: Query, plan: Plan, read: Read, spans: np.ndarray | No
 
 
 _GENERIC = "conditions, negation, the window or the strategy rule them out"
+
+
+def _told_counted(plan: Plan, search: Search, read_more: bool = True) -> str | None:
+    """:func:`_told`, with the counts of the candidates read again without the row filter when the filtered
+    read tells a position no event fits (else it tells nothing: the filter keeps every row a variable can
+    bind) and — ``read_more`` — there is time left."""
+    if _told(plan, search.read) is None:
+        return None
+    return _told(plan, search.unfiltered(read_more))
 
 
 def _told(plan: Plan, read: Read) -> str | None:
@@ -198,6 +215,35 @@ def _drop(query: Query, kind: str, subject: Condition | Absent | None) -> Query:
     if kind == "contiguity":
         return dataclasses.replace(query, strategy=Strategy.SKIP_TILL_NEXT_MATCH)
     return dataclasses.replace(query, strategy=Strategy.SKIP_TILL_ANY_MATCH)
+
+
+def _reads_again(relaxation: _Relaxation, read: Read) -> bool:
+    """Does ``relaxation`` need the candidates read again (with a row filter of its own)?  When it drops a
+    condition the read's filter tested (a variable's own, on attributes), or a NOT element (whose variables'
+    clauses the filter has)."""
+    if read.reread is None or read.keep is None:
+        return False
+    if relaxation.kind == "not":
+        return True
+    return (relaxation.kind == "condition" and isinstance(relaxation.subject, Condition)
+            and filter_tests(relaxation.subject))
+
+
+def judgeable(relaxed: Query, search: Search) -> bool:
+    """Can ``relaxed`` be judged on the events ``search`` looks through (:func:`_readable`), its matches there
+    being matches in the whole stream (not those of an open-ended pattern on widened candidates)?"""
+    return _readable(relaxed, search.read.types) and not (
+        _open_ended(relaxed) and not search.same_candidates(relaxed))
+
+
+def _open_ended(query: Query) -> bool:
+    """Does ``query`` end with a Kleene element that its strategy extends with every later event of its type
+    (any but skip-till-any-match)?  Then a match found inside a candidate interval may be the start of a
+    longer one beyond it: a relaxation that widens the candidates cannot be judged on the events read."""
+    plan = normalize(query)
+    last = plan.elements[-1] if plan.elements else ()
+    return query.strategy != Strategy.SKIP_TILL_ANY_MATCH and any(
+        plan.positives[i].kleene for g in last for i in plan.group_members[g])
 
 
 def _valid(query: Query) -> bool:

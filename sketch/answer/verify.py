@@ -159,6 +159,8 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     times: list[SeqTimes] = []
     scanned = checked = 0
     names = tuple(v.name for v in plan.positives)
+    began = time.monotonic()
+    reading = 0.0  # seconds spent reading (a read again for an explain costs about as much)
 
     def run(region: Region, table: pa.Table | EventFrame, ranges: SeqRanges,
             links: tuple[np.ndarray, np.ndarray] | None = None) -> MatchTable:
@@ -183,7 +185,8 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
             return Read(tuple((source.read_frame(r, cols, keep_types, keep)[0], starts) for r, starts in read_pieces),
                         keep_types, keep=keep, positional=positional)
 
-        return Read(tuple(pieces), keep_types, lambda: again(None), scanned, keep, again, positional)
+        return Read(tuple(pieces), keep_types, lambda: again(None), scanned, keep, again, positional,
+                    reading * 1000.0)
 
     ranges: SeqRanges
     if not stop_at_first and not contiguous:
@@ -192,6 +195,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         # beyond the region's reach), so the unread gaps change nothing.
         ranges, n_regions, whole = approx.read_plan(merge_gap)
         frame, scanned = source.read_frame(ranges, cols, keep_types, keep)
+        reading = time.monotonic() - began
         found = run(whole, frame, ranges) if whole is not None else MatchTable(names)
         return Verification(found, scanned, n_regions, SeqTimes.merged(times), len(frame), read())
 
@@ -201,7 +205,9 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
     # so their concatenation is sorted and free of duplicates.
     if stop_at_first:
         for region, ranges in zip(regions, per_region, strict=True):
+            read_at = time.monotonic()
             table, decoded = source.read_ranges(ranges, cols, keep_types, keep)
+            reading += time.monotonic() - read_at
             scanned += decoded
             checked += table.num_rows
             links = None
@@ -217,6 +223,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         everything = [r for ranges in per_region for r in ranges]
         merged = _merge_ranges(everything)
         table, scanned = source.read_ranges(merged, cols, keep_types, keep)
+        reading = time.monotonic() - began
         checked = table.num_rows
         # the contiguity strategies would read a gap between regions as adjacency: region by region
         seq = int_column(table, "seq")

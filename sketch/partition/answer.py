@@ -152,7 +152,9 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
             return frame.take(np.isin(frame.keys[layout.key], groups)), scanned
         return keyed_frame(source, layout, tail, runs_of(rows), columns, types, keep)
 
+    read_at = time.monotonic()
     frame, scanned = read(keep)
+    read_ms = (time.monotonic() - read_at) * 1000.0
     table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts(),
                            spans=not columnar)
     stats["verify_ms"] = _ms(verifying)
@@ -162,7 +164,7 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
     if not body["exists"]:
         body["explain"] = explain or (
             f"{len(groups):,} {layout.key}(s) hold every type of the pattern, but none of them holds a "
-            "match: " + why_empty(query, _read_for_explain(frame, types, keep, scanned, read),
+            "match: " + why_empty(query, _read_for_explain(frame, types, keep, scanned, read, read_ms),
                                   spans=None, group_key=layout.key,
                                   type_counts=source.type_counts(), budget=budget,
                                   spent_ms=stats["verify_ms"]))
@@ -171,7 +173,7 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
 
 
 def _read_for_explain(frame: EventFrame, types: frozenset[str] | None, keep: RowFilter | None, scanned: int,
-                      read: Callable[[RowFilter | None], tuple[EventFrame, int]]) -> Read:
+                      read: Callable[[RowFilter | None], tuple[EventFrame, int]], read_ms: float) -> Read:
     """What verification read, as an empty answer's explain searches it: the candidates again with a relaxed
     query's own row filter when it asks for more (the layout's reads take the filter of a non-positional
     read: see :func:`exact.store.rowfilter.row_filter`)."""
@@ -181,7 +183,7 @@ def _read_for_explain(frame: EventFrame, types: frozenset[str] | None, keep: Row
     def again(other: RowFilter | None) -> Read:
         return Read(((read(other)[0], None),), types, keep=other, positional=False)
 
-    return Read(((frame, None),), types, lambda: again(None), scanned, keep, again, False)
+    return Read(((frame, None),), types, lambda: again(None), scanned, keep, again, False, read_ms)
 
 
 def _group_spans(layout: Layout, tail: Tail | None, groups: np.ndarray) -> list[tuple[int, int]]:
