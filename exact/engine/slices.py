@@ -41,12 +41,14 @@ class Budget:
     ``window_steps`` is the first bound on one window's work (a window past it is run again with four
     times the bound, after a look at the clock); ``stop_early`` gives up as soon as that next run, at the
     pace of the last, would end past the deadline — for searches whose answer is only a hint (explain),
-    not for a query's own answer, which runs until its deadline."""
+    not for a query's own answer, which runs until its deadline.  ``slice_steps`` is the work between two
+    looks at the clock (a search with a budget of a few milliseconds looks more often)."""
 
     deadline: float | None = None
     timeout_ms: int | None = None
     window_steps: int = WINDOW_STEPS
     stop_early: bool = False
+    slice_steps: int | None = None  # (None: SLICE_STEPS)
 
     @classmethod
     def of_ms(cls, timeout_ms: int | None) -> Budget:
@@ -110,7 +112,7 @@ def run_slices(ev: Evaluation, kernel: Callable[..., K.Arrays], events: K.Events
         if cancel is not None and cancel.is_set():
             raise Cancelled
         called = time.monotonic()
-        window = K.Windows(starts, first, mode, keep, SLICE_STEPS, abort)
+        window = K.Windows(starts, first, mode, keep, budget.slice_steps or SLICE_STEPS, abort)
         found = K.Found(*kernel(events, machine, program, window, found))
         if out[K.INEXACT]:
             return None

@@ -33,6 +33,8 @@ EXPLAIN_FLOOR_MS = 10
 #: answer that was asked for, and costs a fraction of it.
 EXPLAIN_FACTOR = 0.5
 _FIRST_WINDOW_STEPS = 10_000
+#: the engine's work between looks at the clock in a search (a few milliseconds at most)
+_SLICE_STEPS = 2_000
 
 _I64 = np.int64
 
@@ -82,7 +84,7 @@ def search_budget(budget: Budget | None, spent_ms: float | None) -> Budget:
     deadline = time.monotonic() + ms / 1000.0
     if budget is not None and budget.deadline is not None and budget.deadline < deadline:
         deadline = budget.deadline
-    return Budget(deadline, int(ms), window_steps=_FIRST_WINDOW_STEPS, stop_early=True)
+    return Budget(deadline, int(ms), window_steps=_FIRST_WINDOW_STEPS, stop_early=True, slice_steps=_SLICE_STEPS)
 
 
 class Search:
@@ -91,6 +93,10 @@ class Search:
     def __init__(self, query: Query, read: Read, spans: np.ndarray | None,
                  type_counts: Mapping[str, int] | None, budget: Budget, max_events: int) -> None:
         self.query = query
+        #: the longest a relaxed query's run has taken (s): one that would end past the deadline at that pace is
+        #: not begun (the engine reads the clock between its slices, but a run's setup and its answer take their
+        #: time all the same)
+        self.run_s = 0.0
         self.read = read
         self.spans = spans
         self.type_counts = type_counts
@@ -147,6 +153,15 @@ class Search:
         return found
 
     def _search(self, relaxed: Query, *, shortest: bool, exists: bool) -> Found | None:
+        began = time.monotonic()
+        if self.budget.deadline is not None and began + self.run_s > self.budget.deadline:
+            raise TimedOut
+        try:
+            return self._run_on_read(relaxed, shortest=shortest, exists=exists)
+        finally:
+            self.run_s = max(self.run_s, time.monotonic() - began)
+
+    def _run_on_read(self, relaxed: Query, *, shortest: bool, exists: bool) -> Found | None:
         inside = self.same_candidates(relaxed)
         keep_all = inside and not shortest
         returns = (Return.EXISTS if exists else Return.COUNT) if keep_all else Return.MATCHES
