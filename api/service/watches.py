@@ -172,6 +172,18 @@ def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor
         time.sleep(poll)
 
 
+class Said(dict[str, Any]):
+    """A match (or an end) as a stream sends it, with its JSON text made once for every stream."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        super().__init__(data)
+        self.text = json.dumps(data, ensure_ascii=False)
+
+
+#: A shared follower wakes its streams at least every this many matches (else when it has no more for now).
+WAKE_EVERY = 256
 #: A shared follower keeps at most this many of its latest matches for streams that join it.
 SHARED_KEEP = 1 << 16
 #: A shared follower with no stream for this long stops (seconds).
@@ -203,21 +215,33 @@ class _Shared:
 
     def _run(self, home: Path, name: str, query: str, start: Cursor) -> None:
         unread_since = time.monotonic()
+        unsaid = 0  # matches kept since the streams were last woken
         try:
             for kind, after, data in follow(home, name, query, start, stop=self.stop):
                 if kind in ("match", "end"):
+                    said = Said(data) if data is not None else None  # (serialised once for every stream)
                     with self.changed:
-                        self.items.append((self.next_number, kind, after, data))
+                        self.items.append((self.next_number, kind, after, said))
                         self.next_number += 1
                         if len(self.items) > SHARED_KEEP + SHARED_KEEP // 8:  # (trimmed in steps, not per match)
                             dropped = [d for _, k, _, d in self.items[: len(self.items) - SHARED_KEEP] if k == "match"]
                             del self.items[: len(self.items) - SHARED_KEEP]
                             if dropped and dropped[-1] is not None:
                                 self.floor = max(self.floor, int(dropped[-1]["start_seq"]) + 1)
-                        self.changed.notify_all()
+                        unsaid += 1
+                        # the streams are woken once per append's matches (when the follower next waits), not
+                        # once per match: a hundred streams woken per match fought for the interpreter
+                        if kind == "end" or unsaid >= WAKE_EVERY:
+                            self.changed.notify_all()
+                            unsaid = 0
                     if kind == "end":
                         return
-                elif kind == "idle":
+                    continue
+                if unsaid:
+                    with self.changed:
+                        self.changed.notify_all()
+                    unsaid = 0
+                if kind == "idle":
                     with _SHARED_LOCK:  # (a stream joins under it: the follower leaves only if none did)
                         if self.readers:
                             unread_since = time.monotonic()
@@ -332,6 +356,7 @@ def sse_events(home: Path, name: str, watch: Mapping[str, Any], cursor: Cursor, 
                 yield ": heartbeat\n\n"
             continue
         last = time.monotonic()
-        yield f"id: {after.text()}\nevent: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+        text = data.text if isinstance(data, Said) else json.dumps(data, ensure_ascii=False)
+        yield f"id: {after.text()}\nevent: {kind}\ndata: {text}\n\n"
         if kind == "end":
             return
