@@ -237,10 +237,10 @@ class Catalog:
 
     def create_watch(self, dataset: str, query: str, mode: str, cursor: str,
                      token: str | None = None, webhook: str | None = None,
-                     secret: str | None = None) -> dict[str, Any]:
+                     secret: str | None = None, lineage: str | None = None) -> dict[str, Any]:
         with self.session() as s:
             watch = Watch(dataset=dataset, query=query, mode=mode, cursor=cursor, token=token, webhook=webhook,
-                          secret=secret)
+                          secret=secret, lineage=lineage)
             s.add(watch)
             s.flush()
             return watch.to_dict()

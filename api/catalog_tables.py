@@ -258,11 +258,15 @@ class Watch(Base):
     webhook: Mapped[str | None] = mapped_column(String(2048), nullable=True)
     secret: Mapped[str | None] = mapped_column(String(64), nullable=True)
     delivered: Mapped[str | None] = mapped_column(String(48), nullable=True)
+    #: the lineage of the event store the watch was made on (:attr:`exact.store.Snapshot.lineage`)
+    lineage: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
     def to_dict(self) -> dict[str, Any]:
-        """The watch as the API shows it (never its secret)."""
+        """The watch as the service holds it (never its secret; the API leaves out its lineage too)."""
         out: dict[str, Any] = {"id": self.id, "dataset": self.dataset, "query": self.query, "mode": self.mode,
                                "cursor": self.cursor, "created": self.created.isoformat()}
         if self.webhook is not None:
             out.update(webhook=self.webhook, delivered=self.delivered)
+        if self.lineage is not None:
+            out["lineage"] = self.lineage
         return out

@@ -371,6 +371,9 @@ class Watch:
         self.cursor = cursor
         #: has the server said that the stored history is done (the rest is live)?
         self.history_done = False
+        #: why the stream ended, when the server ended it (the dataset deleted, or built anew since the watch
+        #: was made: its cursors mean other events there)
+        self.end_reason: str | None = None
         self._response: Any = None
         self._closed = False
 
@@ -391,6 +394,7 @@ class Watch:
                     elif event == "progress":
                         self.history_done = True
                     elif event == "end":
+                        self.end_reason = (data or {}).get("reason") if isinstance(data, dict) else None
                         return
             except Exception as err:
                 if self._closed:  # closed from another thread while a read was waiting: its socket is gone

@@ -207,7 +207,8 @@ def start_build(name: str, body: dict[str, Any]) -> Any:
 
 
 def _watch_view(watch: dict[str, Any]) -> dict[str, Any]:
-    return {**watch, "stream": url_for("v1.watch_stream", name=watch["dataset"], watch_id=watch["id"])}
+    shown = {k: v for k, v in watch.items() if k != "lineage"}
+    return {**shown, "stream": url_for("v1.watch_stream", name=watch["dataset"], watch_id=watch["id"])}
 
 
 @operation("/datasets/<name>/watches", "POST", sc.Operation(

@@ -114,11 +114,12 @@ def create_watch(catalog: Catalog, home: Path, name: str, query: str | Mapping[s
                                  where="mode")
     standing_query(home, name, query)
     cursor = start_cursor(home, name, start)
+    lineage = _store(home, name).snapshot().lineage
     if webhook is None:
-        return catalog.create_watch(name, query_text(query), mode, cursor.text(), token=token)
+        return catalog.create_watch(name, query_text(query), mode, cursor.text(), token=token, lineage=lineage)
     secret = secrets.token_hex(32)
     watch = catalog.create_watch(name, query_text(query), mode, cursor.text(), token=token,
-                                 webhook=check_webhook(webhook), secret=secret)
+                                 webhook=check_webhook(webhook), secret=secret, lineage=lineage)
     return {**watch, "secret": secret}
 
 
@@ -136,13 +137,14 @@ def delete_watch(catalog: Catalog, name: str, watch_id: str) -> dict[str, Any]:
 
 
 def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor: Cursor, *,
-           stop: threading.Event | None = None, poll: float = POLL_SECONDS
+           stop: threading.Event | None = None, poll: float = POLL_SECONDS, lineage: str | None = None
            ) -> Iterator[tuple[str, Cursor, dict[str, Any] | None]]:
     """The events of a standing query from ``cursor`` on: ``("match", cursor after it, match)``;
     ``("behind", cursor, {behind_events, …})`` before a catch-up of more first events than one chunk; once
     ``("progress", cursor, {...})`` when the stored history is done, ``("idle", cursor, None)`` while it waits
     for appends (each ``poll`` seconds), and ``("end", cursor, {reason})`` if the dataset goes away.  Runs until
-    ``stop`` is set (or the consumer stops iterating)."""
+    ``stop`` is set (or the consumer stops iterating).  ``lineage``: the store's lineage the cursor was
+    made on (a watch's); a store built anew since has another, and the stream ends."""
     standing = Standing(_store(home, name), standing_query(home, name, query))
     told = False
     seen = -1
@@ -152,7 +154,9 @@ def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor
         except (SeqsketchError, OSError):
             yield "end", cursor, {"reason": f"dataset {name!r} is gone"}
             return
-        if snap.events < seen:
+        if lineage is None:
+            lineage = snap.lineage  # (a follower started now: a rebuild while it runs ends it all the same)
+        if snap.events < seen or (snap.lineage is not None and snap.lineage != lineage):
             yield "end", cursor, {"reason": f"dataset {name!r} was rebuilt: its seqs mean other events now"}
             return
         if snap.events != seen:
@@ -279,7 +283,8 @@ def _shared(home: Path, name: str, query: str) -> _Shared:
 
 
 def shared_follow(home: Path, name: str, query: str, cursor: Cursor, *, stop: threading.Event | None = None,
-                  poll: float = POLL_SECONDS) -> Iterator[tuple[str, Cursor, dict[str, Any] | None]]:
+                  poll: float = POLL_SECONDS, lineage: str | None = None
+                  ) -> Iterator[tuple[str, Cursor, dict[str, Any] | None]]:
     """:func:`follow`'s events, the live ones shared between the streams of one query in this process.
 
     A stream follows on its own from ``cursor`` until it has caught up with the stored stream (its first
@@ -296,7 +301,7 @@ def shared_follow(home: Path, name: str, query: str, cursor: Cursor, *, stop: th
             pending: list[tuple[int, str, Cursor, dict[str, Any] | None]] = []
             seen = -1
             last = cursor
-            for kind, after, data in follow(home, name, query, cursor, stop=stop, poll=poll):
+            for kind, after, data in follow(home, name, query, cursor, stop=stop, poll=poll, lineage=lineage):
                 if kind == "idle" and after.skip == 0:
                     with hub.changed:  # (what it keeps and where it starts, seen at one moment)
                         if after.start >= hub.floor and not hub.ended:
@@ -349,7 +354,8 @@ def sse_events(home: Path, name: str, watch: Mapping[str, Any], cursor: Cursor, 
     while idle."""
     yield f"retry: 1000\n: watch {watch['id']} from {cursor.text()}\n\n"
     last = time.monotonic()
-    for kind, after, data in shared_follow(home, name, watch["query"], cursor, stop=stop):
+    for kind, after, data in shared_follow(home, name, watch["query"], cursor, stop=stop,
+                                           lineage=watch.get("lineage")):
         if kind == "idle":
             if time.monotonic() - last >= heartbeat:
                 last = time.monotonic()

@@ -144,8 +144,11 @@ class Deliverer:
                 return  # another process delivers this watch
             while not stop.is_set():
                 try:
-                    if self._follow(watch, stop) and not dataset_exists(self.home, str(watch["dataset"])):
-                        self._ended.add(str(watch["id"]))  # its dataset is gone: nothing more to deliver
+                    if self._follow(watch, stop) and (watch.get("lineage") is not None
+                                                      or not dataset_exists(self.home, str(watch["dataset"]))):
+                        # its dataset is gone, or built anew (the store's lineage tells: its seqs mean other
+                        # events now): nothing more to deliver
+                        self._ended.add(str(watch["id"]))
                         return
                 except NotFound as err:
                     log.warning("webhook delivery of watch %s ended: %s", watch["id"], err)
@@ -164,7 +167,8 @@ class Deliverer:
         """Deliver the watch's matches until ``stop`` (False) or its stream ends (True)."""
         start = Cursor.parse(watch.get("delivered") or watch["cursor"])
         secret = str(watch["secret"])
-        for kind, after, data in follow(self.home, watch["dataset"], watch["query"], start, stop=stop):
+        for kind, after, data in follow(self.home, watch["dataset"], watch["query"], start, stop=stop,
+                                        lineage=watch.get("lineage")):
             if kind == "end":
                 log.warning("webhook delivery of watch %s: %s", watch["id"], (data or {}).get("reason"))
                 return True

@@ -29,6 +29,7 @@ The package's modules: :mod:`~exact.store.manifest` (the snapshot and its format
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,7 @@ class EventStore(StoreWriter, StoreReader):
         store = cls(root, part_rows=part_rows)
         try:
             (root / PARTS).mkdir(parents=True, exist_ok=True)
-            empty = empty_snapshot(row_group_size)
+            empty = empty_snapshot(row_group_size, lineage=uuid.uuid4().hex)
             with store.writing():
                 chosen = (extra or {}).get(INDEX_ATTRS_KEY)
                 parts = store._write_parts(table, 0, row_group_size, chosen) if table is not None else []

@@ -114,6 +114,9 @@ class Snapshot:
     attrs: Mapping[str, str]
     extra: Mapping[str, Any]
     row_group_size: int = DEFAULT_ROW_GROUP_SIZE
+    #: made once when the store is created and kept by every commit: a store built anew (its seqs then mean
+    #: other events) has another; None for a store written before it was kept
+    lineage: str | None = None
 
     def attr_types(self) -> dict[str, pa.DataType]:
         return {n: type_from_name(t) for n, t in self.attrs.items()}
@@ -205,7 +208,8 @@ class Snapshot:
         return {"format": FORMAT, "version": self.version, "events": self.events, "first_ts": self.first_ts,
                 "last_ts": self.last_ts, "row_group_size": self.row_group_size,
                 "parts": [p.to_json() for p in self.parts], "type_counts": dict(self.type_counts),
-                "attrs": dict(self.attrs), "extra": dict(self.extra), "format_version": FORMAT_VERSION}
+                "attrs": dict(self.attrs), "extra": dict(self.extra), "format_version": FORMAT_VERSION,
+                **({"lineage": self.lineage} if self.lineage is not None else {})}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Snapshot:
@@ -214,13 +218,13 @@ class Snapshot:
                    # read-only views: a snapshot is shared (cached) and must not change under its readers
                    type_counts=MappingProxyType(d["type_counts"]), attrs=MappingProxyType(d["attrs"]),
                    extra=MappingProxyType(d.get("extra", {})),
-                   row_group_size=d.get("row_group_size", DEFAULT_ROW_GROUP_SIZE))
+                   row_group_size=d.get("row_group_size", DEFAULT_ROW_GROUP_SIZE), lineage=d.get("lineage"))
 
 
-def empty_snapshot(row_group_size: int) -> Snapshot:
+def empty_snapshot(row_group_size: int, lineage: str | None = None) -> Snapshot:
     """The state of a store before its first commit."""
     return Snapshot(version=0, events=0, first_ts=None, last_ts=None, parts=(), type_counts={}, attrs={},
-                    extra={}, row_group_size=row_group_size)
+                    extra={}, row_group_size=row_group_size, lineage=lineage)
 
 
 class StoreBase:

@@ -230,7 +230,7 @@ class StoreWriter(StoreBase):
         return Snapshot(version=current.version + 1, events=events, first_ts=first_ts, last_ts=last_ts,
                         parts=current.parts + tuple(parts), type_counts=counts,
                         attrs={k: type_name(v) for k, v in attrs.items()}, extra=extra,
-                        row_group_size=current.row_group_size)
+                        row_group_size=current.row_group_size, lineage=current.lineage)
 
     def _publish(self, snap: Snapshot) -> None:
         """Replace the manifest atomically, then delete files no snapshot names any more."""

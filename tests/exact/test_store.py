@@ -446,3 +446,14 @@ def test_cached_snapshot_follows_commits_of_other_writers(tmp_path: Path) -> Non
     assert reader.snapshot().events == 2 and reader.snapshot().type_counts == {"A": 1, "B": 1}
     with pytest.raises(TypeError):
         first.type_counts["A"] = 5  # type: ignore[index]
+
+
+def test_a_store_keeps_its_lineage_through_commits_and_a_new_store_has_another(tmp_path: Path) -> None:
+    store = EventStore.create(tmp_path / "s", records_to_table([{"ts": 1, "type": "A"}]))
+    lineage = store.snapshot().lineage
+    assert lineage is not None and len(lineage) == 32
+    store.append(records_to_table([{"ts": 2, "type": "B"}]))
+    store.commit([], {"note": 1})
+    assert EventStore.open(tmp_path / "s").snapshot().lineage == lineage  # (read back from the manifest)
+    other = EventStore.create(tmp_path / "t", records_to_table([{"ts": 1, "type": "A"}]))
+    assert other.snapshot().lineage not in (None, lineage)

@@ -165,3 +165,30 @@ def test_a_stream_far_behind_is_told_so(built: Path, monkeypatch: pytest.MonkeyP
             break
     assert events[0][0] == "behind" and events[0][1]["behind_events"] > 4
     assert [key(d) for k, d in events if k == "match"] == certain(built)
+
+
+def test_a_watch_on_a_dataset_built_anew_while_the_server_was_down_ends(built: Path, shared_data: Path) -> None:
+    """Its cursor means other events in the new store (whose lineage differs): the stream says so and ends,
+    instead of resuming in the new numbering; a watch made on the new store follows it."""
+    home = built
+    with serve(home, shared_data) as (url, _app):
+        client = Client(url, timeout=30)
+        old = client.create_watch("running", QUERY, start="start")
+        first = client.watch("running", watch_id=old["id"])
+        assert next(iter(first)) is not None  # the history's matches flow
+        first.close()
+    service.build_from_inputs(home, "running", [str(shared_data / "running-example.xes")], engine="local",
+                              replace=True)
+    with serve(home, shared_data) as (url, _app):
+        client = Client(url, timeout=30)
+        stale = Collector(client, old["id"])
+        stale.thread.join(timeout=20)
+        assert not stale.thread.is_alive(), "the stream of a watch on the old store did not end"
+        assert stale.matches == []
+        assert stale.watch.end_reason is not None and "rebuilt" in stale.watch.end_reason
+        fresh = client.create_watch("running", QUERY, start="start")
+        assert "lineage" not in fresh  # (kept by the service, not shown)
+        stream = client.watch("running", watch_id=fresh["id"])
+        got = next(iter(stream))
+        stream.close()
+        assert key(got) == certain(home)[0]
