@@ -2,12 +2,12 @@
 
 When the candidates of a query (the stream tree's candidate intervals, or the partition tree's candidate
 groups) hold no exact match and every type of the pattern does occur, :func:`why_empty` finds which part of
-the query rules them out.  It relaxes the query **one part at a time** and runs the exact engine again on
-the events verification already read (:class:`Read`), within a budget of half what verification took.  The
-parts, in this order — from the narrowest, one condition, to the broadest, the strategy — except that those
-the events read already can judge come before those that need the candidates read again (a variable's own
-condition on attributes, which the read's row filter tested, and a ``NOT`` element): such a read costs about
-what verification's did:
+the query rules them out. It relaxes the query **one part at a time** and runs the exact engine again on the
+events verification already read (:class:`Read`), within a budget of a quarter of what verification took (at
+least 10 ms). The parts, in this order — from the narrowest, one condition, to the broadest, the strategy —
+except that those the events read already can judge come before those that need the candidates read again (a
+variable's own condition on attributes, which the read's row filter tested, and a ``NOT`` element): such a
+read costs about what verification's did:
 
 1. each ``WHERE`` condition, in query order (not those of a negated variable: dropping one only forbids
    more); quoted as the query text writes it, e.g. ``a.amount > 50000``;
@@ -49,13 +49,14 @@ A relaxation that would let a variable bind types verification did not read (dro
 an ``ANY`` variable) cannot be judged on these events and is left out (and said so).
 
 **Cost.** The relaxations share one engine :class:`~exact.engine.Budget`
-(:func:`sketch.answer.relaxed.search_budget`: half what verification took, between a floor and a ceiling, or
-the query's own deadline when it ends sooner), so an empty answer costs little more than a found one; a read
-again is not begun when it would end past the deadline (it takes about what verification's read took); a
-relaxed query whose windows explode (skip-till-any-match with no window) is given up as soon as it would
-overrun. A relaxed query runs on the events read, or — when it drops a condition the read's row filter tested
-— on the candidates read again with its own filter. They run only when the candidates without the filter hold
-at most :data:`MAX_EVENTS` events; otherwise the text says the cause was not looked for, or not found in time.
+(:func:`sketch.answer.relaxed.search_budget`: a quarter of what verification took, between a floor and a
+ceiling, or the query's own deadline when it ends sooner), so an empty answer costs little more than a found
+one; a read again is not begun when it would end past the deadline (it takes about what verification's read
+took); a relaxed query whose windows explode (skip-till-any-match with no window) is given up as soon as it
+would overrun. A relaxed query runs on the events read, or — when it drops a condition the read's row filter
+tested — on the candidates read again with its own filter. They run only when the candidates without the
+filter hold at most :data:`MAX_EVENTS` events; otherwise the text says the cause was not looked for, or not
+found in time.
 The answer itself is never changed: only its ``explain``.
 """
 

@@ -31,7 +31,7 @@ EXPLAIN_MS = 300
 EXPLAIN_FLOOR_MS = 10
 #: … but otherwise no longer than this many times what verification took: an explain is a hint beside the
 #: answer that was asked for, and costs a fraction of it.
-EXPLAIN_FACTOR = 0.5
+EXPLAIN_FACTOR = 0.25
 _FIRST_WINDOW_STEPS = 10_000
 #: the engine's work between looks at the clock in a search (a few milliseconds at most)
 _SLICE_STEPS = 2_000
