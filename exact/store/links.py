@@ -32,8 +32,9 @@ from exact.store.seek import SeekFile
 from exact.store.seek_attrs import AttrColumn
 
 _I64 = np.int64
-#: Integer partition values are numbered by ``value - least``; over a wider range than this the pending
-#: table would be too large, and the general path is taken.
+#: Integer partition values are numbered by ``value - least`` (over every part's codes, which may be 8, 16
+#: or 32 bits wide); over a wider range than this the pending table would be too large, and the general path
+#: is taken.
 MAX_INT_SPAN = 1 << 22
 _KINDS = {"string": pa.string(), "int64": pa.int64(), "bool": pa.bool_()}
 
@@ -73,8 +74,8 @@ def partition_next(parts: Sequence[tuple[PartInfo, SeekFile, np.ndarray]], attr:
     return out
 
 
-#: How a part's codes become partition numbers: a table from code to number (-1: null), or, for integers
-#: with codes wider than a table, ``code + offset`` with ``null`` the code of null (-1: none).
+#: How a part's codes become partition numbers: a table from code to number (-1: null) for strings and
+#: booleans, or, for integers, ``code + offset`` with ``null`` the code of null (-1: none).
 _Numbers = tuple[np.ndarray, int, int]
 _NO_TABLE = np.zeros(0, dtype=_I64)
 
