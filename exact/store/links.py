@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exact.store.manifest import PartInfo
-from exact.store.seek import SeekFile
+from exact.store.manifest import PARTS, PartInfo, SeqRanges, Snapshot, StoreBase
+from exact.store.seek import SeekFile, SeekUnavailable, open_seek, seek_name
 from exact.store.seek_attrs import AttrColumn
 
 _I64 = np.int64
@@ -37,6 +37,32 @@ _I64 = np.int64
 #: is taken.
 MAX_INT_SPAN = 1 << 22
 _KINDS = {"string": pa.string(), "int64": pa.int64(), "bool": pa.bool_()}
+
+
+def store_partition_next(store: StoreBase, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray,
+                         snapshot: Snapshot | None = None) -> tuple[np.ndarray, int] | None:
+    """For ``seqs`` (sorted, inside ``ranges``) of ``store``'s ``snapshot``: the seq of each one's next event in
+    its partition (``PARTITION BY attrs``) among the events of ``ranges``, -1 for none, and the rows whose
+    partition value was looked at — from the seek files' codes of the attribute, in place; None when they
+    cannot tell (a part without a seek file serving it, several attributes, a kind the codes do not number)."""
+    if len(attrs) != 1:
+        return None
+    snap = snapshot or store.snapshot()
+    bounds = np.asarray(ranges, dtype=_I64).reshape(-1, 2)
+    bounds = bounds[bounds[:, 0] <= bounds[:, 1]]
+    parts = []
+    for part, inside in snap.parts_in(bounds):
+        if not part.seek_bytes:
+            return None
+        try:
+            seek = open_seek(store.root / PARTS / seek_name(part.file), part.rows)
+        except SeekUnavailable:
+            return None
+        parts.append((part, seek, inside))
+    found = partition_next(parts, attrs[0], snap.attr_types().get(attrs[0]), seqs)
+    if found is None:
+        return None
+    return found, int(sum(int((inside[:, 1] - inside[:, 0] + 1).sum()) for _, _, inside in parts))
 
 
 def partition_next(parts: Sequence[tuple[PartInfo, SeekFile, np.ndarray]], attr: str, typ: pa.DataType | None,

@@ -26,7 +26,6 @@ from exact.arrays import joined, run_positions
 from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
-from exact.store.links import partition_next
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
 from exact.store.rowfilter import RowFilter, RowValues, SeekValues, index_candidates
 from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
@@ -117,32 +116,6 @@ class StoreReader(StoreBase):
             frame = EventFrame.build(_pieces_table(pieces, schema))
         frame.sparse = True  # a part's rows are consecutive seqs: a row left out is a gap
         return frame, decoded
-
-    def partition_next(self, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray,
-                       snapshot: Snapshot | None = None) -> tuple[np.ndarray, int] | None:
-        """For ``seqs`` (sorted, inside ``ranges``): the seq of each one's next event in its partition
-        (``PARTITION BY attrs``) among the events of ``ranges``, -1 for none, and the rows whose partition
-        value was looked at — from the seek files' codes of the attribute, in place
-        (:mod:`exact.store.links`); None when they cannot tell (a part without a seek file serving it,
-        several attributes, a kind the codes do not number)."""
-        if len(attrs) != 1:
-            return None
-        snap = snapshot or self.snapshot()
-        bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-        bounds = bounds[bounds[:, 0] <= bounds[:, 1]]
-        parts = []
-        for part, inside in snap.parts_in(bounds):
-            if not part.seek_bytes:
-                return None
-            try:
-                seek = open_seek(self._seek_path(part), part.rows)
-            except SeekUnavailable:
-                return None
-            parts.append((part, seek, inside))
-        found = partition_next(parts, attrs[0], snap.attr_types().get(attrs[0]), seqs)
-        if found is None:
-            return None
-        return found, int(sum(int((inside[:, 1] - inside[:, 0] + 1).sum()) for _, _, inside in parts))
 
     def _range_pieces(self, snap: Snapshot, ranges: SeqRanges, cols: list[str],
                       names: tuple[str, ...] | None, types: frozenset[str] | None, type_dictionary: bool,

@@ -15,6 +15,7 @@ from exact.prefilter import EventFrame
 from exact.query.ast import Query
 from exact.query.normalize import Plan, normalize
 from exact.store import EventStore, Snapshot, type_mask
+from exact.store.links import store_partition_next
 from exact.store.manifest import SeqRanges
 from exact.store.rowfilter import RowFilter, filterable
 from sketch.partition.answer import runs_of
@@ -134,8 +135,8 @@ class StoreSource:
 
     def partition_next(self, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray
                        ) -> tuple[np.ndarray, int] | None:
-        """:meth:`EventStore.partition_next <exact.store.EventStore.partition_next>` on the snapshot."""
-        return self.store.partition_next(ranges, attrs, seqs, self.snapshot)
+        """:func:`exact.store.links.store_partition_next` on the snapshot."""
+        return store_partition_next(self.store, ranges, attrs, seqs, self.snapshot)
 
     def seq_span(self, start_us: int, end_us: int) -> tuple[int, int]:
         """The seqs of the events with ``start_us <= ts <= end_us`` as an inclusive range (empty: lo > hi):

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from exact.engine.ordering import partition_links
 from exact.events import records_to_table
 from exact.store import EventStore
+from exact.store.links import store_partition_next
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 KINDS = ("int", "wide_int", "string", "bool", "double", "null")
@@ -82,7 +83,7 @@ def test_successors_from_the_codes_equal_those_of_a_full_read(tmp_path_factory: 
     ranges = [(a, b) for a, b in zip(points[::2], points[1::2], strict=True)]
     inside = np.asarray([s for a, b in ranges for s in range(a, b + 1)], dtype=np.int64)
     seqs = np.asarray(sorted(data.draw(st.sets(st.sampled_from(inside.tolist())))), dtype=np.int64)
-    told = store.partition_next(ranges, ("p",), seqs)
+    told = store_partition_next(store, ranges, ("p",), seqs)
     full, _ = store.read_frame(ranges, ["seq", "ts", "type", "attrs.p"])
     want = partition_links(full, ("p",), seqs)
     if told is not None:
@@ -101,7 +102,7 @@ def test_doubles_and_several_attributes_are_left_to_a_full_read(tmp_path: Path) 
                                for i in range(30)])
     store = EventStore.create(tmp_path / "s", stream, part_rows=10)
     seqs = np.arange(30, dtype=np.int64)
-    assert store.partition_next([(0, 29)], ("p",), seqs) is None
-    assert store.partition_next([(0, 29)], ("q", "q"), seqs) is None
-    told = store.partition_next([(0, 29)], ("q",), seqs)
+    assert store_partition_next(store, [(0, 29)], ("p",), seqs) is None
+    assert store_partition_next(store, [(0, 29)], ("q", "q"), seqs) is None
+    told = store_partition_next(store, [(0, 29)], ("q",), seqs)
     assert told is not None and told[0].tolist() == [s + 2 if s < 28 else -1 for s in range(30)]
