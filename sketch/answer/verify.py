@@ -58,7 +58,15 @@ from exact.store.rowfilter import RowFilter, row_filter
 from sketch.answer.cases import case_lookup
 from sketch.answer.cause import Read, why_empty
 from sketch.answer.sources import EventSource, StoreSource, int_column, needed_columns, read_types
-from sketch.evaluate import Approximation, Region, TreeIndex, approximate, approximate_exists
+from sketch.evaluate import (
+    Approximation,
+    Region,
+    TreeIndex,
+    approximate,
+    approximate_exists,
+    tree_narrows,
+    whole_stream,
+)
 from sketch.partition.answer import columns_without_key, keyed_frame, partition_body, served, tail_of
 from sketch.partition.index import PartitionIndex
 
@@ -318,13 +326,20 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
 
     assert tree is not None  # (only the exact mode goes without a tree)
     index = TreeIndex.shared(tree, granularity)
-    if mode == "approximate" and query.returns == Return.EXISTS:
+    probed = index.probes()
+    counts = source.type_counts()
+    if mode == "verified" and counts is not None and not tree_narrows(query, index, counts):
+        # The pattern's types occur throughout: the tree would rule out next to nothing, so the store is
+        # read as in exact mode (through its row filter and value indexes) without the tree's walk.
+        approx = whole_stream(query, index)
+        stats["index"] = "store"
+    elif mode == "approximate" and query.returns == Return.EXISTS:
         # Only the yes/no is asked: stop at the first prefix of the stream with a candidate.
         approx = approximate_exists(query, index, type_counts=source.type_counts())
     else:
         approx = approximate(query, index, type_counts=source.type_counts())
     stats["approximate_ms"] = _ms(started)
-    stats["nodes_probed"] = approx.nodes_probed
+    stats["nodes_probed"] = index.probes() - probed
     stats["candidate_intervals"] = approx.interval_count()
     if mode == "approximate":
         body = approximate_body(approx, events_total=source.events_total)
@@ -340,9 +355,12 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
     body = answer(query, result.found, result.ts_of, limit=limit, case_of=case_lookup(query, source, partition),
                   columnar=columnar)
     if not result.found.exists:
+        where = (f"the tree rules out no part of the stream (its types occur throughout), and its "
+                 f"{approx.coverage():,} events hold no exact match: " if stats["index"] == "store" else
+                 f"{stats['candidate_intervals']} candidate interval(s) of {approx.coverage():,} events hold no "
+                 "exact match: ")
         body["explain"] = approx.explain if approx.explain is not None else (
-            f"{stats['candidate_intervals']} candidate interval(s) of {approx.coverage():,} events hold no "
-            "exact match: " + why_empty(query, result.read, spans=approx.interval_bounds(),
+            where + why_empty(query, result.read, spans=approx.interval_bounds(),
                                         type_counts=source.type_counts(), budget=budget,
                                         spent_ms=stats["verify_ms"]))
     stats["total_ms"] = _ms(started)

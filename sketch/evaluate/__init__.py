@@ -17,9 +17,9 @@ within its window (:mod:`~sketch.evaluate.windows`, §4.3.1–4.3.4); :func:`app
 from __future__ import annotations
 
 from sketch.evaluate.approximation import Approximation, Region
-from sketch.evaluate.candidates import approximate, approximate_exists
+from sketch.evaluate.candidates import approximate, approximate_exists, tree_narrows, whole_stream
 from sketch.evaluate.occurrence import TreeIndex
 from sketch.evaluate.units import PerfectIndex, TypeIndex, Units, units_at
 
 __all__ = ["Approximation", "PerfectIndex", "Region", "TreeIndex", "TypeIndex", "Units", "approximate",
-           "approximate_exists", "units_at"]
+           "approximate_exists", "tree_narrows", "units_at", "whole_stream"]

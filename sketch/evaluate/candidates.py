@@ -159,6 +159,57 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
     return result(starts, ends, read_ends, relevant, None, keys)
 
 
+#: The tree is passed over (:func:`tree_narrows`) only with at least this many units in the query's range
+#: (below, its walk costs little anyway) ...
+PASS_OVER_MIN_UNITS = 1024
+#: ... and when the units within a window of the rarest position's cover at least this share of them.
+PASS_OVER_SHARE = 0.98
+
+
+def tree_narrows(query: Query, index: TypeIndex, type_counts: Mapping[str, int]) -> bool:
+    """May the tree's candidates be markedly fewer than the stream's units (within ``BETWEEN``)?
+
+    Every candidate lies within a window of a unit holding the pattern's rarest position (by the stream's
+    type counts; :func:`approximate` walks it first for that reason).  When those units' windows cover at
+    least :data:`PASS_OVER_SHARE` of a range of at least :data:`PASS_OVER_MIN_UNITS` units — frequent
+    types spread evenly — the chains and windows would cost their time and rule out next to nothing: the
+    store is better read whole through its row filter, which keeps only the events of the pattern's types
+    (and their own conditions) anyway.  Without a window the rarest position prunes only the range's
+    ends, so only a position that may occur in that share of the units passes the tree over.  A planner's
+    estimate, never a matter of correctness: the stream read whole (:func:`whole_stream`) holds every
+    candidate.  Types clustered in time keep the tree."""
+    units = index.units
+    lo, hi = units.between_range(query.between)
+    if hi - lo < max(PASS_OVER_MIN_UNITS, 1):
+        return True
+    plan = normalize(query)
+    if plan.unsatisfiable:
+        return True  # (the approximation explains it)
+    typed = [p for element in positions_of(plan) for p in element if p.types is not None]
+    if not typed:
+        return False
+    rare = min(typed, key=lambda p: sum(type_counts.get(t, 0) for t in _types(p)))
+    hits = index.occurrence(_types(rare), query.between)
+    if query.within is None:
+        covered = len(hits)
+    else:
+        first, last = window_neighbourhood(query, units, hits)
+        covered = int((np.clip(last, lo, hi) - np.clip(first, lo, hi)).sum())
+    return covered < PASS_OVER_SHARE * (hi - lo)
+
+
+def whole_stream(query: Query, index: TypeIndex) -> Approximation:
+    """The approximation that rules nothing out: every unit within ``BETWEEN`` may start a match reaching
+    to the range's end, and every one of them is read."""
+    units = index.units
+    lo, hi = units.between_range(query.between)
+    starts = np.arange(lo, hi, dtype=_I64)
+    ends = np.full(len(starts), units.hi_seq[hi - 1] if hi > lo else 0, dtype=_I64)
+    relevant = np.zeros(len(units), dtype=bool)
+    relevant[lo:hi] = True
+    return Approximation(query, units, starts, ends, ends.copy(), relevant, 0, 1.0, None)
+
+
 #: ``RETURN exists`` tries these shares of the stream's units first (1/64, 1/16, 1/4), then all of it.
 _EXISTS_PREFIXES = (64, 16, 4)
 #: Prefixes shorter than this many units are skipped (the whole walk costs little there anyway).

@@ -27,7 +27,7 @@ from exact.query.ast import (
 from exact.reference import stream_table
 from sketch.answer.sources import TableSource
 from sketch.answer.verify import verify
-from sketch.evaluate import PerfectIndex, TreeIndex, approximate
+from sketch.evaluate import PerfectIndex, TreeIndex, approximate, whole_stream
 from tests.generators import index_queries, index_streams, scaled
 from tests.helpers import build_tree, inside_candidate
 
@@ -52,6 +52,9 @@ def check(query: Query, rows: list[dict], leaf_size: int, tiny: bool, granularit
     assert verify(approx, TableSource(table)).matches == exact
     # regions verified apart, unread gaps between them (as on a large stream with sparse candidates)
     assert verify(approx, TableSource(table), merge_gap=-1).matches == exact
+    # the tree passed over (the planner's choice where it would rule out next to nothing): the stream read
+    # whole within BETWEEN
+    assert verify(whole_stream(query, TreeIndex(tree, granularity)), TableSource(table)).matches == exact
 
     perfect = approximate(query, PerfectIndex(approx.units, table.column("seq").to_numpy(),
                                               table.column("type").to_pylist()))

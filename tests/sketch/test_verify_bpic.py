@@ -152,7 +152,8 @@ def test_answers_of_the_three_modes(bpic: Bpic) -> None:
         stats = verified["stats"]
         assert stats["events_total"] == 262_200
         assert 0 < stats["events_scanned"] <= stats["events_total"]
-        assert stats["candidate_intervals"] == len(approx["intervals"])
+        # (where the tree would rule out next to nothing it is passed over: the store read as one interval)
+        assert stats["candidate_intervals"] == (1 if stats["index"] == "store" else len(approx["intervals"]))
         assert stats["nodes_probed"] > 0
 
 
