@@ -225,7 +225,8 @@ def measure(stream: pa.Table, qs: list[Question], rounds: int) -> dict[str, Any]
             row: dict[str, Any] = {"query": text, "strategy": q.strategy, "variables": len(q.variables),
                                    "count": exact["count"], "bound": attribute_bound(stream, q),
                                    "verified_scanned": verified["stats"]["events_scanned"],
-                                   "exact_scanned": exact["stats"]["events_scanned"]}
+                                   "exact_scanned": exact["stats"]["events_scanned"],
+                                   "verified_index": verified["stats"]["index"]}
             sql = q.sql() if q.strategy == "skip_till_any_match" else None
             gave_up = False
             times: dict[str, list[float]] = {"verified": [], "exact": [], "duckdb": []}

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -227,6 +229,14 @@ def empty_snapshot(row_group_size: int, lineage: str | None = None) -> Snapshot:
                     extra={}, row_group_size=row_group_size, lineage=lineage)
 
 
+#: The manifests last read in this process, by path, with their file identity: every store object of a
+#: path shares them, so a service that opens a dataset per request parses its manifest once per commit (a
+#: store of many parts has a manifest of hundreds of kilobytes).
+_READ: OrderedDict[str, tuple[tuple[int, int, int], Snapshot]] = OrderedDict()
+_READ_LOCK = threading.Lock()
+_READ_KEEP = 64
+
+
 class StoreBase:
     """A store's root and its committed snapshots (the part of :class:`~exact.store.EventStore` that its
     reading and its writing side share)."""
@@ -244,6 +254,11 @@ class StoreBase:
             key = (st.st_ino, st.st_mtime_ns, st.st_size)
             if self._cached is not None and self._cached[0] == key:
                 return self._cached[1]
+            with _READ_LOCK:
+                known = _READ.get(str(path))
+            if known is not None and known[0] == key:
+                self._cached = known
+                return known[1]
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise NotFound("no event store here", where=str(self.root)) from None
@@ -254,6 +269,11 @@ class StoreBase:
                                  where=str(path))
         snap = Snapshot.from_json(data)
         self._cached = (key, snap)
+        with _READ_LOCK:
+            _READ[str(path)] = self._cached
+            _READ.move_to_end(str(path))
+            while len(_READ) > _READ_KEEP:
+                _READ.popitem(last=False)
         return snap
 
     def seek_bytes(self, snapshot: Snapshot | None = None) -> int:

@@ -35,6 +35,7 @@ from sketch.evaluate.windows import (
     relevant_units,
     window_bound,
     window_neighbourhood,
+    window_runs,
 )
 
 _I64 = np.int64
@@ -162,25 +163,32 @@ def approximate(query: Query, index: TypeIndex, *, type_counts: Mapping[str, int
 #: The tree is passed over (:func:`tree_narrows`) only with at least this many units in the query's range
 #: (below, its walk costs little anyway) ...
 PASS_OVER_MIN_UNITS = 1024
-#: ... and when the units within a window of the rarest position's cover at least this share of them.
+#: ... and when at least this share of them has the rarest position within a window.
 PASS_OVER_SHARE = 0.98
+#: Units sampled, evenly spaced, when the tree's units are not listed per key (a tree too large to slice),
+#: each looked at within at most this many units either side.
+PASS_OVER_SAMPLE = 512
+PASS_OVER_REACH = 32
 
 
 def tree_narrows(query: Query, index: TypeIndex, type_counts: Mapping[str, int]) -> bool:
     """May the tree's candidates be markedly fewer than the stream's units (within ``BETWEEN``)?
 
     Every candidate lies within a window of a unit holding the pattern's rarest position (by the stream's
-    type counts; :func:`approximate` walks it first for that reason).  When those units' windows cover at
-    least :data:`PASS_OVER_SHARE` of a range of at least :data:`PASS_OVER_MIN_UNITS` units — frequent
-    types spread evenly — the chains and windows would cost their time and rule out next to nothing: the
-    store is better read whole through its row filter, which keeps only the events of the pattern's types
-    (and their own conditions) anyway.  Without a window the rarest position prunes only the range's
-    ends, so only a position that may occur in that share of the units passes the tree over.  A planner's
-    estimate, never a matter of correctness: the stream read whole (:func:`whole_stream`) holds every
-    candidate.  Types clustered in time keep the tree."""
+    type counts; :func:`approximate` walks it first for that reason).  When at least
+    :data:`PASS_OVER_SHARE` of a range of at least :data:`PASS_OVER_MIN_UNITS` units have such a unit
+    within a window — frequent types spread evenly — the chains and windows would cost their time and
+    rule out next to nothing: the store is better read whole through its row filter, which keeps only the
+    events of the pattern's types (and their own conditions) anyway.  Without a window the rarest position
+    prunes only the range's ends, so a unit counts only when it may hold that position itself.  Every unit
+    is looked at when the tree lists each key's units (sliced filters); else a sample of
+    :data:`PASS_OVER_SAMPLE`, each within :data:`PASS_OVER_REACH` units (a lower bound of the share).  A
+    planner's estimate, never a matter of correctness: the stream read whole (:func:`whole_stream`) holds
+    every candidate.  Types clustered in time keep the tree."""
+    near_share = getattr(index, "near_share", None)
     units = index.units
     lo, hi = units.between_range(query.between)
-    if hi - lo < max(PASS_OVER_MIN_UNITS, 1):
+    if near_share is None or hi - lo < max(PASS_OVER_MIN_UNITS, 1):
         return True
     plan = normalize(query)
     if plan.unsatisfiable:
@@ -189,13 +197,17 @@ def tree_narrows(query: Query, index: TypeIndex, type_counts: Mapping[str, int])
     if not typed:
         return False
     rare = min(typed, key=lambda p: sum(type_counts.get(t, 0) for t in _types(p)))
-    hits = index.occurrence(_types(rare), query.between)
+    every = getattr(index, "lists_units", False)
+    at = (np.arange(lo, hi, dtype=_I64) if every else
+          np.unique(np.linspace(lo, hi - 1, num=PASS_OVER_SAMPLE).astype(_I64)))
     if query.within is None:
-        covered = len(hits)
+        first, last = at, at + 1
     else:
-        first, last = window_neighbourhood(query, units, hits)
-        covered = int((np.clip(last, lo, hi) - np.clip(first, lo, hi)).sum())
-    return covered < PASS_OVER_SHARE * (hi - lo)
+        first, last = window_runs(query, units, at)
+        first, last = np.maximum(first, lo), np.minimum(last, hi)
+        if not every:
+            first, last = np.maximum(first, at - PASS_OVER_REACH), np.minimum(last, at + PASS_OVER_REACH + 1)
+    return bool(near_share(_types(rare), first, last) < PASS_OVER_SHARE)
 
 
 def whole_stream(query: Query, index: TypeIndex) -> Approximation:

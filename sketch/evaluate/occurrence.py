@@ -389,6 +389,33 @@ class TreeIndex:
         first, last = self._first_unit[nodes], self._last_unit[nodes]
         return self.units.nodes[expand_runs(first, last)], np.repeat(alive, last - first, axis=0)
 
+    @property
+    def lists_units(self) -> bool:
+        """Whether every unit's answer for a key comes from one sliced probe (remembered), so that asking
+        about all units costs about as little as asking about a few."""
+        return self._sliced is not None
+
+    def near_share(self, types: frozenset[str], first: np.ndarray, last: np.ndarray) -> float:
+        """The share of the runs of units ``[first_i, last_i)`` that hold a unit whose filter says an event
+        of one of ``types`` may occur there: from the remembered sliced answers (a prefix count); else each
+        run's units are probed (answers remembered, counted as a walk's probes)."""
+        if not len(first) or not types:
+            return 0.0
+        keys = sorted(types)
+        if self._sliced is not None:
+            flags = self._key_hits(keys[0])[2]
+            for key in keys[1:]:
+                flags = flags | self._key_hits(key)[2]
+            before = np.concatenate(([0], np.cumsum(flags, dtype=_I64)))
+            self._local.probes = self.probes() + len(flags)
+            return float(np.count_nonzero(before[last] > before[first])) / len(first)
+        at = expand_runs(first, last)
+        hit = self._probe(self.units.nodes[at].astype(_I64), keys).any(axis=1)
+        self._local.probes = self.probes() + len(at)
+        found = np.zeros(len(first), dtype=bool)
+        found[np.repeat(np.arange(len(first)), last - first)[hit]] = True
+        return float(np.count_nonzero(found)) / len(first)
+
     def top_level_false_positive_rate(self, keys: int, between: Between | None) -> float:
         """Eq. 4.3 with the query's own probes of the top level: ``1 − Π (1 − ρ_i^k)`` over every
         (top-level node, key) pair probed, ``ρ_i`` the node's measured density (eq. 4.1)."""

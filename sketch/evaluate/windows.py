@@ -55,21 +55,26 @@ def greedy_chain(hit_units: list[list[np.ndarray]], starts: np.ndarray, bound: n
 def window_neighbourhood(query: Query, units: Units, hits: np.ndarray) -> Runs:
     """The units meeting the window around some hit unit ``h`` (``hits``: sorted indices): time
     ``[h.lo_ts − d, h.hi_ts + d]``, or seqs ``[h.lo_seq − (n−1), h.hi_seq + (n−1)]``; as runs."""
-    h = hits
-    if not len(h):
+    if not len(hits):
         return EMPTY, EMPTY
     # Each hit's window as a run of units: both ends grow with the hit (units follow the stream's order),
     # and each run holds its own hit, so the runs of consecutive hits meet; join the ones that meet.
-    w = query.within
-    if isinstance(w, WithinTime):
-        first = units.hi_ts.searchsorted(units.lo_ts[h] - w.micros, "left")
-        last = units.lo_ts.searchsorted(units.hi_ts[h] + w.micros, "right")
-    else:
-        assert isinstance(w, WithinEvents)
-        first = units.hi_seq.searchsorted(units.lo_seq[h] - (w.count - 1), "left")
-        last = units.lo_seq.searchsorted(units.hi_seq[h] + (w.count - 1), "right")
+    first, last = window_runs(query, units, hits)
     apart = (first[1:] > last[:-1]).nonzero()[0]
     return np.concatenate((first[:1], first[apart + 1])), np.concatenate((last[apart], last[-1:]))
+
+
+def window_runs(query: Query, units: Units, at: np.ndarray) -> Runs:
+    """Per unit ``u`` of ``at``, the run ``[first, last)`` of units meeting the window around it: time
+    ``[u.lo_ts − d, u.hi_ts + d]``, or seqs ``[u.lo_seq − (n−1), u.hi_seq + (n−1)]`` (the query has a
+    window)."""
+    w = query.within
+    if isinstance(w, WithinTime):
+        return (units.hi_ts.searchsorted(units.lo_ts[at] - w.micros, "left"),
+                units.lo_ts.searchsorted(units.hi_ts[at] + w.micros, "right"))
+    assert isinstance(w, WithinEvents)
+    return (units.hi_seq.searchsorted(units.lo_seq[at] - (w.count - 1), "left"),
+            units.lo_seq.searchsorted(units.hi_seq[at] + (w.count - 1), "right"))
 
 
 def position_count(plan: Plan) -> int:

@@ -448,6 +448,17 @@ def test_cached_snapshot_follows_commits_of_other_writers(tmp_path: Path) -> Non
         first.type_counts["A"] = 5  # type: ignore[index]
 
 
+def test_store_objects_of_one_path_share_the_manifest_they_read(tmp_path: Path) -> None:
+    """A service opens a dataset per request: its manifest is parsed once per commit, not per request."""
+    EventStore.create(tmp_path / "s", records_to_table([{"ts": 1, "type": "A"}]))
+    first = EventStore.open(tmp_path / "s").snapshot()
+    assert EventStore.open(tmp_path / "s").snapshot() is first
+    EventStore.open(tmp_path / "s").append(records_to_table([{"ts": 2, "type": "B"}], first_seq=None))
+    again = EventStore.open(tmp_path / "s").snapshot()
+    assert again is not first and again.events == 2
+    assert EventStore.open(tmp_path / "s").snapshot() is again
+
+
 def test_a_store_keeps_its_lineage_through_commits_and_a_new_store_has_another(tmp_path: Path) -> None:
     store = EventStore.create(tmp_path / "s", records_to_table([{"ts": 1, "type": "A"}]))
     lineage = store.snapshot().lineage
