@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from exact.arrays import sorted_ints
 from exact.engine import Budget, answer, evaluate_table, iso_ts_many
-from exact.engine.matchtable import match_times, merge_spans
-from exact.engine.parallel import query_threads
+from exact.engine.columns import SeqTimes
+from exact.engine.matchtable import MatchTable, combined, match_times, merge_spans
+from exact.engine.parallel import each, query_threads
 from exact.prefilter import EventFrame
 from exact.query.ast import Query, Return, Strategy
-from exact.query.normalize import Plan
+from exact.query.normalize import Plan, normalize
 from exact.store.grouping import Layout
 from exact.store.rowfilter import RowFilter, row_filter
 from sketch.answer.cases import case_lookup
@@ -36,6 +38,9 @@ _I64 = np.int64
 #: Verification scans the whole stream's types in place rather than gathering the candidates' rows once
 #: these are more than 1/this of the stream: so it never reads more than twice the candidates' events.
 _GATHER_COST = 2
+#: Candidates of at least this many rows are read and evaluated in chunks of groups, one per thread
+#: (below, a thread costs more than it saves).
+MIN_PARALLEL_ROWS = 50_000
 
 
 def served(query: Query, key: str | None) -> bool:
@@ -127,24 +132,13 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
         stats["total_ms"] = _ms(started)
         return {"mode": mode, **body, "stats": stats}
     verifying = time.perf_counter()
-    # the candidates' events: their layout rows and their tail rows (only of the types that matter)
-    old = groups[groups < layout.groups]
-    rows = layout.rows(old) if types is None else layout.rows_of_types(old, types)
-    if tail is not None:
-        in_tail = np.isin(tail.group, groups)
-        if types is not None:
-            in_tail &= np.isin(tail.codes, [i for i, t in enumerate(tail.types) if t in types])
-        rows = np.concatenate([rows, tail.seq[in_tail]])
-    rows = sorted_ints(rows)
-    if query.between is not None and hasattr(source, "seq_span"):
-        # only events within BETWEEN take part: the seqs of its time range (ts never decreases along seq)
-        lo, hi = source.seq_span(query.between.start, query.between.end)
-        rows = rows[(rows >= lo) & (rows <= hi)]
     columns = columns_without_key(query, columns, layout.key)
     keep = row_filter(plan)
 
+    groups_read = GroupRead(query, layout, tail, source, columns, types, keep)
+
     def read(keep: RowFilter | None) -> tuple[EventFrame, int]:
-        if types is not None and len(rows) * _GATHER_COST > source.events_total:
+        if not groups_read.gathered(len(rows)):
             # the candidates hold much of the stream: scanning every event's type in place costs less than
             # gathering theirs; the events of other groups are dropped by their group number
             whole = [(0, source.events_total - 1)]
@@ -152,16 +146,30 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
             return frame.take(np.isin(frame.keys[layout.key], groups)), scanned
         return keyed_frame(source, layout, tail, runs_of(rows), columns, types, keep)
 
-    read_at = time.monotonic()
-    frame, scanned = read(keep)
-    read_ms = (time.monotonic() - read_at) * 1000.0
-    table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts(),
-                           spans=not columnar)
+    chunks = in_chunks(groups_read, groups, limit=limit, budget=budget, columnar=columnar)
+    frame: EventFrame | None = None
+    if chunks.found is not None:
+        table, times, scanned = chunks.found
+        read_ms = 0.0
+        rows = np.zeros(0, dtype=_I64)  # (read again whole only for an explain)
+    else:
+        rows = chunks.rows()
+        read_at = time.monotonic()
+        frame, scanned = read(keep)
+        read_ms = (time.monotonic() - read_at) * 1000.0
+        table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts(),
+                               spans=not columnar)
+        times = match_times(frame, table)
     stats["verify_ms"] = _ms(verifying)
     stats["events_scanned"] = scanned
-    body = answer(query, table, match_times(frame, table), limit=limit,
-                  case_of=case_lookup(query, source, pindex), columnar=columnar)
+    body = answer(query, table, times, limit=limit, case_of=case_lookup(query, source, pindex),
+                  columnar=columnar)
     if not body["exists"]:
+        if frame is None:  # (read in chunks: the explain searches the candidates read as one)
+            rows = chunks.rows()
+            read_at = time.monotonic()
+            frame, _ = read(keep)
+            read_ms = (time.monotonic() - read_at) * 1000.0
         body["explain"] = explain or (
             f"{len(groups):,} {layout.key}(s) hold every type of the pattern, but none of them holds a "
             "match: " + why_empty(query, _read_for_explain(frame, types, keep, scanned, read, read_ms),
@@ -170,6 +178,107 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
                                   spent_ms=stats["verify_ms"]))
     stats["total_ms"] = _ms(started)
     return {"mode": mode, **body, "stats": stats}
+
+
+@dataclass(frozen=True)
+class GroupRead:
+    """How the events of chosen groups are found and read for ``query``: the layout's rows of ``types``
+    (None: every type) and the tail's, within BETWEEN, read with the row filter ``keep``."""
+
+    query: Query
+    layout: Layout
+    tail: Tail | None
+    source: Any
+    columns: list[str]
+    types: frozenset[str] | None
+    keep: RowFilter | None
+
+    def rows_of(self, chosen: np.ndarray) -> np.ndarray:
+        """The events of the groups ``chosen`` (sorted seqs): their layout rows and their tail rows (only of
+        the types that matter), within BETWEEN."""
+        layout, tail, types = self.layout, self.tail, self.types
+        old = chosen[chosen < layout.groups]
+        rows = layout.rows(old) if types is None else layout.rows_of_types(old, types)
+        if tail is not None:
+            in_tail = np.isin(tail.group, chosen)
+            if types is not None:
+                in_tail &= np.isin(tail.codes, [i for i, t in enumerate(tail.types) if t in types])
+            rows = np.concatenate([rows, tail.seq[in_tail]])
+        rows = sorted_ints(rows)
+        between = self.query.between
+        if between is not None and hasattr(self.source, "seq_span"):
+            # only events within BETWEEN take part: the seqs of its time range (ts never decreases along seq)
+            lo, hi = self.source.seq_span(between.start, between.end)
+            rows = rows[(rows >= lo) & (rows <= hi)]
+        return rows
+
+    def gathered(self, rows: int) -> bool:
+        """Is gathering this many rows cheaper than scanning every event's type in place?"""
+        return self.types is None or rows * _GATHER_COST <= self.source.events_total
+
+
+@dataclass
+class Chunks:
+    """The events of the groups asked for, found per chunk of groups; ``found``: the matches, their times
+    and the rows looked at when the chunks were also read and evaluated (None: read them as one)."""
+
+    parts: list[np.ndarray]
+    found: tuple[MatchTable, SeqTimes, int] | None = None
+
+    def rows(self) -> np.ndarray:
+        """All the chunks' events, sorted."""
+        return self.parts[0] if len(self.parts) == 1 else sorted_ints(np.concatenate(self.parts))
+
+
+def in_chunks(read: GroupRead, groups: np.ndarray, *, limit: int | None, budget: Budget | None,
+              columnar: bool) -> Chunks:
+    """Cases are independent: ``groups`` (sorted) in chunks of about equal size, each one's events found,
+    read and evaluated on its own thread (the reads and kernels release the GIL), the matches joined
+    (:func:`answer` puts them in answer order) — unless the question stops at its first match, is small
+    (:data:`MIN_PARALLEL_ROWS`), or is best read by a scan of the whole stream (then only the events are
+    found in chunks)."""
+    query, threads = read.query, query_threads()
+    parts = [groups]
+    if threads > 1 and query.returns != Return.EXISTS:
+        parts = _group_chunks(read.layout, groups, threads, MIN_PARALLEL_ROWS)
+    rows = each(read.rows_of, parts, threads)
+    if len(parts) == 1 or not read.gathered(sum(len(r) for r in rows)):
+        return Chunks(rows)
+    counts = read.source.type_counts()
+
+    def verified(rows: np.ndarray) -> tuple[MatchTable, SeqTimes, int]:
+        frame, scanned = keyed_frame(read.source, read.layout, read.tail, runs_of(rows), read.columns,
+                                     read.types, read.keep)
+        table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=counts, spans=not columnar)
+        return table, _times_named(frame, table), scanned
+
+    found = each(verified, rows, threads)
+    names = tuple(v.name for v in normalize(query).positives)
+    return Chunks(rows, (combined(names, [f[0] for f in found]), SeqTimes.merged([f[1] for f in found]),
+                         sum(f[2] for f in found)))
+
+
+def _group_chunks(layout: Layout, groups: np.ndarray, parts: int, least: int) -> list[np.ndarray]:
+    """``groups`` (sorted) in up to ``parts`` runs of about equal events, each of at least ``least`` events
+    (by the layout's group sizes; a group of the tail only counts one): one run when they hold fewer."""
+    old = groups < layout.groups
+    size = np.ones(len(groups), dtype=_I64)
+    size[old] = layout.group_off[groups[old] + 1] - layout.group_off[groups[old]]
+    total = int(size.sum())
+    parts = min(parts, total // max(least, 1))
+    if parts <= 1:
+        return [groups]
+    piece = (np.cumsum(size) - size) * parts // total
+    cuts = np.searchsorted(piece, np.arange(1, parts))
+    return [chunk for chunk in np.split(groups, cuts) if len(chunk)]
+
+
+def _times_named(frame: EventFrame, table: MatchTable) -> SeqTimes:
+    """The ts of the events ``table`` names (its matches' first, last and bound events, its spans' ends),
+    from ``frame``, which holds them."""
+    spans = [table.spans.ravel()] if table.spans is not None else []
+    wanted = np.unique(np.concatenate([table.start, table.end, table.seq, *spans]).astype(_I64))
+    return SeqTimes(wanted, frame.ts[np.searchsorted(frame.seq, wanted)])
 
 
 def _read_for_explain(frame: EventFrame, types: frozenset[str] | None, keep: RowFilter | None, scanned: int,

@@ -7,9 +7,11 @@ partition tree as the local builder."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +25,7 @@ from exact.query.ast import Query, Return, Strategy
 from exact.reference import stream_table
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
+from sketch.partition import answer as partition_answer
 from tests.generators import engine_queries, keyed_streams, scaled
 
 COMPARED = ("exists", "count", "matches", "intervals", "truncated", "strategy")
@@ -51,6 +54,13 @@ def check(home: Path, query: Query) -> None:
     verified = run_query(home, "d", query, mode="verified")
     for key in COMPARED:
         assert verified.get(key) == exact.get(key), (key, query)
+    for threads in ("2", "3"):  # the candidate groups read and evaluated in chunks, one per thread
+        with patch.dict(os.environ, {"SEQSKETCH_QUERY_THREADS": threads}), \
+                patch.object(partition_answer, "MIN_PARALLEL_ROWS", 1):
+            chunked = run_query(home, "d", query, mode="verified")
+        for key in COMPARED:
+            assert chunked.get(key) == exact.get(key), (key, threads, query)
+        assert bool(chunked.get("explain")) == bool(verified.get("explain"))
     approx = run_query(home, "d", query, mode="approximate")
     if exact["exists"]:
         assert approx["exists"], query
