@@ -38,8 +38,9 @@ _I64 = np.int64
 #: Verification scans the whole stream's types in place rather than gathering the candidates' rows once
 #: these are more than 1/this of the stream: so it never reads more than twice the candidates' events.
 _GATHER_COST = 2
-#: Candidates of at least this many rows are read and evaluated in chunks of groups, one per thread
-#: (below, a thread costs more than it saves).
+#: Candidates of at least this many events of the types read (estimated from the groups' sizes and the
+#: types' share of the stream) are read and evaluated in chunks of groups, one per thread (below, a thread
+#: costs more than it saves).
 MIN_PARALLEL_ROWS = 50_000
 
 
@@ -240,7 +241,11 @@ def in_chunks(read: GroupRead, groups: np.ndarray, *, limit: int | None, budget:
     query, threads = read.query, query_threads()
     parts = [groups]
     if threads > 1 and query.returns != Return.EXISTS:
-        parts = _group_chunks(read.layout, groups, threads, MIN_PARALLEL_ROWS)
+        # the events of the types read: about the groups' events times those types' share of the stream
+        counts = read.source.type_counts() or {}
+        share = 1.0 if read.types is None or not counts else (
+            sum(counts.get(t, 0) for t in read.types) / max(sum(counts.values()), 1))
+        parts = _group_chunks(read.layout, groups, threads, int(MIN_PARALLEL_ROWS / max(share, 1e-9)))
     rows = each(read.rows_of, parts, threads)
     if len(parts) == 1 or not read.gathered(sum(len(r) for r in rows)):
         return Chunks(rows)
