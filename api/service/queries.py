@@ -113,8 +113,21 @@ def parsed_query(query: QueryInput) -> Query:
     if isinstance(query, Query):
         return query
     if isinstance(query, str):
-        _check_unicode(query)
-    parsed = load(query if isinstance(query, str) else dict(query))
+        return _parsed_text(query)
+    return _parsed(dict(query))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed_text(text: str) -> Query:
+    """A query text parsed and checked, remembered: a service or a notebook asks the same questions again,
+    and parsing one with many conditions costs milliseconds (a :class:`Query` is immutable; a text that is
+    refused raises again, nothing is remembered of it)."""
+    _check_unicode(text)
+    return _parsed(text)
+
+
+def _parsed(query: str | dict[str, Any]) -> Query:
+    parsed = load(query)
     try:  # the JSON form may escape a lone surrogate into a name or a literal
         json.dumps(to_json(parsed), ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
