@@ -91,6 +91,12 @@ class Layout:
         idx = np.repeat(lo - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(total)
         return self.order[idx].astype(np.int64)
 
+    @property
+    def knows_type_sets(self) -> bool:
+        """Whether every group's type set is kept as a bitmap (up to 64 types in the stream), so that the
+        groups holding given types are found in one pass."""
+        return self._type_bits is not None
+
     @functools.cached_property
     def _type_bits(self) -> np.ndarray | None:
         """Per group, its types as bits of a uint64 (None with more than 64 types in the stream)."""
@@ -114,6 +120,11 @@ class Layout:
         starts = self.group_off[:-1]
         order = self.order.astype(np.int64)
         return np.minimum.reduceat(order, starts), np.maximum.reduceat(order, starts)
+
+    @functools.cached_property
+    def by_first(self) -> np.ndarray:
+        """The group numbers in order of their first events."""
+        return np.argsort(self.spans[0], kind="stable")
 
     @functools.cached_property
     def _type_rows(self) -> np.ndarray:

@@ -305,6 +305,10 @@ def _group_spans(layout: Layout, tail: Tail | None, groups: np.ndarray) -> list[
     if not len(groups):
         return []
     old = groups[groups < layout.groups]
+    if len(old) > 1:  # in order of their first events, without a sort: the layout's order of them, masked
+        asked = np.zeros(layout.groups, dtype=bool)
+        asked[old] = True
+        old = layout.by_first[asked[layout.by_first]]
     lo, hi = layout.spans[0][old], layout.spans[1][old]
     if tail is not None:
         in_tail = np.isin(tail.group, groups)

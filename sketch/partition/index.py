@@ -124,13 +124,18 @@ class PartitionIndex:
 
     def candidates(self, plan: Plan) -> Candidates:
         """The layout's groups that may hold a match of ``plan``: each positive position may occur in one of
-        the group's leaves (the tree), and the group holds an event of each (its exact type set)."""
+        the group's leaves (the tree), and the group holds an event of each (its exact type set).  Where the
+        layout keeps every group's type set as a bitmap (up to 64 types), those decide alone."""
         positions = [p for element in positions_of(plan) for p in element]
         typed = position_types(plan)
         index = self._index
         before = index.probes()
         groups = np.arange(self.layout.groups, dtype=_I64)
-        if typed:
+        if typed and self.layout.knows_type_sets:
+            # every group's exact type set at hand (a bitmap each): it decides alone, and the tree could
+            # only keep groups it rules out (the tree never misses a type) — one pass instead of a walk
+            groups = self.layout.groups_holding(typed)
+        elif typed:
             # (no BETWEEN here: the tree's units are in clustered order, not in time order, which the
             # occurrence walk's BETWEEN cut assumes; the engine applies BETWEEN to the groups read)
             found = index.occurrences(typed, None)
