@@ -13,7 +13,8 @@ than it saves.  A part that fails (the time limit, an error) stops the others at
 
 The vectorised steps split too, above a hundred thousand items: the chain of bisections of a SEQ of single
 variables (:mod:`exact.engine.chain`) follows pieces of its starts at once, and the windows' ends are searched
-in pieces (:func:`searched`) — NumPy releases the GIL in its sorts and searches.
+in pieces (:func:`searched`) — NumPy releases the GIL in its sorts and searches — unless they are dense enough
+to be found by one linear merge instead.
 
 ``SEQSKETCH_QUERY_THREADS`` says how many threads one query may use: default the machine's cores;
 ``seqsketch serve`` with several gunicorn workers sets 1 unless it is set (the workers already share the
@@ -22,11 +23,12 @@ cores between requests).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -91,10 +93,45 @@ def pieces(n: int, parts: int) -> list[tuple[int, int]]:
 
 #: A bisection of many values splits across threads only with at least this many (below, a thread costs more).
 MIN_PARALLEL_SEARCHES = 100_000
+#: Ascending values are merged with the array they are searched in when there is one per this many entries
+#: (a merge steps over every entry; a bisection costs about log2 of them per value).
+MERGE_SPARSITY = 16
+
+
+@functools.cache
+def _merge_compiled() -> Callable[..., None]:
+    """:func:`_merge_search` compiled (cached on disk) on first use."""
+    import numba
+
+    compiled: Callable[..., None] = numba.njit(cache=True, nogil=True)(_merge_search)
+    return compiled
+
+
+def _merge_search(array: Any, values: Any, right: bool, out: Any) -> None:
+    """``out[i]`` = where ``values[i]`` goes in the sorted ``array`` (after its equals when ``right``), for
+    ascending ``values``: one pass over both."""
+    j = 0
+    n = len(array)
+    for i in range(len(values)):
+        x = values[i]
+        if right:
+            while j < n and array[j] <= x:
+                j += 1
+        else:
+            while j < n and array[j] < x:
+                j += 1
+        out[i] = j
 
 
 def searched(array: np.ndarray, values: np.ndarray, side: Literal["left", "right"], threads: int) -> np.ndarray:
-    """``array.searchsorted(values, side)``, the values in pieces on up to ``threads`` threads when many."""
+    """``array.searchsorted(values, side)``: values in ascending order, at least one per
+    :data:`MERGE_SPARSITY` entries of ``array``, in one merge of the two (linear); else the values in pieces
+    on up to ``threads`` threads when many."""
+    if (len(values) * MERGE_SPARSITY >= len(array) and len(values) > 1 and array.dtype == values.dtype == np.int64
+            and bool((values[1:] >= values[:-1]).all())):
+        out = np.empty(len(values), dtype=np.int64)
+        _merge_compiled()(array, values, side == "right", out)
+        return out
     if threads <= 1 or len(values) < MIN_PARALLEL_SEARCHES:
         return array.searchsorted(values, side)
     found = each(lambda ab: array.searchsorted(values[ab[0]:ab[1]], side), pieces(len(values), threads), threads)

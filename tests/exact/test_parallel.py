@@ -192,3 +192,15 @@ def test_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("SEQSKETCH_QUERY_THREADS", bad)
         with pytest.raises(ValueError, match="SEQSKETCH_QUERY_THREADS"):
             query_threads()
+
+
+@scaled(200)
+@given(array=st.lists(st.integers(-5, 40), max_size=60).map(sorted),
+       values=st.lists(st.integers(-8, 45), max_size=60).map(sorted),
+       side=st.sampled_from(["left", "right"]), threads=st.sampled_from([1, 2]))
+def test_ascending_values_merged_are_found_where_a_bisection_finds_them(array: list[int], values: list[int],
+                                                                         side: str, threads: int) -> None:
+    """The windows' ends are searched by one merge when the values ascend and are not few: the same places
+    as NumPy's bisection, equal values on either side."""
+    a, v = np.asarray(array, dtype=np.int64), np.asarray(values, dtype=np.int64)
+    assert parallel.searched(a, v, side, threads).tolist() == a.searchsorted(v, side).tolist()  # type: ignore[arg-type]
