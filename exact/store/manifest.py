@@ -229,10 +229,10 @@ def empty_snapshot(row_group_size: int, lineage: str | None = None) -> Snapshot:
                     extra={}, row_group_size=row_group_size, lineage=lineage)
 
 
-#: The manifests last read in this process, by path, with their file identity: every store object of a
-#: path shares them, so a service that opens a dataset per request parses its manifest once per commit (a
-#: store of many parts has a manifest of hundreds of kilobytes).
-_READ: OrderedDict[str, tuple[tuple[int, int, int], Snapshot]] = OrderedDict()
+#: The manifests last read in this process, by path, with their text: every store object of a path shares
+#: them, so a service that opens a dataset per request parses its manifest once per commit (a store of many
+#: parts has a manifest of hundreds of kilobytes; reading and comparing it costs a small part of parsing).
+_READ: OrderedDict[str, tuple[bytes, Snapshot]] = OrderedDict()
 _READ_LOCK = threading.Lock()
 _READ_KEEP = 64
 
@@ -243,23 +243,23 @@ class StoreBase:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        # The last manifest read, keyed by its file identity: os.replace gives every commit a new inode.
-        self._cached: tuple[tuple[int, int, int], Snapshot] | None = None
+        # The last manifest read, with its text.  Known by its text, not by the file's identity: a commit's
+        # new file may get a freed inode number and the same size and mtime as one before it.
+        self._cached: tuple[bytes, Snapshot] | None = None
 
     def snapshot(self) -> Snapshot:
-        """The current committed state (re-read only when the manifest file was replaced)."""
+        """The current committed state (parsed again only when the manifest's text changed)."""
         path = self.root / MANIFEST
         try:
-            st = os.stat(path)
-            key = (st.st_ino, st.st_mtime_ns, st.st_size)
-            if self._cached is not None and self._cached[0] == key:
+            raw = path.read_bytes()
+            if self._cached is not None and self._cached[0] == raw:
                 return self._cached[1]
             with _READ_LOCK:
                 known = _READ.get(str(path))
-            if known is not None and known[0] == key:
+            if known is not None and known[0] == raw:
                 self._cached = known
                 return known[1]
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(raw.decode("utf-8"))
         except FileNotFoundError:
             raise NotFound("no event store here", where=str(self.root)) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -268,7 +268,7 @@ class StoreBase:
             raise SeqsketchError(f"not a seqsketch event store manifest (format {data.get('format')!r})",
                                  where=str(path))
         snap = Snapshot.from_json(data)
-        self._cached = (key, snap)
+        self._cached = (raw, snap)
         with _READ_LOCK:
             _READ[str(path)] = self._cached
             _READ.move_to_end(str(path))

@@ -4,6 +4,7 @@ the Parquet files' own metadata), all-or-nothing appends, schema evolution and a
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -468,3 +469,20 @@ def test_a_store_keeps_its_lineage_through_commits_and_a_new_store_has_another(t
     assert EventStore.open(tmp_path / "s").snapshot().lineage == lineage  # (read back from the manifest)
     other = EventStore.create(tmp_path / "t", records_to_table([{"ts": 1, "type": "A"}]))
     assert other.snapshot().lineage not in (None, lineage)
+
+
+def test_a_manifest_with_the_same_file_identity_and_new_text_is_read_anew(tmp_path: Path) -> None:
+    """A commit's new manifest may get a freed inode number and the size and mtime of one before it (a
+    load of quick appends did): the cached snapshot is known by the manifest's text, not by those."""
+    store = EventStore.create(tmp_path / "s", records_to_table([{"ts": 1, "type": "A"}]))
+    path = tmp_path / "s" / "manifest.json"
+    before = store.snapshot()
+    st = os.stat(path)
+    text = path.read_text(encoding="utf-8")
+    changed = text.replace('"type_counts":{"A":1}', '"type_counts":{"A":7}')
+    assert changed != text and len(changed) == len(text)
+    path.write_text(changed, encoding="utf-8")  # in place: the same inode and size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the same mtime
+    assert os.stat(path).st_ino == st.st_ino
+    assert store.snapshot() is not before and store.snapshot().type_counts == {"A": 7}
+    assert EventStore.open(tmp_path / "s").snapshot().type_counts == {"A": 7}
