@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -137,8 +138,10 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
     keep = row_filter(plan)
 
     groups_read = GroupRead(query, layout, tail, source, columns, types, keep)
+    chunks = in_chunks(groups_read, groups, limit=limit, budget=budget, columnar=columnar)
 
     def read(keep: RowFilter | None) -> tuple[EventFrame, int]:
+        rows = chunks.rows
         if not groups_read.gathered(len(rows)):
             # the candidates hold much of the stream: scanning every event's type in place costs less than
             # gathering theirs; the events of other groups are dropped by their group number
@@ -147,14 +150,11 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
             return frame.take(np.isin(frame.keys[layout.key], groups)), scanned
         return keyed_frame(source, layout, tail, runs_of(rows), columns, types, keep)
 
-    chunks = in_chunks(groups_read, groups, limit=limit, budget=budget, columnar=columnar)
     frame: EventFrame | None = None
     if chunks.found is not None:
         table, times, scanned = chunks.found
         read_ms = 0.0
-        rows = np.zeros(0, dtype=_I64)  # (read again whole only for an explain)
     else:
-        rows = chunks.rows()
         read_at = time.monotonic()
         frame, scanned = read(keep)
         read_ms = (time.monotonic() - read_at) * 1000.0
@@ -167,7 +167,6 @@ def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any
                   columnar=columnar)
     if not body["exists"]:
         if frame is None:  # (read in chunks: the explain searches the candidates read as one)
-            rows = chunks.rows()
             read_at = time.monotonic()
             frame, _ = read(keep)
             read_ms = (time.monotonic() - read_at) * 1000.0
@@ -226,6 +225,7 @@ class Chunks:
     parts: list[np.ndarray]
     found: tuple[MatchTable, SeqTimes, int] | None = None
 
+    @cached_property
     def rows(self) -> np.ndarray:
         """All the chunks' events, sorted."""
         return self.parts[0] if len(self.parts) == 1 else sorted_ints(np.concatenate(self.parts))
@@ -239,17 +239,16 @@ def in_chunks(read: GroupRead, groups: np.ndarray, *, limit: int | None, budget:
     (:data:`MIN_PARALLEL_ROWS`), or is best read by a scan of the whole stream (then only the events are
     found in chunks)."""
     query, threads = read.query, query_threads()
+    counts = read.source.type_counts()
     parts = [groups]
     if threads > 1 and query.returns != Return.EXISTS:
         # the events of the types read: about the groups' events times those types' share of the stream
-        counts = read.source.type_counts() or {}
         share = 1.0 if read.types is None or not counts else (
             sum(counts.get(t, 0) for t in read.types) / max(sum(counts.values()), 1))
         parts = _group_chunks(read.layout, groups, threads, int(MIN_PARALLEL_ROWS / max(share, 1e-9)))
     rows = each(read.rows_of, parts, threads)
     if len(parts) == 1 or not read.gathered(sum(len(r) for r in rows)):
         return Chunks(rows)
-    counts = read.source.type_counts()
 
     def verified(rows: np.ndarray) -> tuple[MatchTable, SeqTimes, int]:
         frame, scanned = keyed_frame(read.source, read.layout, read.tail, runs_of(rows), read.columns,
