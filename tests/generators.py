@@ -381,11 +381,14 @@ def write_jsonl(path: Path, rows: int, seed: int = 2) -> Path:
 
 @st.composite
 def chain_queries(draw: st.DrawFn) -> Query:
-    """Skip-till-next-match over a SEQ of single, non-Kleene variables with properties only, in one stream or
-    per partition: the queries the engine answers with one chain of bisections instead of windows
-    (``_Evaluation._chains``; per partition its starts are searched in key order)."""
+    """Skip-till-next-match over a SEQ of single variables with properties only, in one stream or per
+    partition: the queries the engine answers with a chain instead of windows (``_Evaluation._chains``):
+    linear passes when no variable is a Kleene one, else bisections, whose starts are searched in key order
+    per partition."""
     n = draw(st.integers(1, 4))
-    elements = tuple(Single(Var(f"v{i}", draw(st.sampled_from(ENGINE_TYPES + (None,))))) for i in range(n))
+    kleene = draw(st.sampled_from((False, False, True)))
+    elements = tuple(Single(Var(f"v{i}", draw(st.sampled_from(ENGINE_TYPES + (None,))),
+                                kleene and draw(st.booleans()))) for i in range(n))
     conds = tuple(Condition(Field(f"v{draw(st.integers(0, n - 1))}", draw(st.sampled_from(("x", "y")))),
                             draw(st.sampled_from(OPS)), Literal(draw(st.integers(0, 3))))
                   for _ in range(draw(st.integers(0, 2))))

@@ -10,7 +10,7 @@ module             holds
 ``program``        its reachable states, transitions and conditions laid out as arrays
 ``ordering``       the events laid out for the kernels: program order, window ends, successors, values
 ``kernels``        the compiled strategy loops (numba) and their parts, made by an explicit factory
-``chain``          skip-till-next-match chains as vectorised bisections
+``chain``          skip-till-next-match chains: linear passes, or bisections with a Kleene element
 ``prune``          the windows worth running (Alg. 3 / Thm. 5.2, rarest-first necessary starts)
 ``negation``       SASE+ negation over the matches' gaps
 ``matchtable``     columnar matches and the answer made of them

@@ -9,20 +9,29 @@ element ``i`` can fire, and where no event satisfies both (checked on the data) 
 instance binds each element to the first event of its position after the element before it was entered;
 a Kleene element takes every event of its variable from its first one up to (not including) the next
 element's event, or, last, up to the window's end (the trailing-Kleene rule, docs/semantics.md A3).  So every window
-is a chain of bisections in per-position sorted arrays (positions encoded as ``key · B + position``, one
-array serving every partition), with no loop per window.  An event satisfying several alternatives of an
-OR binds the first of them, as one match (docs/contract.md §2).
+is a chain of "the next event of this position after that one, in the same partition", with no loop per window:
+
+- with no Kleene element, one backward pass over the events per element notes each event's next event of the
+  element in its partition, and every chain steps along it (:func:`_passes`: compiled, linear, no sort);
+- with a Kleene element, whose run needs its bounds among its variable's events, bisections in per-position
+  sorted arrays (positions encoded as ``key · B + position``, one array serving every partition;
+  :func:`_bisected`).
+
+An event satisfying several alternatives of an OR binds the first of them, as one match (docs/contract.md §2).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from exact.arrays import joined, run_positions, sorted_ints
 from exact.engine.automaton import Automaton
-from exact.engine.parallel import each, pieces
+from exact.engine.parallel import each, pieces, searched
 from exact.query.ast import Condition, Field
 from exact.query.normalize import Plan
 
@@ -107,12 +116,128 @@ class Chains:
         return last
 
 
-def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends: np.ndarray,
+@dataclass(frozen=True)
+class Reach:
+    """How far a window reaches from its first event: to the last event whose ``ruler`` value (ts or seq,
+    ascending in stream order) is at most ``width`` past the first event's; to the last event when ``ruler``
+    is None (no window)."""
+
+    ruler: np.ndarray | None
+    width: int
+
+    def last(self, starts: np.ndarray, n: int, threads: int) -> np.ndarray:
+        """Per start (positions, ascending), the position of its window's last event among ``n`` events."""
+        if self.ruler is None:
+            return np.full(len(starts), n - 1, dtype=_I64)
+        out: np.ndarray = searched(self.ruler, self.ruler[starts] + self.width, "right", threads) - 1
+        return out
+
+
+def run_chains(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, reach: Reach,
                starts: np.ndarray, ordered: bool = True, threads: int = 1) -> Chains:
-    """The matches of the windows starting at ``starts`` (positions, stream order; each the first event
-    of element 0).  ``em``: variable bits per event; ``keys``: partition per event (-1: none; None: one
-    partition); ``ends``: per event, the last position of the window it starts.  The matches come in
-    stream order of their starts, or (``ordered`` false: only counted) in any order.
+    """The matches of the windows starting at ``starts`` (positions, stream order; each an event of
+    element 0).  ``em``: variable bits per event; ``keys``: partition per event (-1: none; None: one
+    partition); ``reach``: the window.  The matches come in stream order of their starts, or (``ordered``
+    false: only counted) in any order.  By :func:`_passes` when no element is a Kleene one, else by
+    :func:`_bisected`."""
+    if all(v < 0 for v in shape.kleene):
+        return _passes(shape, em, keys, reach, starts)
+    ends = np.zeros(len(em), dtype=_I64)
+    ends[starts] = reach.last(starts, len(em), threads)
+    return _bisected(shape, em, keys, ends, starts, ordered, threads)
+
+
+def _passes(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, reach: Reach, starts: np.ndarray
+            ) -> Chains:
+    """The chains of a SEQ of plain positions in one backward pass over the events per element after the
+    first: the pass notes, for every event, the next event of element ``i`` in its partition (the events'
+    keys index a table of the latest seen per partition), and every chain still alive steps from its event of
+    element ``i - 1`` to that one, or ends when there is none or it lies past the window.  Linear in the
+    events and the starts; no sort, and the matches come in the order of ``starts``.  One thread: split by
+    ranges of keys, each thread still stepped over every event, and on interleaved partitions two were slower
+    than one."""
+    n = len(em)
+    if keys is None:
+        key = np.zeros(n, dtype=_I64)
+        slots = 1
+    else:
+        key, slots = _dense_keys(keys)
+    k = len(shape.masks)
+    first = np.empty((k, len(starts)), dtype=_I64)
+    alive = np.empty(len(starts), dtype=np.bool_)
+    after = np.empty(n, dtype=np.int32 if n < 2**31 else _I64)
+    ruler = np.zeros(1, dtype=_I64) if reach.ruler is None else np.ascontiguousarray(reach.ruler, dtype=_I64)
+    m = _passes_compiled()(np.ascontiguousarray(em, dtype=_I64), key, np.asarray(shape.masks, dtype=_I64),
+                           np.ascontiguousarray(starts, dtype=_I64), ruler, reach.ruler is not None, reach.width,
+                           after, first, alive, slots)
+    rows = [first[i, :m] for i in range(k)]
+    return Chains(rows[0], rows, [None] * k, [None] * k, [], n + 1)
+
+
+def _dense_keys(keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """``keys`` as codes ``0 … slots - 1`` (-1 kept: in no partition) and ``slots``; as they are when they
+    already lie within a few times the events' number, else renumbered."""
+    top = int(keys.max(initial=-1))
+    if top < 4 * len(keys) + 1024:
+        return np.ascontiguousarray(keys, dtype=_I64), top + 1
+    inside = keys >= 0
+    values, inverse = np.unique(keys[inside], return_inverse=True)
+    out = np.full(len(keys), -1, dtype=_I64)
+    out[inside] = inverse
+    return out, len(values)
+
+
+@functools.cache
+def _passes_compiled() -> Callable[..., int]:
+    """:func:`_chain_passes` compiled (cached on disk) on first use."""
+    import numba
+
+    compiled: Callable[..., int] = numba.njit(cache=True, nogil=True)(_chain_passes)
+    return compiled
+
+
+def _chain_passes(em: Any, key: Any, masks: Any, starts: Any, ruler: Any, bounded: bool, width: int, after: Any,
+                  first: Any, alive: Any, slots: int) -> int:
+    """Fills ``first[i, c]`` with the event of element ``i`` chain ``c`` binds, and returns how many chains
+    matched: theirs are moved to the first columns, in order (a boolean index with a random mask would cost
+    several times more).  ``alive`` and ``after`` are scratch, one entry per start and per event."""
+    n = len(em)
+    m = len(starts)
+    for c in range(m):
+        s = starts[c]
+        first[0, c] = s
+        alive[c] = key[s] >= 0
+    latest = np.empty(max(slots, 1), dtype=after.dtype)
+    for i in range(1, len(masks)):
+        mask = masks[i]
+        latest[:] = -1
+        for p in range(n - 1, -1, -1):
+            kk = key[p]
+            if kk < 0:
+                after[p] = -1
+                continue
+            after[p] = latest[kk]
+            if em[p] & mask:
+                latest[kk] = p
+        for c in range(m):
+            if alive[c]:
+                q = after[first[i - 1, c]]
+                if q < 0 or (bounded and ruler[q] - ruler[starts[c]] > width):
+                    alive[c] = False
+                else:
+                    first[i, c] = q
+    j = 0
+    for c in range(m):
+        if alive[c]:
+            for i in range(len(masks)):
+                first[i, j] = first[i, c]
+            j += 1
+    return j
+
+
+def _bisected(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, ends: np.ndarray,
+              starts: np.ndarray, ordered: bool = True, threads: int = 1) -> Chains:
+    """:func:`run_chains` by bisections (``ends``: per start, the last position of its window).
 
     The starts are searched in key order, so that each bisection reads the sorted array in one sweep
     (with interleaved cases, a third of the time of searching in stream order at ten million events).

@@ -11,13 +11,13 @@ variable can bind take part (Cadonna's filtered windows, Thm. 5.1).  Then:
    Def. 5.3) every event gets a partition code once; windows never leave their first event's partition.
 3. **Windows worth running.** The first events are pruned vectorised: the two-phase candidate conditions
    (Thm. 5.2) or the rarest-first necessary conditions (:mod:`exact.engine.prune`).
-4. **Evaluation.** A skip-till-next-match chain (:mod:`exact.engine.chain`) runs as bisections for all windows at
-   once; everything else runs in the compiled kernels of :mod:`exact.engine.kernels` over the automaton laid out
-   as arrays (:mod:`exact.engine.program`), windows in stream order, in slices between which the budget's clock
-   is read.  SASE+ run operands and aggregates (``v[1]``, ``v[last]``, ``count``, ``sum``/``avg``/``min``/
-   ``max``) are evaluated in the kernels, incrementally per run (the chain leaves such queries to them);
-   when an integer sum leaves int64, or a literal does, the query is evaluated again by the same kernels
-   as plain Python with Python's integers (:func:`exact.engine.kernels.python_kernels`) — exact, and slow.
+4. **Evaluation.** A skip-till-next-match chain (:mod:`exact.engine.chain`) runs for all windows at once (linear
+   passes, or bisections); everything else runs in the compiled kernels of :mod:`exact.engine.kernels` over the
+   automaton laid out as arrays (:mod:`exact.engine.program`), windows in stream order, in slices between which
+   the budget's clock is read.  SASE+ run operands and aggregates (``v[1]``, ``v[last]``, ``count``,
+   ``sum``/``avg``/``min``/``max``) are evaluated in the kernels, incrementally per run (the chain leaves such
+   queries to them); when an integer sum leaves int64, or a literal does, the query is evaluated again by the
+   same kernels as plain Python with Python's integers (:func:`exact.engine.kernels.python_kernels`) — exact, and slow.
 5. **What is kept** follows ``RETURN``: ``exists`` stops at the first match, ``count`` only counts,
    ``intervals`` merges spans as they come, ``matches`` keeps the bindings of the first ``limit`` matches
    in answer order and stops once they are certain (the count is then unknown), ``cases`` keeps every
@@ -47,7 +47,7 @@ import pyarrow as pa
 
 import exact.engine.kernels as K
 from exact.engine.automaton import automaton_for
-from exact.engine.chain import ChainShape, branches, chain_rows, chain_shape, run_chains
+from exact.engine.chain import ChainShape, Reach, branches, chain_rows, chain_shape, run_chains
 from exact.engine.matchtable import (
     Match,
     MatchTable,
@@ -70,7 +70,7 @@ from exact.engine.ordering import (
     successors,
     value_columns,
 )
-from exact.engine.parallel import query_threads, run_parts, searched, split_windows
+from exact.engine.parallel import query_threads, run_parts, split_windows
 from exact.engine.program import automaton_tables, run_attributes, run_program
 from exact.engine.prune import candidate_windows, necessary_starts
 from exact.engine.slices import Budget, Slicing, exists_only, run_slices
@@ -187,14 +187,18 @@ class _Evaluation:
         window (stream order); 0 elsewhere — no window starts there, and most events are not first ones."""
         out = np.zeros(len(self.idx), dtype=_I64)
         firsts = np.flatnonzero((self.em & self.aut.first_element_mask) != 0)
+        out[firsts] = self.reach.last(firsts, len(self.idx), query_threads())
+        return out
+
+    @functools.cached_property
+    def reach(self) -> Reach:
+        """How far a window reaches from its first event."""
         w = self.query.within
         if isinstance(w, WithinTime):
-            out[firsts] = searched(self.ts, self.ts[firsts] + w.micros, "right", query_threads()) - 1
-        elif isinstance(w, WithinEvents):
-            out[firsts] = searched(self.seq, self.seq[firsts] + (w.count - 1), "right", query_threads()) - 1
-        else:
-            out[firsts] = len(self.idx) - 1
-        return out
+            return Reach(self.ts, w.micros)
+        if isinstance(w, WithinEvents):
+            return Reach(self.seq, w.count - 1)
+        return Reach(None, 0)
 
     def _start_ok(self) -> np.ndarray:
         if self.starts is None:
@@ -254,7 +258,7 @@ class _Evaluation:
 
     def _chains(self, shape: ChainShape, firsts: np.ndarray, returns: Return, limit: int | None) -> MatchTable:
         counted = returns in (Return.COUNT, Return.EXISTS) and not self.plan.negatives
-        chains = run_chains(shape, self.em, self.keys, self.ends, firsts, ordered=not counted,
+        chains = run_chains(shape, self.em, self.keys, self.reach, firsts, ordered=not counted,
                             threads=query_threads())
         m = len(chains.starts)
         if returns == Return.EXISTS and not self.plan.negatives:
@@ -434,5 +438,7 @@ def warm_up() -> float:
         for returns in (Return.MATCHES, Return.COUNT, Return.EXISTS):
             query = Query(pattern, within=WithinEvents(4), strategy=strategy, returns=returns)
             evaluate_table(query, table, chains=False)
+    plain = (Single(Var("a", "A")), Single(Var("b", "B")))  # (skip-till-next-match's linear chain passes)
+    evaluate_table(Query(plain, within=WithinEvents(4), strategy=Strategy.SKIP_TILL_NEXT_MATCH), table)
     successors(np.zeros(2, dtype=_I64), 2)  # (partition contiguity's links)
     return time.perf_counter() - started

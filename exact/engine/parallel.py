@@ -11,8 +11,8 @@ work to share), and only when every window runs: a question that stops early (``
 matches of ``RETURN matches``) runs in one part, as does a call of little work, where a thread costs more
 than it saves.  A part that fails (the time limit, an error) stops the others at their next slice.
 
-The vectorised steps split too, above a hundred thousand items: the chain of bisections of a SEQ of single
-variables (:mod:`exact.engine.chain`) follows pieces of its starts at once, and the windows' ends are searched
+The vectorised steps split too, above a hundred thousand items: the chain of bisections of a SEQ with a Kleene
+element (:mod:`exact.engine.chain`) follows pieces of its starts at once, and the windows' ends are searched
 in pieces (:func:`searched`) — NumPy releases the GIL in its sorts and searches — unless they are dense enough
 to be found by one linear merge instead.
 

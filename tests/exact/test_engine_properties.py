@@ -111,7 +111,7 @@ def test_starts_slicing_matches_filtering(query: Query, rows: list[dict], lo: in
 @SETTINGS
 @given(query=chain_queries(), rows=engine_streams(), lo=st.integers(0, 12), width=st.integers(0, 8))
 def test_chain_queries_equal_reference(query: Query, rows: list[dict], lo: int, width: int) -> None:
-    """The chain of bisections gives the windows' matches (two_phase=False, prefilter=False run windows)."""
+    """The chain (passes or bisections) gives the windows' matches (two_phase=False, prefilter=False run windows)."""
     _check(query, rows)
     table = stream_table(rows)
     full = evaluate(query, table)

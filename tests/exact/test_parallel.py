@@ -78,10 +78,10 @@ def test_split_chains_answer_as_the_reference(monkeypatch: pytest.MonkeyPatch, t
 
 
 def test_a_real_chain_splits_and_answers_as_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    """BPI 2012's frequent W activities per case (tens of thousands of starts): two threads, the chain's
-    starts in pieces, give one thread's matches exactly."""
+    """BPI 2012's frequent W activities per case (tens of thousands of starts), a Kleene chain (bisected):
+    two threads, the chain's starts in pieces, give one thread's matches exactly."""
     table, _ = load_stream()
-    query = parse("PATTERN SEQ('W_Completeren aanvraag' c, 'W_Nabellen offertes' n) PARTITION BY case "
+    query = parse("PATTERN SEQ('W_Completeren aanvraag' c, 'W_Nabellen offertes'+ n) PARTITION BY case "
                   "WITHIN 30 days")
     monkeypatch.setattr(chain, "MIN_PARALLEL_STARTS", 1000)
     pieces: list[int] = []
@@ -101,6 +101,29 @@ def test_a_real_chain_splits_and_answers_as_one_thread(monkeypatch: pytest.Monke
     assert set(pieces) == {2}
     assert one.count == two.count > 1000
     assert one.matches() == two.matches()
+
+
+def test_the_passes_find_the_chains_the_bisections_find(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BPI 2012's frequent W activities per case, chains of plain positions: the linear passes give the
+    matches the bisections give, in one stream and per case."""
+    table, _ = load_stream()
+
+    def bisected(shape, em, keys, reach, starts):  # noqa: ANN001, ANN202 - the bisections in the passes' place
+        ends = np.zeros(len(em), dtype=np.int64)
+        ends[starts] = reach.last(starts, len(em), 1)
+        return chain._bisected(shape, em, keys, ends, starts)
+
+    for text in ("PATTERN SEQ('W_Completeren aanvraag' c, 'W_Nabellen offertes' n) PARTITION BY case WITHIN 30 days",
+                 "PATTERN SEQ('W_Completeren aanvraag' c, 'W_Nabellen offertes' n, 'W_Valideren aanvraag' v) "
+                 "PARTITION BY case WITHIN 30 days",
+                 "PATTERN SEQ('A_SUBMITTED' a, 'O_SENT' o) WITHIN 50 EVENTS"):
+        query = parse(text)
+        passes = evaluate_table(query, table)
+        with monkeypatch.context() as patch:
+            patch.setattr(chain, "_passes", bisected)
+            bisections = evaluate_table(query, table)
+        assert passes.count == bisections.count > 1000, text
+        assert passes.matches() == bisections.matches(), text
 
 
 @pytest.mark.parametrize("text", [
