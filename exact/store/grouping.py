@@ -59,6 +59,11 @@ _PREFIX = struct.Struct("<8sII")
 _ARRAYS = ("order", "group_off", "type_off", "type_codes", "type_counts")
 
 
+#: :meth:`Layout.rows_of_types` bisects a type's run of entries for the groups asked when the run is longer
+#: than this many times their number (a bisection costs about log2 of the run; marking, one step per entry).
+_BISECT_SHARE = 8
+
+
 @dataclass(eq=False)
 class Layout:
     """A stream's partition layout (see the module docstring)."""
@@ -135,27 +140,42 @@ class Layout:
 
     @functools.cached_property
     def _entries_by_type(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The (group, type) entries ordered by type, then group; where each type's run starts; and each
-        entry's group — an inverted index from a type to the groups holding it, made once per layout."""
+        """The (group, type) entries ordered by type, then group; where each type's run starts; and the
+        group of each entry in that order (ascending within a type's run) — an inverted index from a type
+        to the groups holding it, made once per layout."""
         by_type = np.argsort(self.type_codes, kind="stable")
         starts = np.searchsorted(self.type_codes[by_type], np.arange(len(self.types) + 1))
         group = np.repeat(np.arange(self.groups, dtype=np.int64), np.diff(self.type_off))
-        return by_type, starts, group
+        return by_type, starts, group[by_type]
 
     def rows_of_types(self, groups: np.ndarray, types: frozenset[str]) -> np.ndarray:
-        """The seqs of the events of ``groups`` (group ids) whose type is one of ``types`` (grouped
-        by type, not sorted): per type, its entries in the groups asked for, each a run of ``order``."""
-        by_type, starts, group = self._entries_by_type
+        """The seqs of the events of ``groups`` (group ids, distinct) whose type is one of ``types``
+        (grouped by type, not sorted): per type, its entries in the groups asked for, each a run of
+        ``order``.  A type's entries in the groups asked are found by bisecting its run (a group holds one
+        entry per type) when they are few beside the run, else by marking the groups asked: the work
+        follows the groups asked, not all the groups that hold the type."""
+        by_type, starts, entry_group = self._entries_by_type
         index = self._type_index
         picked = []
         if not len(groups):
             return np.zeros(0, dtype=np.int64)
-        asked = np.zeros(self.groups, dtype=bool)
-        asked[groups] = True
+        asked_sorted = groups if bool(np.all(groups[1:] > groups[:-1])) else np.sort(groups)
+        asked: np.ndarray | None = None
         for code in sorted(index[t] for t in types if t in index):
-            entries = by_type[starts[code]:starts[code + 1]]
-            if len(entries):
-                picked.append(entries[asked[group[entries]]])
+            lo, hi = int(starts[code]), int(starts[code + 1])
+            if hi == lo:
+                continue
+            run = entry_group[lo:hi]
+            if _BISECT_SHARE * len(asked_sorted) < hi - lo:
+                at = np.searchsorted(run, asked_sorted)
+                inside = at < hi - lo
+                at = at[inside]
+                picked.append(by_type[lo + at[run[at] == asked_sorted[inside]]])
+            else:
+                if asked is None:
+                    asked = np.zeros(self.groups, dtype=bool)
+                    asked[groups] = True
+                picked.append(by_type[lo:hi][asked[run]])
         if not picked:
             return np.zeros(0, dtype=np.int64)
         entries = np.concatenate(picked)

@@ -40,9 +40,11 @@ _I64 = np.int64
 #: these are more than 1/this of the stream: so it never reads more than twice the candidates' events.
 _GATHER_COST = 2
 #: Candidates of at least this many events of the types read (estimated from the groups' sizes and the
-#: types' share of the stream) are read and evaluated in chunks of groups, one per thread (below, a thread
-#: costs more than it saves).
-MIN_PARALLEL_ROWS = 50_000
+#: types' share of the stream) are read and evaluated in chunks of groups, one per thread.  Below, a thread
+#: costs more than it saves: each chunk's read still steps through every part its cases touch, and with
+#: evaluation linear the read is most of the work (on the 10M replay, candidates of 131K and 171K events
+#: took 1.2-1.3x as long on two threads as on one, and 316K events 0.86x).
+MIN_PARALLEL_ROWS = 250_000
 
 
 def served(query: Query, key: str | None) -> bool:

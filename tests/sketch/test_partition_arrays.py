@@ -90,3 +90,28 @@ def test_partition_from_columns_writes_the_local_builds_files(tmp_path: Path, sh
         assert (root / mine["file"]).read_bytes() == (local.root / theirs["file"]).read_bytes()
     assert store.snapshot().extra["partition_index"]["index_digest"] == \
         local.store.snapshot().extra["partition_index"]["index_digest"]
+
+
+@pytest.mark.parametrize("share", [0, 10**9], ids=["bisected", "marked"])
+@scaled(40)
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 400), groups=st.integers(1, 60), asked=st.data())
+def test_the_rows_of_types_in_chosen_groups_are_those_events(share: int, seed: int, n: int, groups: int,
+                                                             asked: st.DataObject) -> None:
+    """A layout's rows of some types in some groups — found by bisecting each type's run of entries or by
+    marking the groups asked — are the events of those types in those groups, every one once."""
+    import exact.store.grouping as grouping
+
+    table = stream(seed, n, groups, "int", 0.1, False)
+    layout = build_layout(table, "case")
+    chosen = np.asarray(sorted(asked.draw(st.sets(st.integers(0, max(layout.groups - 1, 0)), max_size=20)))
+                        if layout.groups else [], dtype=np.int64)
+    types = frozenset(asked.draw(st.sets(st.sampled_from([f"T{i}" for i in range(32)]), min_size=1, max_size=5)))
+    saved = grouping._BISECT_SHARE
+    grouping._BISECT_SHARE = share
+    try:
+        found = layout.rows_of_types(chosen, types)
+    finally:
+        grouping._BISECT_SHARE = saved
+    of_type = np.isin(np.asarray(table.column("type").to_pylist(), dtype=object), list(types))
+    expected = np.flatnonzero(of_type & np.isin(layout.group_of, chosen))
+    assert sorted(found.tolist()) == expected.tolist()
