@@ -39,12 +39,12 @@ _I64 = np.int64
 #: Verification scans the whole stream's types in place rather than gathering the candidates' rows once
 #: these are more than 1/this of the stream: so it never reads more than twice the candidates' events.
 _GATHER_COST = 2
-#: Candidates of at least this many events of the types read (estimated from the groups' sizes and the
-#: types' share of the stream) are read and evaluated in chunks of groups, one per thread.  Below, a thread
-#: costs more than it saves: each chunk's read still steps through every part its cases touch, and with
-#: evaluation linear the read is most of the work (on the 10M replay, candidates of 131K and 171K events
-#: took 1.2-1.3x as long on two threads as on one, and 316K events 0.86x).
-MIN_PARALLEL_ROWS = 250_000
+#: Candidates of at least this many events of the types read (counted in the layout) are read and evaluated
+#: in chunks of groups, one per thread.  Below, a thread costs more than it saves: each chunk's read still
+#: steps through every part its cases touch, and with evaluation linear the read is most of the work.  On two
+#: threads against one, the 10M replay's candidates of 131K and 171K events took 1.2-1.3x as long, the 1.3M
+#: replay's 406K events 1.1-1.3x, and the 10M replay's 3.1M events 0.88x.
+MIN_PARALLEL_ROWS = 1_000_000
 
 
 def served(query: Query, key: str | None) -> bool:
@@ -244,10 +244,7 @@ def in_chunks(read: GroupRead, groups: np.ndarray, *, limit: int | None, budget:
     counts = read.source.type_counts()
     parts = [groups]
     if threads > 1 and query.returns != Return.EXISTS:
-        # the events of the types read: about the groups' events times those types' share of the stream
-        share = 1.0 if read.types is None or not counts else (
-            sum(counts.get(t, 0) for t in read.types) / max(sum(counts.values()), 1))
-        parts = _group_chunks(read.layout, groups, threads, int(MIN_PARALLEL_ROWS / max(share, 1e-9)))
+        parts = _group_chunks(read.layout, groups, read.types, threads, MIN_PARALLEL_ROWS)
     rows = each(read.rows_of, parts, threads)
     if len(parts) == 1 or not read.gathered(sum(len(r) for r in rows)):
         return Chunks(rows)
@@ -264,12 +261,17 @@ def in_chunks(read: GroupRead, groups: np.ndarray, *, limit: int | None, budget:
                          sum(f[2] for f in found)))
 
 
-def _group_chunks(layout: Layout, groups: np.ndarray, parts: int, least: int) -> list[np.ndarray]:
-    """``groups`` (sorted) in up to ``parts`` runs of about equal events, each of at least ``least`` events
-    (by the layout's group sizes; a group of the tail only counts one): one run when they hold fewer."""
+def _group_chunks(layout: Layout, groups: np.ndarray, types: frozenset[str] | None, parts: int, least: int
+                  ) -> list[np.ndarray]:
+    """``groups`` (sorted) in up to ``parts`` runs of about equal events of ``types`` (None: any), each of at
+    least ``least`` such events (by the layout's counts; a group of the tail only counts one): one run when
+    they hold fewer."""
     old = groups < layout.groups
     size = np.ones(len(groups), dtype=_I64)
-    size[old] = layout.group_off[groups[old] + 1] - layout.group_off[groups[old]]
+    if types is None:
+        size[old] = layout.group_off[groups[old] + 1] - layout.group_off[groups[old]]
+    else:
+        size[old] = layout.sizes_of_types(groups[old], types)
     total = int(size.sum())
     parts = min(parts, total // max(least, 1))
     if parts <= 1:

@@ -98,7 +98,8 @@ def test_partition_from_columns_writes_the_local_builds_files(tmp_path: Path, sh
 def test_the_rows_of_types_in_chosen_groups_are_those_events(share: int, seed: int, n: int, groups: int,
                                                              asked: st.DataObject) -> None:
     """A layout's rows of some types in some groups — found by bisecting each type's run of entries or by
-    marking the groups asked — are the events of those types in those groups, every one once."""
+    marking the groups asked — are the events of those types in those groups, every one once; and it counts
+    them per group."""
     import exact.store.grouping as grouping
 
     table = stream(seed, n, groups, "int", 0.1, False)
@@ -110,8 +111,10 @@ def test_the_rows_of_types_in_chosen_groups_are_those_events(share: int, seed: i
     grouping._BISECT_SHARE = share
     try:
         found = layout.rows_of_types(chosen, types)
+        sizes = layout.sizes_of_types(chosen, types)
     finally:
         grouping._BISECT_SHARE = saved
     of_type = np.isin(np.asarray(table.column("type").to_pylist(), dtype=object), list(types))
     expected = np.flatnonzero(of_type & np.isin(layout.group_of, chosen))
     assert sorted(found.tolist()) == expected.tolist()
+    assert sizes.tolist() == [int(np.count_nonzero(of_type & (layout.group_of == g))) for g in chosen.tolist()]
