@@ -152,7 +152,7 @@ class Layout:
         """The seqs of the events of ``groups`` (group ids, distinct) whose type is one of ``types``
         (grouped by type, not sorted): per type, its entries in the groups asked for, each a run of
         ``order``."""
-        entries = self._entries_of(groups, types)
+        entries, _ = self._entries_of(groups, types)
         start = self._type_rows[entries]
         counts = self._type_rows[entries + 1] - start
         n = int(counts.sum())
@@ -163,21 +163,22 @@ class Layout:
 
     def sizes_of_types(self, groups: np.ndarray, types: frozenset[str]) -> np.ndarray:
         """Per group of ``groups`` (group ids, ascending), its events whose type is one of ``types``."""
-        entries = self._entries_of(groups, types)
+        entries, owners = self._entries_of(groups, types)
         counts = self._type_rows[entries + 1] - self._type_rows[entries]
-        owner = np.searchsorted(groups, np.searchsorted(self.type_off, entries, "right") - 1)
-        return np.bincount(owner, weights=counts, minlength=len(groups)).astype(np.int64)
+        return np.bincount(np.searchsorted(groups, owners), weights=counts, minlength=len(groups)).astype(np.int64)
 
-    def _entries_of(self, groups: np.ndarray, types: frozenset[str]) -> np.ndarray:
-        """The (group, type) entries of ``groups`` (distinct) and ``types``.  A type's entries in the groups
+    def _entries_of(self, groups: np.ndarray, types: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The (group, type) entries of ``groups`` (distinct) and ``types``, and their groups.  A type's
+        entries in the groups
         asked are found by bisecting its run (a group holds one entry per type) when they are few beside
         the run, else by marking the groups asked: the work follows the groups asked, not all the groups
         that hold the type."""
         by_type, starts, entry_group = self._entries_by_type
         index = self._type_index
         picked = [np.zeros(0, dtype=np.int64)]
+        owners = [np.zeros(0, dtype=np.int64)]
         if not len(groups):
-            return picked[0]
+            return picked[0], owners[0]
         asked_sorted = groups if bool(np.all(groups[1:] > groups[:-1])) else np.sort(groups)
         asked: np.ndarray | None = None
         for code in sorted(index[t] for t in types if t in index):
@@ -189,13 +190,15 @@ class Layout:
                 at = np.searchsorted(run, asked_sorted)
                 inside = at < hi - lo
                 at = at[inside]
-                picked.append(by_type[lo + at[run[at] == asked_sorted[inside]]])
+                at = at[run[at] == asked_sorted[inside]]
             else:
                 if asked is None:
                     asked = np.zeros(self.groups, dtype=bool)
                     asked[groups] = True
-                picked.append(by_type[lo:hi][asked[run]])
-        return np.concatenate(picked).astype(np.int64, copy=False)
+                at = np.flatnonzero(asked[run])
+            picked.append(by_type[lo + at])
+            owners.append(run[at])
+        return np.concatenate(picked).astype(np.int64, copy=False), np.concatenate(owners)
 
     def groups_holding(self, type_sets: Sequence[frozenset[str] | None],
                        among: np.ndarray | None = None) -> np.ndarray:

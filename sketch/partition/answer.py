@@ -45,6 +45,9 @@ _GATHER_COST = 2
 #: threads against one, the 10M replay's candidates of 131K and 171K events took 1.2-1.3x as long, the 1.3M
 #: replay's 406K events 1.1-1.3x, and the 10M replay's 3.1M events 0.88x.
 MIN_PARALLEL_ROWS = 1_000_000
+#: Cases rich in the types read hold more of them than the stream's share says: candidates are counted in
+#: the layout unless the share times this many still falls short.
+_SHARE_SLACK = 4
 
 
 def served(query: Query, key: str | None) -> bool:
@@ -244,7 +247,11 @@ def in_chunks(read: GroupRead, groups: np.ndarray, *, limit: int | None, budget:
     counts = read.source.type_counts()
     parts = [groups]
     if threads > 1 and query.returns != Return.EXISTS:
-        parts = _group_chunks(read.layout, groups, read.types, threads, MIN_PARALLEL_ROWS)
+        # the types' share of the stream: the groups' events times it tells, cheaply, candidates far too
+        # small to chunk (counting their events of those types in the layout costs a read's tenth)
+        share = 1.0 if read.types is None or not counts else (
+            sum(counts.get(t, 0) for t in read.types) / max(sum(counts.values()), 1))
+        parts = _group_chunks(read.layout, groups, read.types, threads, MIN_PARALLEL_ROWS, share)
     rows = each(read.rows_of, parts, threads)
     if len(parts) == 1 or not read.gathered(sum(len(r) for r in rows)):
         return Chunks(rows)
@@ -261,16 +268,18 @@ def in_chunks(read: GroupRead, groups: np.ndarray, *, limit: int | None, budget:
                          sum(f[2] for f in found)))
 
 
-def _group_chunks(layout: Layout, groups: np.ndarray, types: frozenset[str] | None, parts: int, least: int
-                  ) -> list[np.ndarray]:
+def _group_chunks(layout: Layout, groups: np.ndarray, types: frozenset[str] | None, parts: int, least: int,
+                  share: float = 1.0) -> list[np.ndarray]:
     """``groups`` (sorted) in up to ``parts`` runs of about equal events of ``types`` (None: any), each of at
     least ``least`` such events (by the layout's counts; a group of the tail only counts one): one run when
-    they hold fewer."""
+    they hold fewer — at once when their events times ``share`` (those types' share of the stream) come to
+    under a quarter of ``least``."""
     old = groups < layout.groups
     size = np.ones(len(groups), dtype=_I64)
-    if types is None:
-        size[old] = layout.group_off[groups[old] + 1] - layout.group_off[groups[old]]
-    else:
+    size[old] = layout.group_off[groups[old] + 1] - layout.group_off[groups[old]]
+    if types is not None:
+        if int(size.sum()) * share * _SHARE_SLACK < least:
+            return [groups]
         size[old] = layout.sizes_of_types(groups[old], types)
     total = int(size.sum())
     parts = min(parts, total // max(least, 1))
