@@ -162,8 +162,31 @@ def _bucket_range(f: SeekFile, cond: Condition) -> tuple[str, ValueIndex, int, i
 
 
 #: A clause's rows from the value indexes are those in the buckets of at most this many of its attributes
-#: (the narrowest first): each further one costs a pass over its own rows.
+#: (the narrowest first): each further one costs a look-up of the rows' values.
 _INTERSECTED = 3
+#: The rows found are put in order by a sort when they are fewer than 1/this of the ranges' span, else by
+#: marking them in a bitmap of it.
+_SORTED_BELOW = 16
+
+
+def buckets_of(column: AttrColumn, rows: np.ndarray) -> np.ndarray:
+    """The value-index bucket of each of ``rows`` (positions in the part) for ``column`` (one with an index):
+    the number of edges not above its value, the null bucket for null and NaN (as the index was built: a
+    string's value is its code, which orders as the values do)."""
+    index = column.index
+    assert index is not None and column.codes is not None
+    codes = column.codes[rows]
+    values = codes.astype(np.float64)
+    if column.kind == "int64":
+        values += float(column.base)
+    null = np.isnan(values)
+    if column.null is not None:
+        null |= codes == column.null
+    if column.valid is not None:
+        null |= column.valid[rows] == 0
+    out = np.searchsorted(index.edges, values, "right")
+    out[null] = index.width - 1
+    return out
 
 
 def index_candidates(keep: RowFilter, f: SeekFile, ranges: np.ndarray) -> np.ndarray | None:
@@ -195,12 +218,12 @@ def index_candidates(keep: RowFilter, f: SeekFile, ranges: np.ndarray) -> np.nda
                 _, lo0, hi0 = ranges_of[attr]
                 lo, hi = max(lo, lo0), min(hi, hi0)
             ranges_of[attr] = (index, lo, hi)
-        options: list[tuple[int, list[tuple[np.ndarray, int, int]]]] = []
-        for index, lo, hi in ranges_of.values():
+        options: list[tuple[int, list[tuple[np.ndarray, int, int]], str, int, int]] = []
+        for attr, (index, lo, hi) in ranges_of.items():
             spans = [(index.rows, *index.span(c, lo, hi)) for c in codes] if lo <= hi else []
             count = sum(b - a for _, a, b in spans)
             if count < of_types or not spans:
-                options.append((count, spans))
+                options.append((count, spans, attr, lo, hi))
         if not options:  # no index narrows this clause: all rows of its types
             total += of_types
             if total > in_ranges:
@@ -212,25 +235,33 @@ def index_candidates(keep: RowFilter, f: SeekFile, ranges: np.ndarray) -> np.nda
         # the clause keeps meets every condition, so it lies in each one's buckets)
         options.sort(key=lambda o: o[0])
         rows = joined([r[a:b] for r, a, b in options[0][1]] or [np.zeros(0, np.int64)]).astype(np.int64)
-        for _, spans in options[1:_INTERSECTED]:
+        for _, _, attr, lo, hi in options[1:_INTERSECTED]:
             if not len(rows):
                 break
-            member = np.zeros(f.rows, dtype=bool)
-            member[joined([r[a:b] for r, a, b in spans] or [np.zeros(0, np.int64)])] = True
-            rows = rows[member[rows]]
+            # the rows (of the clause's types) in those buckets: their own values' buckets, looked up
+            bucket = buckets_of(f.attrs[attr], rows)
+            rows = rows[(bucket >= lo) & (bucket <= hi)]
         total += len(rows)
         if total > in_ranges:
             return None
         pieces.append(rows)
     if not narrowed:
         return None  # (no index narrows: the rows of the types, as a read without one finds them)
-    # the rows, each once and in order: marked in a bitmap of the ranges' span (a sort of the rows cost more)
+    # the rows, each once and in order: marked in a bitmap of the ranges' span when they fill much of it,
+    # else sorted (a bitmap is cleared and read back whole)
     first, last = int(ranges[0, 0]), int(ranges[-1, 1])
-    marked = np.zeros(last - first + 1, dtype=bool)
-    for piece in pieces:
-        piece = piece[(piece >= first) & (piece <= last)]
-        marked[piece.astype(np.int64) - first] = True
-    found_rows: np.ndarray = np.flatnonzero(marked) + first
+    found_rows: np.ndarray
+    if total * _SORTED_BELOW < last - first + 1:
+        found_rows = np.sort(joined([p.astype(np.int64) for p in pieces] or [np.zeros(0, np.int64)]))
+        once = np.ones(len(found_rows), dtype=bool)  # (np.unique hashes first: several times slower here)
+        once[1:] = found_rows[1:] != found_rows[:-1]
+        found_rows = found_rows[once & (found_rows >= first) & (found_rows <= last)]
+    else:
+        marked = np.zeros(last - first + 1, dtype=bool)
+        for piece in pieces:
+            piece = piece[(piece >= first) & (piece <= last)]
+            marked[piece.astype(np.int64) - first] = True
+        found_rows = np.flatnonzero(marked) + first
     k = np.searchsorted(ranges[:, 0], found_rows, "right") - 1
     inside = (k >= 0) & (found_rows <= ranges[np.maximum(k, 0), 1])
     out: np.ndarray = found_rows[inside]

@@ -274,3 +274,40 @@ def test_the_value_index_narrows_a_selective_condition() -> None:
     assert got is not None
     exact = np.flatnonzero((amounts >= 40_000) & (amounts <= 41_000) & (names == "r7") & (np.arange(n) % 2 == 0))
     assert set(exact.tolist()) <= set(got.tolist()) and len(got) <= len(exact) + 20, (len(got), len(exact))
+
+
+@pytest.mark.parametrize("lo_row", [0, 1_000])
+@pytest.mark.parametrize("least", [0.6, 0.97])  # the double's bound wider, then narrower, than the range
+def test_a_clause_on_two_indexed_attributes_keeps_the_rows_in_both_ranges_of_buckets(lo_row: int, least: float
+                                                                                    ) -> None:
+    """An integer range (values offset from 0, some null) and a double bound (some NaN) on one type: the rows
+    handed on are those of the type whose buckets lie in both attributes' ranges — the rows the index itself
+    files under those buckets — each once, in order; in a part read as a whole and as a slice."""
+    rng = np.random.default_rng(3)
+    n = 6_000
+    x = rng.integers(1_000, 3_000, n).astype(object)
+    x[rng.random(n) < 0.1] = None
+    y = rng.random(n)
+    y[rng.random(n) < 0.1] = np.nan
+    struct = pa.StructArray.from_arrays([pa.array(list(x), pa.int64()), pa.array(y)], names=["x", "y"])
+    types = pa.array(rng.choice(["A", "B"], n).tolist())
+    seek = seek_module._parse(encode(np.arange(n, dtype=np.int64), types, struct, chosen=["x", "y"]))
+    conds = (Condition(Field("v", "x"), ">=", Literal(1_500)), Condition(Field("v", "x"), "<=", Literal(1_700)),
+             Condition(Field("v", "y"), ">=", Literal(least)))
+    keep = RowFilter((Clause(frozenset("A"), conds),))
+    code = seek.types.index("A")
+
+    def filed(attr: str, op_lo: float, op_hi: float) -> set[int]:
+        index = seek.attrs[attr].index
+        lo, hi = index.bucket(op_lo), index.bucket(op_hi) if op_hi < math.inf else index.width - 2
+        a, b = index.span(code, lo, hi)
+        return set(index.rows[a:b].tolist())
+
+    expected = filed("x", 1_500, 1_700) & filed("y", least, math.inf)
+    ranges = np.asarray([[lo_row, n - 1]], dtype=np.int64)
+    got = index_candidates(keep, seek, ranges)
+    assert got is not None and np.all(np.diff(got) > 0)
+    assert set(got.tolist()) == {r for r in expected if r >= lo_row}
+    fits = [r for r in range(lo_row, n) if types[r].as_py() == "A" and x[r] is not None and 1_500 <= x[r] <= 1_700
+            and y[r] >= least]
+    assert fits and set(fits) <= set(got.tolist())

@@ -56,7 +56,7 @@ def check(home: Path, query: Query) -> None:
     verified = run_query(home, "d", query, mode="verified")
     for key in COMPARED:
         assert verified.get(key) == exact.get(key), (key, query)
-    for threads in ("2", "3"):  # the candidate groups read and evaluated in chunks, one per thread
+    for threads in ("2", "3", "4"):  # the candidate groups read and evaluated in chunks, one per thread
         with patch.dict(os.environ, {"SEQSKETCH_QUERY_THREADS": threads}), \
                 patch.object(partition_answer, "MIN_PARALLEL_ROWS", 0):
             chunked = run_query(home, "d", query, mode="verified")
