@@ -184,7 +184,7 @@ def buckets_of(column: AttrColumn, rows: np.ndarray) -> np.ndarray:
         null |= codes == column.null
     if column.valid is not None:
         null |= column.valid[rows] == 0
-    out = np.searchsorted(index.edges, values, "right")
+    out: np.ndarray = np.searchsorted(index.edges, values, "right")
     out[null] = index.width - 1
     return out
 
