@@ -16,13 +16,16 @@ Positions are searched as ``key · B + position``, so one sorted array per group
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from exact.arrays import sorted_ints
 from exact.engine.automaton import Automaton
+from exact.engine.parallel import searched
 
 _NEVER = np.iinfo(np.int64).max
 
@@ -49,20 +52,21 @@ def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray | Non
     starts = spos[lo]
     if not len(lo):
         return starts
-    hi = everyone.searchsorted(everyone[lo] - starts + end[starts], "right") - 1  # the window's last member
+    # the window's last member (the values ascend: by one merge when they are many)
+    hi = searched(everyone, everyone[lo] - starts + end[starts], "right", 1) - 1
     groups = [g for gs in aut.element_groups for g in gs]
     ok = hi - lo + 1 >= len(groups)  # (5.1)
-    n = len(everyone)
-    index = np.arange(n)
-    first: dict[int, np.ndarray] = {}
-    last: dict[int, np.ndarray] = {}
+    # per group, its first member at or after each window's first and its last at or before the window's last
+    at = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    first_of = np.empty((len(lo), len(at)), dtype=np.int64)
+    last_of = np.empty((len(lo), len(at)), dtype=np.int64)
+    by_end = np.arange(len(hi)) if bool(np.all(hi[1:] >= hi[:-1])) else np.argsort(hi, kind="stable")
+    if not _bounds_compiled()(np.ascontiguousarray(em, dtype=np.int64), np.asarray(list(at), dtype=np.int64),
+                              lo, hi[by_end], by_end, first_of, last_of):
+        return starts[:0]  # a group without a member: no window holds a match
+    first = {g: first_of[:, i] for g, i in at.items()}
+    last = {g: last_of[:, i] for g, i in at.items()}
     for g in groups:
-        mine = (em & g) != 0
-        if not mine.any():
-            return starts[:0]
-        following = np.minimum.accumulate(np.where(mine, index, n)[::-1])[::-1]  # next of g at or after
-        preceding = np.maximum.accumulate(np.where(mine, index, -1))  # last of g at or before
-        first[g], last[g] = following[lo], preceding[hi]
         ok &= first[g] <= last[g]  # (5.3): some event of the group lies in the window
     for left, right in zip(aut.element_groups, aut.element_groups[1:], strict=False):  # (5.4)
         for g in left:
@@ -70,6 +74,48 @@ def candidate_windows(aut: Automaton, evmask: np.ndarray, keys: np.ndarray | Non
                 ok &= first[g] < last[h]
     out = starts[ok]
     return out if keys is None else sorted_ints(out)
+
+
+@functools.cache
+def _bounds_compiled() -> Callable[..., bool]:
+    """:func:`_group_bounds` compiled (cached on disk) on first use."""
+    import numba
+
+    compiled: Callable[..., bool] = numba.njit(cache=True, nogil=True)(_group_bounds)
+    return compiled
+
+
+def _group_bounds(em: Any, masks: Any, lo: Any, hi: Any, order: Any, first: Any, last: Any) -> bool:
+    """For each group ``masks[g]``: ``first[j, g]``, its first member at or after ``lo[j]`` (ascending; the
+    members' count where none), and ``last[order[j], g]``, its last at or before ``hi[j]`` (ascending; -1
+    where none) — one pass forward and one back over the members.  False when a group has no member."""
+    n, groups, m = len(em), len(masks), len(lo)
+    seen = np.full(groups, -1, dtype=np.int64)
+    j = 0
+    for i in range(n):
+        e = em[i]
+        for g in range(groups):
+            if e & masks[g]:
+                seen[g] = i
+        while j < m and hi[j] == i:
+            for g in range(groups):
+                last[order[j], g] = seen[g]
+            j += 1
+    for g in range(groups):
+        if seen[g] < 0:
+            return False
+    ahead = np.full(groups, n, dtype=np.int64)
+    j = m - 1
+    for i in range(n - 1, -1, -1):
+        e = em[i]
+        for g in range(groups):
+            if e & masks[g]:
+                ahead[g] = i
+        while j >= 0 and lo[j] == i:
+            for g in range(groups):
+                first[j, g] = ahead[g]
+            j -= 1
+    return True
 
 
 def necessary_starts(aut: Automaton, evmask: np.ndarray, keys: np.ndarray, end: np.ndarray,

@@ -218,3 +218,46 @@ def test_a_window_run_again_after_one_that_finished(strategy: Strategy, steps: i
         assert found.count == len(expected)
         if returns == Return.MATCHES:
             assert found.matches() == expected
+
+
+@SETTINGS
+@given(data=st.data())
+def test_candidate_windows_are_those_the_conditions_of_thm_5_2_admit(data: st.DataObject) -> None:
+    """The two-phase candidate windows (Cadonna 2013, Thm. 5.2) are exactly the windows whose first event
+    binds a first-element variable and which — looked at event by event — hold at least as many events as
+    the pattern has positions (5.1), an event of every position (5.3), and for consecutive elements an event
+    of each earlier one before an event of each later one (5.4); in one stream and per partition."""
+    import numpy as np
+
+    from exact.engine.automaton import automaton_for
+    from exact.engine.ordering import partition_codes, window_ends
+    from exact.engine.prune import candidate_windows
+    from exact.prefilter import variable_bits
+    from exact.query.normalize import normalize
+
+    query = data.draw(engine_queries(data.draw(st.sampled_from([Strategy.SKIP_TILL_ANY_MATCH,
+                                                                Strategy.SKIP_TILL_NEXT_MATCH]))))
+    table = stream_table(data.draw(engine_streams(max_events=14)))
+    frame = EventFrame.build(table)
+    plan = normalize(query)
+    aut = automaton_for(query)
+    em, _ = variable_bits(frame, plan.positives, counts=False)
+    em = em.astype(np.int64)
+    keys = partition_codes(frame, plan.partition_attrs) if plan.partition_attrs else None
+    ends = window_ends(plan, frame.seq, frame.ts)
+    start_ok = np.asarray(data.draw(st.lists(st.booleans(), min_size=len(frame), max_size=len(frame))), dtype=bool)
+    got = candidate_windows(aut, em, keys, ends, start_ok).tolist()
+    groups = [g for gs in aut.element_groups for g in gs]
+    expected = []
+    for s in range(len(frame)):
+        if not (em[s] & aut.first_element_mask) or not start_ok[s] or (keys is not None and keys[s] < 0):
+            continue
+        window = [p for p in range(s, int(ends[s]) + 1)
+                  if em[p] != 0 and (keys is None or keys[p] == keys[s])]
+        held = {g: [p for p in window if em[p] & g] for g in groups}
+        if len(window) < len(groups) or not all(held.values()):
+            continue
+        pairs = zip(aut.element_groups, aut.element_groups[1:], strict=False)
+        if all(held[g][0] < held[h][-1] for left, right in pairs for g in left for h in right):
+            expected.append(s)
+    assert got == expected, query
