@@ -29,6 +29,7 @@ from exact.prefilter import EventFrame
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
 from exact.store.rowfilter import RowFilter, RowValues, SeekValues, index_candidates
 from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
+from exact.store.seek_attrs import numeric_values
 
 _log = logging.getLogger(__name__)
 
@@ -272,6 +273,14 @@ class _JoinedValues(RowValues):
 
     def of(self, attr: str, positions: np.ndarray) -> pa.Array | None:
         cuts = np.searchsorted(positions, self.starts).tolist()  # positions increase
+        typ = self.parts[0].types.get(attr) if self.parts else None
+        if typ is not None and len(self.parts) > 1:
+            # a numeric attribute every part holds in the snapshot's kind: decoded over the parts at once
+            at = [(p.attrs.get(attr), p.rows[positions[cuts[i]:cuts[i + 1]] - self.starts[i]])
+                  for i, p in enumerate(self.parts) if cuts[i] < cuts[i + 1]]
+            whole = numeric_values(at, typ)
+            if whole is not None:
+                return whole
         arrays = []
         for i, part in enumerate(self.parts):
             if cuts[i] < cuts[i + 1]:
@@ -397,13 +406,23 @@ def _seek_attrs(kept: Sequence[_SeekRows], struct: pa.StructType) -> pa.StructAr
     """The attributes of ``struct`` (the snapshot's types) of the rows read from seek files, part by part
     from their attribute columns, widened as a Parquet read widens them (:func:`conform_attrs`)."""
     types = {field.name: field.type for field in struct}
+    # numeric attributes every part holds in the snapshot's own kind: decoded over the parts at once
+    whole = {name: numeric_values([(seek.attrs.get(name), rows) for _, seek, rows, _ in kept], typ)
+             for name, typ in types.items()} if len(kept) > 1 else {}
+    rest = {name: typ for name, typ in types.items() if whole.get(name) is None}
+    if not rest:
+        return pa.StructArray.from_arrays(list(whole.values()), fields=list(struct))
     pieces = []
     for _, seek, rows, _ in kept:
-        have = [name for name in types if name in seek.attrs]
+        have = [name for name in rest if name in seek.attrs]
         own = (pa.StructArray.from_arrays([seek.attrs[name].values(rows) for name in have], names=have)
                if have else None)
-        pieces.append(conform_attrs(own, len(rows), types))
-    return pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
+        pieces.append(conform_attrs(own, len(rows), rest))
+    joined_rest = pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
+    if len(rest) == len(types):
+        return joined_rest
+    others = dict(zip(rest, joined_rest.flatten(), strict=True))
+    return pa.StructArray.from_arrays([whole[n] if n not in rest else others[n] for n in types], fields=list(struct))
 
 
 def _seek_columns(kept: Sequence[_SeekRows], names: Sequence[str] = (SEQ, TS, TYPE)

@@ -136,6 +136,41 @@ class AttrColumn:
                         mask=missing_raw if missing_raw is not None and missing_raw.any() else None)
 
 
+def numeric_values(parts: Sequence[tuple[AttrColumn | None, np.ndarray]], typ: pa.DataType) -> pa.Array | None:
+    """The values of one attribute at rows of several parts (per part its column, None where the part has no
+    such attribute: null, and the rows), one part's after the other's, as one array of ``typ`` — when
+    ``typ`` is int64 or double and every column holds that kind (narrow codes or raw values): decoded with
+    NumPy and wrapped once, not an Arrow array per part.  None otherwise (the caller goes part by part)."""
+    dtype: np.dtype[Any]
+    if typ == pa.int64():
+        kind, dtype = "int64", np.dtype(np.int64)
+    elif typ == pa.float64():
+        kind, dtype = "double", np.dtype(np.float64)
+    else:
+        return None
+    values: list[np.ndarray] = []
+    nulls: list[np.ndarray] = []
+    for column, rows in parts:
+        n = len(rows)
+        if column is None or column.kind == "null" or column.codes is None:
+            values.append(np.zeros(n, dtype=dtype))
+            nulls.append(np.ones(n, dtype=bool))
+            continue
+        if column.kind != kind:
+            return None
+        codes = column.codes[rows]
+        if column.null is not None:  # narrow int64 codes
+            values.append(codes.astype(np.int64) + column.base)
+            nulls.append(codes == column.null)
+        else:
+            values.append(codes.astype(dtype, copy=False))
+            nulls.append(np.zeros(n, dtype=bool) if column.valid is None else column.valid[rows] == 0)
+    if not values:
+        return pa.array(np.zeros(0, dtype=dtype), typ)
+    missing = np.concatenate(nulls)
+    return pa.array(np.concatenate(values), typ, mask=missing if missing.any() else None)
+
+
 def _narrow(span: int) -> np.dtype | None:
     """The narrowest unsigned width holding codes ``0..span`` and one more for null."""
     for dtype in _UNSIGNED:

@@ -24,7 +24,7 @@ from exact.store import EventStore
 from exact.store.rowfilter import Clause, RowFilter, SeekValues, index_candidates
 from exact.store.seek import code_mask, encode, open_seek, seek_name, write
 from exact.store.seek_attrs import DEFAULT_BUDGET, encode_attrs
-from tests.generators import OPS
+from tests.generators import OPS, scaled
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -311,3 +311,45 @@ def test_a_clause_on_two_indexed_attributes_keeps_the_rows_in_both_ranges_of_buc
     fits = [r for r in range(lo_row, n) if types[r].as_py() == "A" and x[r] is not None and 1_500 <= x[r] <= 1_700
             and y[r] >= least]
     assert fits and set(fits) <= set(got.tolist())
+
+
+@scaled(60)
+@given(data=st.data())
+def test_numeric_values_over_parts_are_each_parts_values_joined(data: st.DataObject) -> None:
+    """A numeric attribute decoded over several parts at once (narrow codes with a base and nulls, raw
+    int64 beyond a narrow width, doubles with NaN and nulls, a part without the attribute) equals each
+    part's own values joined; a type it does not decode is refused (None)."""
+    from exact.store.seek_attrs import numeric_values
+
+    kind = data.draw(st.sampled_from([pa.int64(), pa.float64()]))
+    values = (st.one_of(st.none(), st.integers(-2**62, 2**62), st.integers(1_000, 1_020)) if kind == pa.int64()
+              else st.one_of(st.none(), FLOATS))
+    parts, expected = [], []
+    for _ in range(data.draw(st.integers(1, 4))):
+        n = data.draw(st.integers(1, 12))
+        rows = np.asarray(sorted(data.draw(st.sets(st.integers(0, n - 1), max_size=n))), dtype=np.int64)
+        if data.draw(st.booleans()) and len(parts):
+            parts.append((None, rows))
+            expected.append(pa.nulls(len(rows), kind))
+            continue
+        if kind == pa.int64() and data.draw(st.booleans()):
+            column_values = [data.draw(st.one_of(st.none(), st.integers(1_000, 1_020))) for _ in range(n)]
+        else:
+            column_values = [data.draw(values) for _ in range(n)]
+        struct = pa.StructArray.from_arrays([pa.array(column_values, kind)], names=["a"])
+        seek = seek_module._parse(encode(np.arange(n, dtype=np.int64), pa.array(["A"] * n), struct, chosen=["a"]))
+        column = seek.attrs.get("a")
+        parts.append((column, rows))
+        expected.append(pa.nulls(len(rows), kind) if column is None else column.values(rows).cast(kind))
+    got = numeric_values(parts, kind)
+    assert got is not None
+    assert got.type == kind
+    want = pa.concat_arrays(expected)
+    assert got.is_null().to_pylist() == want.is_null().to_pylist()
+    same = [a == b or (a != a and b != b) for a, b in zip(got.to_pylist(), want.to_pylist(), strict=True)
+            if a is not None]
+    assert all(same)
+    if kind == pa.float64():  # -0.0 and NaN kept bit for bit
+        assert np.array_equal(np.asarray(got.fill_null(0.0)).view(np.int64),
+                              np.asarray(want.fill_null(0.0)).view(np.int64))
+    assert numeric_values(parts, pa.string()) is None
