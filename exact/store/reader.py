@@ -27,7 +27,7 @@ from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
-from exact.store.rowfilter import RowFilter, RowValues, SeekValues, index_candidates
+from exact.store.rowfilter import JoinedValues, RowFilter, SeekValues, index_candidates
 from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
 from exact.store.seek_attrs import numeric_values
 
@@ -255,42 +255,10 @@ def _filtered(keep: RowFilter, files: list[SeekFile], found: list[tuple[np.ndarr
     def type_test(types: frozenset[str]) -> np.ndarray:
         return np.concatenate([code_mask(f.types, types, codes) for f, _, codes in parts])
 
-    values = _JoinedValues([SeekValues(f.attrs, f.unserved, rows, attr_types) for f, rows, _ in parts], starts)
+    values = JoinedValues([SeekValues(f.attrs, f.unserved, rows, attr_types) for f, rows, _ in parts], starts)
     at = keep.mask(int(starts[-1]), type_test, values)
     return [(rows[at[a:b]], codes[at[a:b]], looked) for (rows, codes, looked), a, b
             in zip(found, starts[:-1].tolist(), starts[1:].tolist(), strict=True)]
-
-
-class _JoinedValues(RowValues):
-    """The values of several seek files' rows, one file's after the other's (``starts``: where each begins)."""
-
-    def __init__(self, parts: list[SeekValues], starts: np.ndarray) -> None:
-        self.parts, self.starts = parts, starts
-
-    def served(self, attr: str) -> bool:
-        # (a file that does not serve it: the condition is left to the engine for every row, which keeps more)
-        return all(p.served(attr) for p in self.parts)
-
-    def of(self, attr: str, positions: np.ndarray) -> pa.Array | None:
-        cuts = np.searchsorted(positions, self.starts).tolist()  # positions increase
-        typ = self.parts[0].types.get(attr) if self.parts else None
-        if typ is not None and len(self.parts) > 1:
-            # a numeric attribute every part holds in the snapshot's kind: decoded over the parts at once
-            at = [(p.attrs.get(attr), p.rows[positions[cuts[i]:cuts[i + 1]] - self.starts[i]])
-                  for i, p in enumerate(self.parts) if cuts[i] < cuts[i + 1]]
-            whole = numeric_values(at, typ)
-            if whole is not None:
-                return whole
-        arrays = []
-        for i, part in enumerate(self.parts):
-            if cuts[i] < cuts[i + 1]:
-                found = part.of(attr, positions[cuts[i]:cuts[i + 1]] - self.starts[i])
-                if found is None:
-                    return None
-                arrays.append(found)
-        if not arrays:
-            return self.parts[0].of(attr, positions[:0])
-        return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
 
 
 def open_part(path: Path, *, verify: bool = True) -> pq.ParquetFile:

@@ -41,7 +41,7 @@ from exact.prefilter import EventFrame, condition_mask, type_mask, values_condit
 from exact.query.ast import Condition, Field, Literal, Query, Strategy
 from exact.query.normalize import FLIPPED, Plan
 from exact.store.seek import SeekFile
-from exact.store.seek_attrs import AttrColumn, ValueIndex
+from exact.store.seek_attrs import AttrColumn, ValueIndex, numeric_values
 
 
 @dataclass(frozen=True)
@@ -345,3 +345,35 @@ class SeekValues(RowValues):
         if column is None:
             return pa.nulls(len(positions), self.types.get(attr, pa.null()))
         return widened(column.values(self.rows[positions]), self.types.get(attr))
+
+
+class JoinedValues(RowValues):
+    """The values of several seek files' rows, one file's after the other's (``starts``: where each begins)."""
+
+    def __init__(self, parts: list[SeekValues], starts: np.ndarray) -> None:
+        self.parts, self.starts = parts, starts
+
+    def served(self, attr: str) -> bool:
+        # (a file that does not serve it: the condition is left to the engine for every row, which keeps more)
+        return all(p.served(attr) for p in self.parts)
+
+    def of(self, attr: str, positions: np.ndarray) -> pa.Array | None:
+        cuts = np.searchsorted(positions, self.starts).tolist()  # positions increase
+        typ = self.parts[0].types.get(attr) if self.parts else None
+        if typ is not None and len(self.parts) > 1:
+            # a numeric attribute every part holds in the snapshot's kind: decoded over the parts at once
+            at = [(p.attrs.get(attr), p.rows[positions[cuts[i]:cuts[i + 1]] - self.starts[i]])
+                  for i, p in enumerate(self.parts) if cuts[i] < cuts[i + 1]]
+            whole = numeric_values(at, typ)
+            if whole is not None:
+                return whole
+        arrays = []
+        for i, part in enumerate(self.parts):
+            if cuts[i] < cuts[i + 1]:
+                found = part.of(attr, positions[cuts[i]:cuts[i + 1]] - self.starts[i])
+                if found is None:
+                    return None
+                arrays.append(found)
+        if not arrays:
+            return self.parts[0].of(attr, positions[:0])
+        return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
