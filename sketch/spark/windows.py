@@ -51,6 +51,10 @@ from sketch.tree import TreeConfig, encode_types, leaf_type_pairs
 
 #: Events per window at most: what one task holds at once (one event-store part's worth).
 MAX_WINDOW_EVENTS = DEFAULT_PART_ROWS
+#: Windows are planned at this share of :data:`MAX_WINDOW_EVENTS` on average: their boundaries come from
+#: samples, so a window planned at the cap itself comes out a little above it about every other time, and
+#: its part would be cut in two (a full part and a sliver, which a read pays for as for a full one).
+WINDOW_FILL = 0.875
 
 #: One row per non-empty window: its parts, its leaves, or the error that stopped it.
 WINDOW_SCHEMA = ("window BIGINT, first_seq BIGINT, events BIGINT, parts STRING, first_leaf BIGINT, "
@@ -70,7 +74,7 @@ def window_count(events: int, parallelism: int, window_events: int | None = None
     ``window_events`` each, when given)."""
     if window_events:
         return max(1, math.ceil(events / window_events))
-    return max(1, min(max(2 * parallelism, math.ceil(events / MAX_WINDOW_EVENTS)), events))
+    return max(1, min(max(2 * parallelism, math.ceil(events / (MAX_WINDOW_EVENTS * WINDOW_FILL))), events))
 
 
 # ------------------------------------------------------------------------------------- boundaries, ranks
@@ -124,6 +128,14 @@ def aligned_starts(ranks: np.ndarray, first_seq: int, leaf_size: int) -> np.ndar
     out = np.minimum(up, ranks[-1])
     out[0], out[-1] = 0, ranks[-1]
     return np.maximum.accumulate(out)
+
+
+def part_slices(rows: int, part_rows: int) -> list[tuple[int, int]]:
+    """A window's ``rows`` as the fewest parts of at most ``part_rows`` rows, of sizes as even as can be
+    (offset, rows): a window a little above the cap makes two halves, not a full part and a sliver."""
+    count = max(1, -(-rows // part_rows))
+    cuts = [rows * i // count for i in range(count + 1)]
+    return [(a, b - a) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
 
 
 # ------------------------------------------------------------------------------------------ the task
@@ -218,9 +230,8 @@ class _WindowTask:
         stream = rows.combine_chunks().add_column(0, pa.field(SEQ, SEQ_TYPE, nullable=False),
                                                   pa.array(np.arange(first, first + hi - lo), SEQ_TYPE))
         store = EventStore(Path(plan.store_root))
-        parts = [store.write_part(stream.slice(at, plan.part_rows), first + at,
-                                  row_group_size=plan.row_group_size)
-                 for at in range(0, stream.num_rows, plan.part_rows)]
+        parts = [store.write_part(stream.slice(at, size), first + at, row_group_size=plan.row_group_size)
+                 for at, size in part_slices(stream.num_rows, plan.part_rows)]
         return self.leaves(window, store, stream, parts, started)
 
     def readable(self, chunk: ChunkRef, batch: pa.RecordBatch) -> pa.Table:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from exact.events import event_schema, unify_attr_types
 from sketch.spark.leaves import leaf_bits, merge_leaves, window_leaves
 from sketch.spark.read import StagedChunk, unified_attrs
-from sketch.spark.windows import Boundaries, aligned_starts, rows_below, window_count
+from sketch.spark.windows import Boundaries, aligned_starts, part_slices, rows_below, window_count
 from sketch.tree import BloomTree, TreeConfig, encode_types, leaf_type_pairs
 from tests.generators import scaled, zipf_types
 
@@ -128,6 +128,18 @@ def test_window_count_keeps_every_core_busy_and_windows_bounded(events: int, cor
     assert 1 <= windows <= events
     assert windows >= min(events, 2 * cores)
     assert -(-events // windows) <= max(MAX_WINDOW_EVENTS, -(-events // (2 * cores)))
+    if windows > 2 * cores:  # sized by the cap: planned below it, so a sampled boundary's error fits
+        assert events / windows <= 0.9 * MAX_WINDOW_EVENTS
+
+
+@given(rows=st.integers(1, 10_000_000), part_rows=st.integers(1, 2_000_000))
+def test_a_window_is_cut_into_the_fewest_parts_of_even_size(rows: int, part_rows: int) -> None:
+    slices = part_slices(rows, part_rows)
+    assert [a for a, _ in slices] == [0] + list(np.cumsum([n for _, n in slices])[:-1])
+    assert sum(n for _, n in slices) == rows
+    assert len(slices) == -(-rows // part_rows)
+    assert max(n for _, n in slices) <= part_rows
+    assert max(n for _, n in slices) - min(n for _, n in slices) <= 1
 
 
 _TYPES = [pa.int64(), pa.float64(), pa.bool_(), pa.string(), pa.null()]
