@@ -27,7 +27,7 @@ from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
-from exact.store.rowfilter import JoinedValues, RowFilter, SeekValues, index_candidates
+from exact.store.rowfilter import JoinedValues, RowFilter, SeekValues, ValueProbe
 from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
 from exact.store.seek_attrs import numeric_values
 
@@ -136,14 +136,15 @@ class StoreReader(StoreBase):
         attr_types = snap.attr_types() if keep is not None else {}
         # a part read from Parquet is filtered when its read holds the attributes the filter tests
         parquet_keep = keep if keep is not None and keep.attributes() <= set(wanted_attrs) else None
+        probe = ValueProbe(keep) if keep is not None else None
 
         def flush() -> None:
             nonlocal decoded
             if seeking:
                 # a filtered read takes the rows its conditions may keep from the value indexes where they
                 # narrow the read; the other files' rows of the wanted types are selected together
-                by_index = {i: index_candidates(keep, s, r) for i, (_, s, r) in enumerate(seeking)
-                            } if keep is not None else {}
+                by_index = {i: probe.candidates(s, r) for i, (_, s, r) in enumerate(seeking)
+                            } if probe is not None else {}
                 rest = [i for i in range(len(seeking)) if by_index.get(i) is None]
                 selected = iter(select_counted([seeking[i][1] for i in rest], [seeking[i][2] for i in rest], types))
                 found = []
@@ -182,6 +183,76 @@ class StoreReader(StoreBase):
                 pieces.append(kept)
         flush()
         return pieces, decoded
+
+    def seqs_within(self, lo_us: np.ndarray, hi_us: np.ndarray, snapshot: Snapshot | None = None
+                    ) -> np.ndarray:
+        """Per pair of times (int64 µs, ``lo_us <= hi_us``), a seq range (inclusive, an (n, 2) array) that
+        holds every event with ``lo <= ts <= hi`` — a little more at its ends, never less: the store is
+        ordered by ts, so each bound is found among the parts' ts ranges, then among the ts of its part's
+        blocks of rows (a seek file's ``base``: each block's first ts, read in place); the range runs from
+        the start of the last block that begins before ``lo`` to the end of the last one that begins at or
+        before ``hi`` (a part without a seek file: the part).  A range may be empty (lo > hi) where no event
+        lies in the times."""
+        snap = snapshot or self.snapshot()
+        lo_us, hi_us = np.asarray(lo_us, np.int64), np.asarray(hi_us, np.int64)
+        out = np.empty((len(lo_us), 2), dtype=np.int64)
+        parts = snap.parts
+        if not parts or not len(lo_us):
+            out[:, 0], out[:, 1] = 0, -1
+            return out
+        max_ts = np.asarray([p.max_ts for p in parts], dtype=np.int64)
+        min_ts = np.asarray([p.min_ts for p in parts], dtype=np.int64)
+        # the first event at or after lo lies in the first part that ends at or after it
+        first_part = np.searchsorted(max_ts, lo_us, "left")
+        # the last event at or before hi lies in the last part that begins at or before it
+        last_part = np.searchsorted(min_ts, hi_us, "right") - 1
+        out[:, 0] = [parts[i].first_seq if i < len(parts) else snap.events for i in first_part.tolist()]
+        out[:, 1] = [parts[i].last_seq if i >= 0 else -1 for i in last_part.tolist()]
+        for i in np.unique(np.concatenate([first_part, last_part])).tolist():
+            if not 0 <= i < len(parts) or not parts[i].seek_bytes:
+                continue
+            part = parts[i]
+            try:
+                seek = open_seek(self._seek_path(part), part.rows)
+            except SeekUnavailable:
+                continue  # (the whole part, as above)
+            base = seek.base
+            at = np.flatnonzero(first_part == i)
+            if len(at):  # from the last block whose first ts is below lo (the rows before it are too)
+                block = np.maximum(np.searchsorted(base, lo_us[at], "left") - 1, 0)
+                out[at, 0] = part.first_seq + block * seek.block
+            at = np.flatnonzero(last_part == i)
+            if len(at):  # to the end of the last block whose first ts is at most hi
+                block = np.searchsorted(base, hi_us[at], "right") - 1
+                out[at, 1] = part.first_seq + np.minimum((block + 1) * seek.block, part.rows) - 1
+        return out
+
+    def clause_rows(self, keep: RowFilter, ranges: SeqRanges, snapshot: Snapshot | None = None,
+                    sample: int = 8) -> list[int]:
+        """Per clause of ``keep``, about how many rows in ``ranges`` it keeps, by the value indexes
+        (:meth:`ValueProbe.estimates`), from at most ``sample`` parts spread over the ranges and scaled to
+        all of them: a planner's estimate, whole parts counted.  Parts without rows by type count every
+        row."""
+        snap = snapshot or self.snapshot()
+        bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        met = [part for part, _ in snap.parts_in(bounds[bounds[:, 0] <= bounds[:, 1]])]
+        if not met:
+            return [0] * len(keep.clauses)
+        picked = [met[i] for i in sorted({round(k * (len(met) - 1) / max(sample - 1, 1))
+                                           for k in range(min(sample, len(met)))})]
+        probe = ValueProbe(keep)
+        totals = [0.0] * len(keep.clauses)
+        for part in picked:
+            counts: list[float] | None = None
+            if part.seek_bytes:
+                try:
+                    counts = probe.estimates(open_seek(self._seek_path(part), part.rows))
+                except SeekUnavailable:
+                    counts = None
+            for k, n in enumerate(counts if counts is not None else [float(part.rows)] * len(totals)):
+                totals[k] += n
+        scale = sum(p.rows for p in met) / max(sum(p.rows for p in picked), 1)
+        return [round(t * scale) for t in totals]
 
     def _parquet_ranges(self, snap: Snapshot, part: PartInfo, inside: np.ndarray, cols: list[str],
                         names: tuple[str, ...] | None, types: frozenset[str] | None,

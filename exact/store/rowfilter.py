@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from exact.arrays import joined
@@ -40,8 +39,8 @@ from exact.events import cast_attr
 from exact.prefilter import EventFrame, condition_mask, type_mask, values_condition_mask
 from exact.query.ast import Condition, Field, Literal, Query, Strategy
 from exact.query.normalize import FLIPPED, Plan
-from exact.store.seek import SeekFile
-from exact.store.seek_attrs import AttrColumn, ValueIndex, numeric_values
+from exact.store.seek import SeekFile, type_codes
+from exact.store.seek_attrs import AttrColumn, numeric_values
 
 
 @dataclass(frozen=True)
@@ -126,39 +125,63 @@ def _attrs(cond: Condition) -> list[str]:
     return [o.attr for o in (cond.left, cond.right) if isinstance(o, Field)]
 
 
-def _bucket_range(f: SeekFile, cond: Condition) -> tuple[str, ValueIndex, int, int] | None:
-    """The value buckets of ``f``'s index on ``cond``'s attribute holding every row that may meet ``cond``
-    (``v.a <op> literal`` with ``=``, ``<``, ``<=``, ``>``, ``>=``; a number on a numeric column, a string's
-    equality on a string one), inclusive (empty: lo > hi), with the attribute; None where the index cannot
-    tell."""
+@dataclass(frozen=True)
+class _Bound:
+    """``attr <op> literal`` (``=``, ``<``, ``<=``, ``>``, ``>=``; the attribute on the left) as a value
+    index looks it up: the literal as a number for a numeric column, as a string for a string column's
+    equality (None where it is not one)."""
+
+    attr: str
+    op: str
+    number: float | None
+    text: str | None
+
+
+def _bound(cond: Condition) -> _Bound | None:
+    """``cond`` as a :class:`_Bound`, or None where no value index can tell which rows may meet it."""
     left, op, right = cond.left, cond.op, cond.right
     if isinstance(left, Literal) and isinstance(right, Field):
         left, op, right = right, FLIPPED[op], left
     if not isinstance(left, Field) or not isinstance(right, Literal) or op not in ("=", "<", "<=", ">", ">="):
         return None
-    column = f.attrs.get(left.attr)
-    if column is None or column.index is None:
-        return None
-    index, value = column.index, right.value
-    if column.kind in ("int64", "double"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
+    value, number = right.value, None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
-            x = float(value)
+            number = float(value)
         except OverflowError:
-            return None
-        if math.isnan(x):
-            return None
-    elif column.kind == "string" and op == "=" and isinstance(value, str) and column.dictionary is not None:
-        at = pc.index(column.dictionary, pa.scalar(value, pa.string())).as_py()
-        if at < 0:
-            return left.attr, index, 1, 0  # no row of the part has the value
-        x = float(at)
-    else:
-        return None
-    b, last = index.bucket(x), index.width - 2
-    lo, hi = (b, b) if op == "=" else (0, b) if op in ("<", "<=") else (b, last)
-    return left.attr, index, lo, hi
+            number = None
+        if number is not None and math.isnan(number):
+            number = None
+    text = value if isinstance(value, str) and op == "=" else None
+    return _Bound(left.attr, op, number, text) if number is not None or text is not None else None
+
+
+def _bucket_range(column: AttrColumn, bounds: list[_Bound]) -> tuple[int, int] | None:
+    """The value buckets of ``column``'s index (it has one) holding every row that may meet all of ``bounds``
+    (conditions on its attribute), inclusive (empty: lo > hi); None where none of them can be told by it (a
+    number on a numeric column, a string's equality on a string one)."""
+    index = column.index
+    assert index is not None
+    lo, hi = 0, index.width - 2
+    told = False
+    numeric = column.kind in ("int64", "double")
+    for b in bounds:
+        if numeric and b.number is not None:
+            x = b.number
+        elif column.kind == "string" and b.text is not None:
+            at = column.code_of.get(b.text)
+            if at is None:
+                return 1, 0  # no row of the part has the value
+            x = float(at)
+        else:
+            continue
+        told = True
+        k = index.bucket(x)
+        if b.op in ("=", "<", "<="):
+            hi = min(hi, k)
+        if b.op in ("=", ">", ">="):
+            lo = max(lo, k)
+    return (lo, hi) if told else None
 
 
 #: A clause's rows from the value indexes are those in the buckets of at most this many of its attributes
@@ -169,103 +192,134 @@ _INTERSECTED = 3
 _SORTED_BELOW = 16
 
 
-def buckets_of(column: AttrColumn, rows: np.ndarray) -> np.ndarray:
-    """The value-index bucket of each of ``rows`` (positions in the part) for ``column`` (one with an index):
-    the number of edges not above its value, the null bucket for null and NaN (as the index was built: a
-    string's value is its code, which orders as the values do)."""
-    index = column.index
-    assert index is not None and column.codes is not None
-    codes = column.codes[rows]
-    values = codes.astype(np.float64)
-    if column.kind == "int64":
-        values += float(column.base)
-    null = np.isnan(values)
-    if column.null is not None:
-        null |= codes == column.null
-    if column.valid is not None:
-        null |= column.valid[rows] == 0
-    out: np.ndarray = np.searchsorted(index.edges, values, "right")
-    out[null] = index.width - 1
-    return out
+class ValueProbe:
+    """The rows of a part a read's filter may keep, from the part's value indexes
+    (:class:`~exact.store.seek_attrs.ValueIndex`): made once per read, asked once per part
+    (:meth:`candidates`).  Each clause's conditions of the form ``v.a <op> literal`` are grouped by
+    attribute here, once, so that a part costs a few look-ups per condition and a few array operations per
+    clause."""
 
+    def __init__(self, keep: RowFilter) -> None:
+        self.clauses: list[tuple[frozenset[str] | None, dict[str, list[_Bound]]]] = []
+        for clause in keep.clauses:
+            by_attr: dict[str, list[_Bound]] = {}
+            for cond in clause.conditions:
+                found = _bound(cond)
+                if found is not None:
+                    by_attr.setdefault(found.attr, []).append(found)
+            self.clauses.append((clause.types, by_attr))
 
-def index_candidates(keep: RowFilter, f: SeekFile, ranges: np.ndarray) -> np.ndarray | None:
-    """The rows of ``f`` inside ``ranges`` (an (n, 2) array of inclusive row ranges, sorted, disjoint) that
-    some clause of ``keep`` may keep, sorted: per clause, the rows of its types in the value buckets its
-    narrowest indexed attribute's conditions admit together (:class:`~exact.store.seek_attrs.ValueIndex`)
-    that the buckets of its next narrowest attributes (up to :data:`_INTERSECTED` in all) hold too, or all
-    rows of its types when none is indexed.  A superset of the rows the clause keeps, which
-    :meth:`RowFilter.mask` then tests.  None where the file has no rows by type, no index narrows a clause, or
-    the index would hand on more rows than the ranges hold."""
-    if f.by_type is None or f.type_start is None or not len(ranges):
-        return None
-    in_ranges = int((ranges[:, 1] - ranges[:, 0]).sum()) + len(ranges)
-    pieces: list[np.ndarray] = []
-    total = 0
-    narrowed = False
-    for clause in keep.clauses:
-        codes = (range(len(f.types)) if clause.types is None
-                 else [i for i, t in enumerate(f.types) if t in clause.types])
-        of_types = sum(int(f.type_start[c + 1] - f.type_start[c]) for c in codes)
-        # per attribute, the buckets all its conditions admit (``a >= 5 AND a <= 9``: one range)
-        ranges_of: dict[str, tuple[ValueIndex, int, int]] = {}
-        for cond in clause.conditions:
-            found = _bucket_range(f, cond)
-            if found is None:
+    def estimates(self, f: SeekFile) -> list[float] | None:
+        """Per clause, about how many of ``f``'s rows it keeps, by the value indexes: the rows of its types
+        times the share of them in the buckets each indexed attribute's conditions admit (as if the
+        attributes were independent), or None where the file has no rows by type.  Counts only, no row is
+        looked at: a planner's estimate."""
+        type_start = f.type_start
+        if f.by_type is None or type_start is None:
+            return None
+        out = []
+        for types, by_attr in self.clauses:
+            codes = range(len(f.types)) if types is None else type_codes(f.types, types)
+            of_types = sum(int(type_start[c + 1]) - int(type_start[c]) for c in codes)
+            share = 1.0
+            for attr, bounds in by_attr.items():
+                column = f.attrs.get(attr)
+                found = None if column is None or column.index is None else _bucket_range(column, bounds)
+                if found is not None and of_types:
+                    assert column is not None and column.index is not None
+                    lo, hi = found
+                    spans = [column.index.span(c, lo, hi) for c in codes] if lo <= hi else []
+                    share *= sum(b - a for a, b in spans) / of_types
+            out.append(of_types * share)
+        return out
+
+    def candidates(self, f: SeekFile, ranges: np.ndarray) -> np.ndarray | None:
+        """The rows of ``f`` inside ``ranges`` (an (n, 2) array of inclusive row ranges, sorted, disjoint)
+        that some clause may keep, sorted: per clause, the rows of its types in the value buckets its
+        narrowest indexed attribute's conditions admit together that the buckets of its next narrowest
+        attributes (up to :data:`_INTERSECTED` in all) hold too, or all rows of its types when none is
+        indexed.  A superset of the rows the clause keeps, which :meth:`RowFilter.mask` then tests.  None
+        where the file has no rows by type, no index narrows a clause, or the index would hand on more rows
+        than the ranges hold."""
+        type_start = f.type_start
+        if f.by_type is None or type_start is None or not len(ranges):
+            return None
+        in_ranges = int((ranges[:, 1] - ranges[:, 0]).sum()) + len(ranges)
+        pieces: list[np.ndarray] = []
+        total = 0
+        narrowed = False
+        for types, by_attr in self.clauses:
+            codes = range(len(f.types)) if types is None else type_codes(f.types, types)
+            of_types = sum(int(type_start[c + 1]) - int(type_start[c]) for c in codes)
+            options: list[tuple[int, list[tuple[int, int]], AttrColumn, int, int]] = []
+            for attr, bounds in by_attr.items():
+                column = f.attrs.get(attr)
+                if column is None or column.index is None:
+                    continue
+                found = _bucket_range(column, bounds)
+                if found is None:
+                    continue
+                lo, hi = found
+                spans = [column.index.span(c, lo, hi) for c in codes] if lo <= hi else []
+                count = sum(b - a for a, b in spans)
+                if count < of_types or not spans:
+                    options.append((count, spans, column, lo, hi))
+            if not options:  # no index narrows this clause: all rows of its types
+                total += of_types
+                if total > in_ranges:
+                    return None
+                pieces.extend(f.by_type[int(type_start[c]):int(type_start[c + 1])] for c in codes)
                 continue
-            attr, index, lo, hi = found
-            if attr in ranges_of:
-                _, lo0, hi0 = ranges_of[attr]
-                lo, hi = max(lo, lo0), min(hi, hi0)
-            ranges_of[attr] = (index, lo, hi)
-        options: list[tuple[int, list[tuple[np.ndarray, int, int]], str, int, int]] = []
-        for attr, (index, lo, hi) in ranges_of.items():
-            spans = [(index.rows, *index.span(c, lo, hi)) for c in codes] if lo <= hi else []
-            count = sum(b - a for _, a, b in spans)
-            if count < of_types or not spans:
-                options.append((count, spans, attr, lo, hi))
-        if not options:  # no index narrows this clause: all rows of its types
-            total += of_types
+            narrowed = True
+            # the narrowest condition's rows, then only those the next narrowest ones' buckets hold too (a
+            # row the clause keeps meets every condition, so it lies in each one's buckets)
+            options.sort(key=lambda o: o[0])
+            _, spans, column, _, _ = options[0]
+            assert column.index is not None
+            index_rows = column.index.rows
+            rows = joined([index_rows[a:b] for a, b in spans if b > a] or [index_rows[:0]])
+            for _, _, other, lo, hi in options[1:_INTERSECTED]:
+                if not len(rows):
+                    break
+                rows = rows[other.in_buckets(rows, lo, hi)]
+            total += len(rows)
             if total > in_ranges:
                 return None
-            pieces.extend(f.by_type[int(f.type_start[c]):int(f.type_start[c + 1])] for c in codes)
-            continue
-        narrowed = True
-        # the narrowest condition's rows, then only those the next narrowest ones' buckets hold too (a row
-        # the clause keeps meets every condition, so it lies in each one's buckets)
-        options.sort(key=lambda o: o[0])
-        rows = joined([r[a:b] for r, a, b in options[0][1]] or [np.zeros(0, np.int64)]).astype(np.int64)
-        for _, _, attr, lo, hi in options[1:_INTERSECTED]:
-            if not len(rows):
-                break
-            # the rows (of the clause's types) in those buckets: their own values' buckets, looked up
-            bucket = buckets_of(f.attrs[attr], rows)
-            rows = rows[(bucket >= lo) & (bucket <= hi)]
-        total += len(rows)
-        if total > in_ranges:
-            return None
-        pieces.append(rows)
-    if not narrowed:
-        return None  # (no index narrows: the rows of the types, as a read without one finds them)
-    # the rows, each once and in order: marked in a bitmap of the ranges' span when they fill much of it,
-    # else sorted (a bitmap is cleared and read back whole)
+            pieces.append(rows)
+        if not narrowed:
+            return None  # (no index narrows: the rows of the types, as a read without one finds them)
+        return _in_ranges(pieces, total, ranges)
+
+
+def _in_ranges(pieces: list[np.ndarray], total: int, ranges: np.ndarray) -> np.ndarray:
+    """The rows of ``pieces`` (``total`` in all) inside ``ranges``, each once and in order (int64): marked in
+    a bitmap of the ranges' span when they fill much of it, else sorted (a bitmap is cleared and read back
+    whole)."""
     first, last = int(ranges[0, 0]), int(ranges[-1, 1])
-    found_rows: np.ndarray
+    found: np.ndarray
     if total * _SORTED_BELOW < last - first + 1:
-        found_rows = np.sort(joined([p.astype(np.int64) for p in pieces] or [np.zeros(0, np.int64)]))
-        once = np.ones(len(found_rows), dtype=bool)  # (np.unique hashes first: several times slower here)
-        once[1:] = found_rows[1:] != found_rows[:-1]
-        found_rows = found_rows[once & (found_rows >= first) & (found_rows <= last)]
+        found = np.sort(joined(pieces) if pieces else np.zeros(0, np.int64)).astype(np.int64)
+        keep = (found >= first) & (found <= last)
+        if len(pieces) > 1:  # (the rows of one piece are distinct; np.unique hashes first: slower here)
+            keep[1:] &= found[1:] != found[:-1]
+        found = found[keep]
     else:
         marked = np.zeros(last - first + 1, dtype=bool)
         for piece in pieces:
             piece = piece[(piece >= first) & (piece <= last)]
             marked[piece.astype(np.int64) - first] = True
-        found_rows = np.flatnonzero(marked) + first
-    k = np.searchsorted(ranges[:, 0], found_rows, "right") - 1
-    inside = (k >= 0) & (found_rows <= ranges[np.maximum(k, 0), 1])
-    out: np.ndarray = found_rows[inside]
+        found = np.flatnonzero(marked) + first
+    if len(ranges) == 1:
+        return found
+    k = np.searchsorted(ranges[:, 0], found, "right") - 1
+    inside = (k >= 0) & (found <= ranges[np.maximum(k, 0), 1])
+    out: np.ndarray = found[inside]
     return out
+
+
+def index_candidates(keep: RowFilter, f: SeekFile, ranges: np.ndarray) -> np.ndarray | None:
+    """:meth:`ValueProbe.candidates` of ``keep`` for one part."""
+    return ValueProbe(keep).candidates(f, ranges)
 
 
 def _on_attributes(cond: Condition) -> bool:

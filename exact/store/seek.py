@@ -362,6 +362,11 @@ def code_mask(types: tuple[str, ...], wanted: frozenset[str], codes: np.ndarray)
     return _code_test(types, wanted).mask(codes)
 
 
+def type_codes(types: tuple[str, ...], wanted: frozenset[str]) -> list[int]:
+    """The codes (into a part's ``types``) of the types in ``wanted``, increasing."""
+    return _code_test(types, wanted).kept
+
+
 @functools.lru_cache(maxsize=256)
 def _code_test(types: tuple[str, ...], wanted: frozenset[str]) -> _CodeTest:
     """The test of ``types``' codes for ``wanted``, made once: the parts of a store mostly share their types,

@@ -26,13 +26,17 @@ attribute the part does not have is null, as in the Parquet read.
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import NDArray
 
 #: A string attribute with more distinct values than this in a part is not served from the seek file.
 MAX_DICTIONARY = 0xFFFF
@@ -47,6 +51,8 @@ DEFAULT_BUDGET = 24.0
 _UNSIGNED = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
 #: Value buckets of an attribute's index (at most; fewer where the part's values are fewer).
 BUCKETS = 256
+#: Integers below this in magnitude are float64 exactly (a narrow column's base and codes together).
+_EXACT_BELOW = 1 << 52
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,13 @@ class ValueIndex:
         return len(self.edges) + 2
 
     def bucket(self, value: float) -> int:
-        return int(np.searchsorted(self.edges, value, "right"))
+        return bisect.bisect_right(self.edge_list, value)
+
+    @cached_property
+    def edge_list(self) -> list[float]:
+        """``edges`` as Python floats: a bucket is looked up per condition and part, and a bisection of a
+        list costs a fraction of a NumPy call."""
+        return [float(e) for e in self.edges.tolist()]
 
     def span(self, code: int, lo: int, hi: int) -> tuple[int, int]:
         """Where the rows of type ``code`` in buckets ``lo … hi`` lie in ``rows``."""
@@ -111,6 +123,48 @@ class AttrColumn:
     dictionary: pa.Array | None = None
     #: the rows by type and value (version 5; ``string``: by code, which orders as the values do)
     index: ValueIndex | None = None
+
+    @cached_property
+    def code_of(self) -> dict[str, int]:
+        """``string``: each value's code (the inverse of ``dictionary``)."""
+        values = [] if self.dictionary is None else self.dictionary.to_pylist()
+        return {v: i for i, v in enumerate(values)}
+
+    def in_buckets(self, rows: np.ndarray, lo: int, hi: int) -> NDArray[np.bool_]:
+        """Per row of ``rows`` (positions in the part): is its value-index bucket within ``lo … hi`` (the
+        value buckets only: ``hi`` at most ``index.width - 2``)?  As the index files it: null and NaN in
+        no value bucket, a value in the bucket of the number of edges not above it.  Tested on the codes
+        themselves, against the edges turned into code bounds: a narrow integer's or a string's code is
+        compared as an integer, a raw value as the float64 the index was built from."""
+        index = self.index
+        assert index is not None and self.codes is not None and 0 <= lo and hi <= index.width - 2
+        edges = index.edge_list
+        below = edges[lo - 1] if lo > 0 else None  # bucket >= lo: value >= edges[lo - 1]
+        above = edges[hi] if hi < len(edges) else None  # bucket <= hi: value < edges[hi]
+        codes = self.codes[rows]
+        out: NDArray[np.bool_]
+        if self.null is not None and (self.kind == "string" or abs(self.base) < _EXACT_BELOW):
+            # integer codes of integer values (a string's code is its value here): v >= e iff code >=
+            # ceil(e) - base, v < e iff code < ceil(e) - base; the null code is above every value's
+            shift = self.base if self.kind == "int64" else 0
+            low = None if below is None else math.ceil(below) - shift
+            high = self.null if above is None else min(math.ceil(above) - shift, self.null)
+            out = codes < high  # (NumPy compares with an integer out of the codes' range as numbers)
+            if low is not None and low > 0:
+                out &= codes >= low
+            return out
+        values = codes.astype(np.float64)
+        if self.null is not None:
+            values += float(self.base)
+            values[codes == self.null] = np.nan
+        out = ~np.isnan(values) if below is None and above is None else np.ones(len(values), bool)
+        if below is not None:
+            out &= values >= below
+        if above is not None:
+            out &= values < above
+        if self.valid is not None:
+            out &= self.valid[rows] != 0
+        return out
 
     def values(self, rows: np.ndarray) -> pa.Array:
         """The values of ``rows`` (positions in the part) as an Arrow array of the part's own type."""

@@ -353,3 +353,38 @@ def test_numeric_values_over_parts_are_each_parts_values_joined(data: st.DataObj
         assert np.array_equal(np.asarray(got.fill_null(0.0)).view(np.int64),
                               np.asarray(want.fill_null(0.0)).view(np.int64))
     assert numeric_values(parts, pa.string()) is None
+
+
+@SETTINGS
+@given(data=st.data())
+def test_in_buckets_tells_the_rows_the_index_files_under_a_range_of_buckets(data: st.DataObject) -> None:
+    """A row is in buckets ``lo … hi`` by ``in_buckets`` exactly when the index files it there: its value as
+    the float64 the index was built from, bucketed by the edges, null and NaN in the null bucket — for narrow
+    integers with small and with huge bases, raw integers, doubles (NaN, ±0.0, infinities), strings, nulls."""
+    n = data.draw(st.integers(1, 200))
+    typ, values = column_values(data.draw, n)
+    if typ == pa.int64() and data.draw(st.booleans()):  # a narrow column far from 0 (float64 inexact there)
+        base = data.draw(st.sampled_from([1 << 53, -(1 << 62), (1 << 52) - 7]))
+        values = [None if v is None else base + abs(v) % 1_000 for v in values]
+    struct = pa.StructArray.from_arrays([pa.array(values, typ)], names=["x"])
+    types = pa.array([data.draw(st.sampled_from(["A", "B"])) for _ in range(n)])
+    seek = seek_module._parse(encode(np.arange(n, dtype=np.int64), types, struct, chosen=["x"]))
+    column = seek.attrs.get("x")
+    if column is None or column.index is None:
+        return  # (not served, or a kind without an index: bool, null)
+    index = column.index
+    exact_values = np.asarray([math.nan if v is None else float(column.values(np.asarray([r])).to_pylist()[0]
+                                                              if column.kind != "string" else
+                                                              column.code_of[v])
+                               for r, v in enumerate(values)], dtype=np.float64)
+    if column.kind == "int64":  # the index's value of a narrow code is code + base, each as float64
+        codes = column.codes.astype(np.float64)
+        exact_values = np.where(np.isnan(exact_values), np.nan,
+                                codes + float(column.base) if column.null is not None else codes)
+    filed = np.searchsorted(index.edges, exact_values, "right")
+    filed[np.isnan(exact_values)] = index.width - 1
+    rows = np.asarray(sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1))), dtype=np.int64)
+    lo = data.draw(st.integers(0, index.width - 2))
+    hi = data.draw(st.integers(0, index.width - 2))
+    got = column.in_buckets(rows, lo, hi)
+    assert got.tolist() == ((filed[rows] >= lo) & (filed[rows] <= hi)).tolist()
