@@ -200,6 +200,8 @@ def _inside(found: MatchTable, spans: np.ndarray | None) -> np.ndarray:
     """Which matches lie inside one of ``spans`` (all when None)."""
     if spans is None or not len(found.start):
         return np.ones(len(found.start), dtype=bool)
+    if not len(spans):  # (an anchored read with no anchor: nothing was read)
+        return np.zeros(len(found.start), dtype=bool)
     at = np.searchsorted(spans[:, 0], found.start, "right") - 1
     inside: NDArray[np.bool_] = (at >= 0) & (found.end <= spans[np.maximum(at, 0), 1])
     return inside

@@ -55,6 +55,7 @@ from exact.query.ast import Query, Return, Strategy
 from exact.query.normalize import normalize
 from exact.store.manifest import SeqRanges
 from exact.store.rowfilter import RowFilter, row_filter
+from sketch.answer.anchors import Anchored, anchored_ranges
 from sketch.answer.cases import case_lookup
 from sketch.answer.cause import Read, why_empty
 from sketch.answer.sources import EventSource, StoreSource, int_column, needed_columns, read_types
@@ -92,6 +93,9 @@ class Verification:
     events_checked: int = 0
     #: the events handed to the engine, kept for explaining an empty answer (:mod:`sketch.answer.cause`)
     read: Read | None = None
+    #: the seq ranges read when they are narrower than the candidate intervals (an anchored read,
+    #: :mod:`sketch.answer.anchors`): what an explain judges a relaxed query's matches within
+    spans: np.ndarray | None = None
 
     @property
     def matches(self) -> list[Match]:
@@ -185,16 +189,24 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         times.append(match_times(table, found))
         return found
 
+    anchored: Anchored | None = None
+    unanchored: SeqRanges = []  # (an anchored read's ranges without the anchoring)
+
     def read() -> Read:
         if keep is None:
             return Read(tuple(pieces), keep_types)
 
-        def again(keep: RowFilter | None) -> Read:
-            return Read(tuple((source.read_frame(r, cols, keep_types, keep)[0], starts) for r, starts in read_pieces),
-                        keep_types, keep=keep, positional=positional)
+        def again(other: RowFilter | None) -> Read:
+            # an anchored read is read again within the anchors' windows only while the relaxed query keeps
+            # the anchor's clause (then every match of it still binds an anchor)
+            whole = anchored is not None and (other is None or other.clauses[anchored.variable] != anchored.clause)
+            return Read(tuple((source.read_frame(unanchored if whole else r, cols, keep_types, other)[0], starts)
+                              for r, starts in read_pieces), keep_types, keep=other, positional=positional)
 
-        return Read(tuple(pieces), keep_types, lambda: again(None), scanned, keep, again, positional,
-                    reading * 1000.0)
+        read_ms = reading * 1000.0
+        if anchored is not None:  # (a read again without the anchors costs about what the whole read would)
+            read_ms *= max(1.0, anchored.unanchored_rows / max(scanned, 1))
+        return Read(tuple(pieces), keep_types, lambda: again(None), scanned, keep, again, positional, read_ms)
 
     ranges: SeqRanges
     if not stop_at_first and not contiguous:
@@ -202,10 +214,16 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         # region cannot reach the next one's rows (that would be a match of the positive pattern ending
         # beyond the region's reach), so the unread gaps change nothing.
         ranges, n_regions, whole = approx.read_plan(merge_gap)
+        # around the rarest variable's events only, when they are few (sketch.answer.anchors)
+        anchored = anchored_ranges(query, plan, keep, source, ranges)
+        if anchored is not None:
+            unanchored, ranges = ranges, anchored.ranges
         frame, scanned = source.read_frame(ranges, cols, keep_types, keep)
+        scanned += anchored.scanned if anchored is not None else 0
         reading = time.monotonic() - began
         found = run(whole, frame, ranges) if whole is not None else MatchTable(names)
-        return Verification(found, scanned, n_regions, SeqTimes.merged(times), len(frame), read())
+        return Verification(found, scanned, n_regions, SeqTimes.merged(times), len(frame), read(),
+                            None if anchored is None else np.asarray(anchored.ranges, dtype=_I64).reshape(-1, 2))
 
     regions = approx.regions(merge_gap)
     per_region = _region_ranges(approx, regions)
@@ -360,7 +378,8 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
                  f"{stats['candidate_intervals']} candidate interval(s) of {approx.coverage():,} events hold no "
                  "exact match: ")
         body["explain"] = approx.explain if approx.explain is not None else (
-            where + why_empty(query, result.read, spans=approx.interval_bounds(),
+            where + why_empty(query, result.read,
+                              spans=approx.interval_bounds() if result.spans is None else result.spans,
                                         type_counts=source.type_counts(), budget=budget,
                                         spent_ms=stats["verify_ms"]))
     stats["total_ms"] = _ms(started)

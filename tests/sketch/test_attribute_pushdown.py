@@ -34,6 +34,7 @@ from exact.query.ast import (
     Single,
     Strategy,
     Var,
+    WithinEvents,
     WithinTime,
 )
 from exact.query.language.parser import parse
@@ -41,6 +42,7 @@ from exact.query.normalize import normalize
 from exact.reference import reference_matches, stream_table
 from exact.store import EventStore
 from exact.store.rowfilter import row_filter
+from sketch.answer import anchors
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 from sketch.evaluate import candidates
@@ -110,8 +112,8 @@ def queries(draw: st.DrawFn) -> Query:
     if len(positives) > 1 and draw(st.booleans()):
         a, b = draw(st.permutations(positives))[:2]
         conds.append(Condition(Field(a.name, "n"), draw(st.sampled_from(OPS)), Field(b.name, "n")))
-    within = WithinTime(draw(st.integers(1, 6))) if draw(st.booleans()) or any(
-        isinstance(e, Absent) for e in elements[-1:]) else None
+    within = (WithinEvents(draw(st.integers(1, 6))) if draw(st.integers(0, 3)) == 0 else WithinTime(
+        draw(st.integers(1, 6)))) if draw(st.booleans()) or any(isinstance(e, Absent) for e in elements[-1:]) else None
     strategy = draw(st.sampled_from(list(Strategy)))
     partition = ("k",) if strategy == Strategy.PARTITION_CONTIGUITY or draw(st.integers(0, 2)) == 0 else ()
     between = None
@@ -138,17 +140,20 @@ def check(home: Path, table: pa.Table, query: Query) -> None:
         want = reference(query, table)
     except Exception:  # noqa: BLE001 — a query the definitions reject is checked to be refused below
         want = None
-    for mode, pass_over in (("exact", False), ("verified", False), ("verified", True)):
+    for mode, pass_over, anchor in (("exact", False, False), ("verified", False, False), ("verified", True, False),
+                                    ("verified", True, True)):
         # (``pass_over``: the planner made to read the store whole without the tree's walk, as it does
-        # where the pattern's types occur throughout a long stream)
+        # where the pattern's types occur throughout a long stream; ``anchor``: that read made around the
+        # rarest variable's events wherever the query allows it, however many they are)
         try:
             with patch.multiple(candidates, PASS_OVER_MIN_UNITS=1 if pass_over else candidates.PASS_OVER_MIN_UNITS,
-                                PASS_OVER_SHARE=0.0 if pass_over else candidates.PASS_OVER_SHARE):
+                                PASS_OVER_SHARE=0.0 if pass_over else candidates.PASS_OVER_SHARE), \
+                    patch.object(anchors, "ANCHOR_SHARE", math.inf if anchor else 0.0):
                 got = run_query(home, "d", query, mode=mode, limit=10_000)
         except QuerySemanticError:
             continue  # refused alike (e.g. a comparison of an attribute with a value of another kind)
         assert want is not None
-        assert answers(got) == want, (mode, pass_over, query)
+        assert answers(got) == want, (mode, pass_over, anchor, query)
 
 
 # Small leaves and parts: several seek files, filters that err.
