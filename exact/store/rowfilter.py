@@ -190,6 +190,9 @@ _INTERSECTED = 3
 #: The rows found are put in order by a sort when they are fewer than 1/this of the ranges' span, else by
 #: marking them in a bitmap of it.
 _SORTED_BELOW = 16
+#: Ranges holding under 1/this of a part's rows (a read around anchors): a clause's rows from the index are
+#: cut to them before the next attributes' buckets are looked up.
+_NARROW_RANGES = 4
 
 
 class ValueProbe:
@@ -245,6 +248,7 @@ class ValueProbe:
         if f.by_type is None or type_start is None or not len(ranges):
             return None
         in_ranges = int((ranges[:, 1] - ranges[:, 0]).sum()) + len(ranges)
+        narrow = in_ranges * _NARROW_RANGES < f.rows
         pieces: list[np.ndarray] = []
         total = 0
         narrowed = False
@@ -278,6 +282,9 @@ class ValueProbe:
             assert column.index is not None
             index_rows = column.index.rows
             rows = joined([index_rows[a:b] for a, b in spans if b > a] or [index_rows[:0]])
+            if narrow and len(rows):  # (ranges over a small share of the part: cut to them before testing)
+                k = np.searchsorted(ranges[:, 0], rows, "right") - 1
+                rows = rows[(k >= 0) & (rows <= ranges[np.maximum(k, 0), 1])]
             for _, _, other, lo, hi in options[1:_INTERSECTED]:
                 if not len(rows):
                     break
