@@ -17,7 +17,10 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import exact.store.seek as seek_module
+import sketch.answer.cause as explain_cause
+import sketch.answer.relaxed as relaxed_search
 from api.service import run_query
+from exact.engine import Budget, evaluate, evaluate_table
 from exact.query.ast import (
     Absent,
     AnyOf,
@@ -37,10 +40,15 @@ from exact.query.normalize import normalize
 from exact.store import EventStore
 from exact.store.rowfilter import row_filter
 from sketch.answer import anchors
+from sketch.answer.cause import why_empty
+from sketch.answer.sources import StoreSource
+from sketch.answer.verify import verify
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
-from sketch.evaluate import candidates
+from sketch.evaluate import TreeIndex, candidates
+from sketch.evaluate.candidates import whole_stream
 from tests.generators import scaled
+from tests.helpers import build_tree
 from tests.sketch.test_attribute_pushdown import answers, reference, table_of
 
 TYPES = ("A", "B", "C")
@@ -194,5 +202,52 @@ def test_the_anchors_narrow_a_read_of_frequent_types_to_their_windows() -> None:
         # either end): a few dozen events per anchor, not the 20,000
         assert got["stats"]["events_scanned"] <= sevens * (1 + 41 + 2 * 32)
         assert got["stats"]["events_scanned"] * 5 < whole["stats"]["events_scanned"]
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@scaled(150)
+@given(query=queries(), events=streams(), data=st.data())
+def test_an_anchored_reads_relaxations_count_what_the_whole_stream_holds(query: Query, events: list[dict],
+                                                                        data: st.DataObject) -> None:
+    """An empty answer's explain, on an anchored read: where a relaxation leaves the candidates as they are,
+    the matches it finds in what it reads (the anchored read, or the candidates read again — without the
+    anchoring when it drops a condition of the anchor) are all the relaxed query's matches in the whole
+    stream; where it would widen them, each match it counts — one inside an anchored range — is one of
+    them."""
+    table = table_of(events)
+    rows = [{"seq": i, **e} for i, e in enumerate(events)]
+    home = Path(tempfile.mkdtemp(prefix="seqsketch-anchor-explain-"))
+    try:
+        with patch.object(seek_module, "BLOCK", data.draw(st.sampled_from([1, 32]))):
+            store = EventStore.create(home / "s", table, part_rows=data.draw(st.integers(4, 40)))
+        source = StoreSource(store)
+
+        def any_of(variables: list[int], estimates: list[int]) -> int:
+            return data.draw(st.sampled_from(variables))
+
+        approx = whole_stream(query, TreeIndex(build_tree(rows, 2, tiny=False)))
+        with patch.multiple(anchors, ANCHOR_SHARE=math.inf, rarest=any_of):
+            result = verify(approx, source)
+        if result.found.exists or result.spans is None or result.read is None:
+            return
+        spans = result.spans
+        assert why_empty(query, result.read, spans=spans)
+        search = relaxed_search.Search(query, result.read, spans, None, Budget(), explain_cause.MAX_EVENTS)
+        for relaxation in explain_cause._relaxations(query, normalize(query), None):
+            relaxed = relaxation.query
+            if not (explain_cause._valid(relaxed) and explain_cause.judgeable(relaxed, search)):
+                continue
+            whole = evaluate(relaxed, table)
+            found = search.run(relaxed)
+            if search.same_candidates(relaxed):
+                assert found is not None and found.count == len(whole), relaxation.part
+                continue
+            counted = []
+            for events, starts in search.read_for(relaxed).pieces:
+                matches = evaluate_table(relaxed, events, returns=Return.MATCHES, starts=starts)
+                counted += matches.take(relaxed_search._inside(matches, spans)).matches()
+            assert found is not None and found.count == len(counted), relaxation.part
+            assert set(counted) <= set(whole), relaxation.part
     finally:
         shutil.rmtree(home, ignore_errors=True)
