@@ -46,10 +46,12 @@ class EventSource(Protocol):
 
     def type_counts(self) -> dict[str, int] | None: ...
 
-    def partition_next(self, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray
+    def partition_next(self, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray,
+                       horizon: np.ndarray | None = None, joins: np.ndarray | None = None
                        ) -> tuple[np.ndarray, int] | None:
         """Each of ``seqs``' next event in its partition among the events of ``ranges`` (-1: none) and the
-        rows looked at, when the source can tell without reading the events (else None)."""
+        rows looked at, when the source can tell without reading the events (else None); with ``horizon``
+        (and ``joins``) only the links a run can follow (:func:`exact.store.links.partition_next_near`)."""
         ...
 
 
@@ -95,7 +97,8 @@ class TableSource:
     def type_counts(self) -> dict[str, int] | None:
         return None
 
-    def partition_next(self, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray
+    def partition_next(self, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray,
+                       horizon: np.ndarray | None = None, joins: np.ndarray | None = None
                        ) -> tuple[np.ndarray, int] | None:
         return None
 
@@ -133,10 +136,11 @@ class StoreSource:
     def type_counts(self) -> dict[str, int] | None:
         return dict(self.snapshot.type_counts)
 
-    def partition_next(self, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray
+    def partition_next(self, ranges: SeqRanges, attrs: Sequence[str], seqs: np.ndarray,
+                       horizon: np.ndarray | None = None, joins: np.ndarray | None = None
                        ) -> tuple[np.ndarray, int] | None:
         """:func:`exact.store.links.store_partition_next` on the snapshot."""
-        return store_partition_next(self.store, ranges, attrs, seqs, self.snapshot)
+        return store_partition_next(self.store, ranges, attrs, seqs, self.snapshot, horizon, joins)
 
     def seq_span(self, start_us: int, end_us: int) -> tuple[int, int]:
         """The seqs of the events with ``start_us <= ts <= end_us`` as an inclusive range (empty: lo > hi):

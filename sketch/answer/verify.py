@@ -19,8 +19,9 @@ stream (guarantee 1, *verified = exact*).  Why that holds:
   only rows of relevant types (and of their variables' own attribute conditions) are handed on.  Under the
   contiguity strategies such an event ends a run; a read of the store leaves it out all the same, because
   its seqs are positions and the engine sees the gap (``EventFrame.sparse``).  Under ``partition_contiguity``
-  with ``PARTITION BY``, where a left-out event's partition decides, every event's partition value is read
-  too, and each event read is told the seq of its next one in its partition (``EventFrame.partition_next``).
+  with ``PARTITION BY``, where a left-out event's partition decides, each event read is told the seq of its
+  next one in its partition (``EventFrame.partition_next``) where a run can follow that link: to a later
+  event read of its partition within the window, the partition values of the events between are read too.
 
 :func:`answer_indexed` assembles the §3 answer body of ``approximate``, ``verified`` and ``exact`` modes from
 a tree and an event source; the service adds the dataset's name and index version.
@@ -50,9 +51,9 @@ from exact.engine.matchtable import combined, match_times
 from exact.engine.ordering import partition_links
 from exact.engine.parallel import query_threads
 from exact.events import ATTRS
-from exact.prefilter import EventFrame
-from exact.query.ast import Query, Return, Strategy
-from exact.query.normalize import normalize
+from exact.prefilter import EventFrame, variable_masks
+from exact.query.ast import Query, Return, Strategy, WithinEvents, WithinTime
+from exact.query.normalize import Plan, normalize
 from exact.store.manifest import SeqRanges
 from exact.store.rowfilter import RowFilter, row_filter
 from sketch.answer.anchors import Anchored, anchored_ranges
@@ -110,15 +111,52 @@ def needs_links(query: Query, types: frozenset[str] | None, keep: RowFilter | No
             and (types is not None or keep is not None))
 
 
-def _links(source: EventSource, ranges: SeqRanges, query: Query, seqs: np.ndarray) -> tuple[np.ndarray, int]:
-    """The seq of each of ``seqs``' next event in its partition among every event of ``ranges``, and the rows
-    read to know it (every row's partition values: from the seek files' codes where they tell, else from a
-    read of the events)."""
-    told = source.partition_next(ranges, query.partition_by, seqs)
+def _links(source: EventSource, ranges: SeqRanges, plan: Plan, table: pa.Table | EventFrame
+           ) -> tuple[np.ndarray, int]:
+    """The seq of each event of ``table`` (read from ``ranges``)'s next event in its partition among every
+    event of ``ranges``, and the rows read to know it: from the seek files' codes where they tell, only the
+    links a run can follow (from an event that may go on to a later one of its partition that may follow it,
+    within a window: the rows between them); else every row's partition values from a read of the events."""
+    query = plan.query
+    frame = table if isinstance(table, EventFrame) else EventFrame.build(table)
+    seqs = frame.seq
+    goes_on, follows = _run_links(plan, frame)
+    horizon = np.where(goes_on, _horizon(query, source, seqs, frame.ts), -1)
+    told = source.partition_next(ranges, query.partition_by, seqs, horizon, follows)
     if told is not None:
         return told
     full, decoded = source.read_frame(ranges, ["seq", "ts", "type"] + [f"{ATTRS}.{a}" for a in query.partition_by])
     return partition_links(full, query.partition_by, seqs), decoded
+
+
+def _run_links(plan: Plan, frame: EventFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per event of ``frame``: may a run go on from it (it may bind a positive variable some other binding
+    may follow: a Kleene one, one of an event set, one before the last element), and may a run go on to it
+    (it may bind one that may follow another).  By the variables' types and their own conditions: more
+    events than bind, never fewer."""
+    last = len(plan.elements) - 1
+    masks = variable_masks(plan, frame)
+    goes_on = np.zeros(len(frame), dtype=bool)
+    follows = np.zeros(len(frame), dtype=bool)
+    for v in plan.positives:
+        free = v.kleene or len(plan.elements[v.element]) > 1
+        if free or v.element < last:
+            goes_on |= masks[v.name]
+        if free or v.element > 0:
+            follows |= masks[v.name]
+    return goes_on, follows
+
+
+def _horizon(query: Query, source: EventSource, seqs: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Per event (``seqs`` at times ``ts``), a seq no later event of a match holding it lies past: a window's
+    length on (``WITHIN``), or none (the largest int64) without one."""
+    within = query.within
+    if isinstance(within, WithinEvents):
+        return seqs + within.count
+    if isinstance(within, WithinTime) and isinstance(source, StoreSource):
+        ends: np.ndarray = source.store.seqs_within(ts, ts + within.micros, source.snapshot)[:, 1]
+        return ends
+    return np.full(len(seqs), np.iinfo(_I64).max, dtype=_I64)
 
 
 def _region_ranges(approx: Approximation, regions: Sequence[Region]) -> list[list[tuple[int, int]]]:
@@ -239,7 +277,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
             links = None
             if linking:
                 seq = int_column(table, "seq")
-                nxt, decoded = _links(source, ranges, query, seq)
+                nxt, decoded = _links(source, ranges, plan, table)
                 links, scanned = (seq, nxt), scanned + decoded
             found = run(region, table, ranges, links)
             if found.exists:
@@ -255,7 +293,7 @@ def verify(approx: Approximation, source: EventSource, *, stop_at_first: bool = 
         seq = int_column(table, "seq")
         links = None
         if linking:
-            nxt, decoded = _links(source, merged, query, seq)
+            nxt, decoded = _links(source, merged, plan, table)
             links, scanned = (seq, nxt), scanned + decoded
         for region, ranges in zip(regions, per_region, strict=True):
             if not ranges:
@@ -424,9 +462,9 @@ def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
                columnar: bool = False) -> dict[str, Any]:
     """The ``exact`` answer: the engine over every event of the stream, no index.  Only the columns the
     query needs are read, and only the events a variable can bind by type and its own conditions (from the
-    seek files, in place; and every event's partition value under ``partition_contiguity``); a query
-    partitioned on the store's partition key gets the groups from its layout by number instead of decoding
-    the key's values."""
+    seek files, in place; and under ``partition_contiguity`` the partition values of the events between two
+    of them a run may join); a query partitioned on the store's partition key gets the groups from its
+    layout by number instead of decoding the key's values."""
     started = time.perf_counter()
     stats: dict[str, Any] = {"index": None, "approximate_ms": 0.0, "verify_ms": 0.0, "total_ms": 0.0,
                              "nodes_probed": 0, "candidate_intervals": 0, "events_scanned": 0,
@@ -455,7 +493,7 @@ def exact_body(query: Query, source: EventSource, *, limit: int | None = None,
     elif hasattr(source, "read_frame"):
         frame, scanned = source.read_frame(whole, columns, types, keep)
         if needs_links(query, types, keep) and len(frame):
-            frame.partition_next, decoded = _links(source, whole, query, frame.seq)
+            frame.partition_next, decoded = _links(source, whole, plan, frame)
             scanned += decoded
     else:
         frame = source.read_all(columns)

@@ -106,3 +106,53 @@ def test_doubles_and_several_attributes_are_left_to_a_full_read(tmp_path: Path) 
     assert store_partition_next(store, [(0, 29)], ("q", "q"), seqs) is None
     told = store_partition_next(store, [(0, 29)], ("q",), seqs)
     assert told is not None and told[0].tolist() == [s + 2 if s < 28 else -1 for s in range(30)]
+
+
+@SETTINGS
+@given(stream=batches(), data=st.data())
+def test_links_a_run_can_follow_are_those_of_the_whole_stream(tmp_path_factory: pytest.TempPathFactory,
+                                                              stream: tuple[str, list[list[dict]]],
+                                                              data: st.DataObject) -> None:
+    """With a horizon per kept event (below its seq: no run goes on from it) and which ones a run may go on
+    to, an event whose partition holds a later kept one at or before its horizon that a run may go on to is
+    told its next event in the partition among every event of the stream (kept or not, read or not); the
+    others are told -1 (a run from them goes on to no kept event within reach)."""
+    kind, parts = stream
+    root = tmp_path_factory.mktemp("store")
+    first, *more = parts
+    store = EventStore.create(root, records_to_table(first), row_group_size=data.draw(st.integers(1, 16)),
+                              part_rows=data.draw(st.integers(3, 40)))
+    for batch in more:
+        store.append(records_to_table(batch))
+    snap = store.snapshot()
+    n = snap.events
+    if "p" not in snap.attrs:
+        return
+    seqs = np.asarray(sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1, max_size=40))), dtype=np.int64)
+    horizon = seqs + n
+    joins = np.ones(len(seqs), dtype=bool)
+    if data.draw(st.booleans()):  # (else every link is wanted)
+        horizon = seqs + np.asarray(data.draw(st.lists(st.integers(-1, n), min_size=len(seqs),
+                                                       max_size=len(seqs))), dtype=np.int64)
+        joins = np.asarray(data.draw(st.lists(st.booleans(), min_size=len(seqs), max_size=len(seqs))))
+    told = store_partition_next(store, [(int(seqs[0]), int(seqs[-1]))], ("p",), seqs, horizon=horizon,
+                                joins=joins)
+    if not more and kind in ("int", "string", "bool"):
+        assert told is not None, kind
+    if told is None:
+        return
+    got, looked = told
+    whole, _ = store.read_frame([(0, n - 1)], ["seq", "ts", "type", "attrs.p"])
+    values = whole.array("p").to_pylist()
+    truth = partition_links(whole, ("p",), seqs)  # the next event of each one's partition in the stream
+
+    def key(seq: int) -> tuple[str, Any] | None:
+        value = values[seq]
+        return None if value is None else (type(value).__name__, value)
+
+    want = []
+    for i, s in enumerate(seqs.tolist()):
+        later = [j for j in range(i + 1, len(seqs)) if key(s) is not None and key(int(seqs[j])) == key(s)]
+        want.append(int(truth[i]) if later and seqs[later[0]] <= horizon[i] and joins[later[0]] else -1)
+    assert got.tolist() == want
+    assert len(seqs) <= looked <= len(seqs) + int(seqs[-1] - seqs[0]) + 1

@@ -27,6 +27,7 @@ from exact.query.ast import (
     AnyOf,
     Between,
     Condition,
+    EventSet,
     Field,
     Literal,
     Query,
@@ -84,21 +85,24 @@ def literal(draw: st.DrawFn, attr: str) -> Literal:
 
 
 @st.composite
-def queries(draw: st.DrawFn) -> Query:
+def queries(draw: st.DrawFn, strategy: Strategy | None = None) -> Query:
     counter = iter(range(100))
 
-    def var() -> Var:
-        return Var(f"v{next(counter)}", draw(st.sampled_from(TYPES + (None,))))
+    def var(kleene: bool = False) -> Var:
+        return Var(f"v{next(counter)}", draw(st.sampled_from(TYPES + (None,))), kleene)
 
     elements: list = []
     for i in range(draw(st.integers(1, 3))):
         if i and draw(st.integers(0, 4)) == 0:
             elements.append(Absent((var(),)))
-        elements.append(AnyOf((var(), var())) if draw(st.integers(0, 4)) == 0 else Single(var()))
+        shape = draw(st.integers(0, 9))
+        elements.append(AnyOf((var(), var())) if shape < 2 else EventSet((var(), var())) if shape == 2
+                        else Single(var(kleene=shape == 3)))
     query = Query(tuple(elements))
-    variables = list(query.positive_variables()) + [v for e in elements if isinstance(e, Absent) for v in e.vars]
+    variables = ([v for v in query.positive_variables() if not v.kleene]
+                 + [v for e in elements if isinstance(e, Absent) for v in e.vars])
     conds = []
-    for _ in range(draw(st.integers(1, 4))):
+    for _ in range(draw(st.integers(1, 4)) if variables else 0):
         v = draw(st.sampled_from(variables))
         attr = draw(st.sampled_from(("n", "f", "s", "b", "missing")))
         if draw(st.integers(0, 5)) == 0:  # two attributes of one variable
@@ -108,13 +112,13 @@ def queries(draw: st.DrawFn) -> Query:
             conds.append(Condition(Field(v.name, attr), "=", Literal(1)))
         else:
             conds.append(Condition(Field(v.name, attr), draw(st.sampled_from(OPS)), literal(draw, attr)))
-    positives = list(query.positive_variables())
+    positives = [v for v in query.positive_variables() if not v.kleene]
     if len(positives) > 1 and draw(st.booleans()):
         a, b = draw(st.permutations(positives))[:2]
         conds.append(Condition(Field(a.name, "n"), draw(st.sampled_from(OPS)), Field(b.name, "n")))
     within = (WithinEvents(draw(st.integers(1, 6))) if draw(st.integers(0, 3)) == 0 else WithinTime(
         draw(st.integers(1, 6)))) if draw(st.booleans()) or any(isinstance(e, Absent) for e in elements[-1:]) else None
-    strategy = draw(st.sampled_from(list(Strategy)))
+    strategy = strategy or draw(st.sampled_from(list(Strategy)))
     partition = ("k",) if strategy == Strategy.PARTITION_CONTIGUITY or draw(st.integers(0, 2)) == 0 else ()
     between = None
     if draw(st.integers(0, 3)) == 0:  # a time range: the reads are cut to its seqs
@@ -176,6 +180,21 @@ def test_answers_stay_exact_with_the_row_filter(first: list[dict], more: list[li
             dataset.append(table_of(shifted).drop_columns(["seq"]))
             events += shifted
             check(home, table_of(events), data.draw(queries()))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@SETTINGS
+@given(first=rows(max_events=60), data=st.data())
+def test_partition_contiguity_follows_every_link_a_run_can_take(first: list[dict], data: st.DataObject) -> None:
+    """Under ``partition_contiguity`` a filtered read tells an event its next one in its partition only where
+    a run can take that link (from an event that may go on, to a later one read that may follow it, within
+    the window): with Kleene variables, event sets, alternatives, negation and windows of every kind, the
+    answers are the reference's."""
+    home = Path(tempfile.mkdtemp(prefix="seqsketch-push-"))
+    try:
+        Dataset.build(home, "d", table_of(first), OPTIONS)
+        check(home, table_of(first), data.draw(queries(Strategy.PARTITION_CONTIGUITY)))
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
