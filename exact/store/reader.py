@@ -206,8 +206,9 @@ class StoreReader(StoreBase):
         first_part = np.searchsorted(max_ts, lo_us, "left")
         # the last event at or before hi lies in the last part that begins at or before it
         last_part = np.searchsorted(min_ts, hi_us, "right") - 1
-        out[:, 0] = [parts[i].first_seq if i < len(parts) else snap.events for i in first_part.tolist()]
-        out[:, 1] = [parts[i].last_seq if i >= 0 else -1 for i in last_part.tolist()]
+        firsts, lasts = snap.part_seqs
+        out[:, 0] = np.append(firsts, snap.events)[first_part]
+        out[:, 1] = np.where(last_part >= 0, lasts[np.maximum(last_part, 0)], -1)
         for i in np.unique(np.concatenate([first_part, last_part])).tolist():
             if not 0 <= i < len(parts) or not parts[i].seek_bytes:
                 continue

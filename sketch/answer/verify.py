@@ -121,7 +121,8 @@ def _links(source: EventSource, ranges: SeqRanges, plan: Plan, table: pa.Table |
     frame = table if isinstance(table, EventFrame) else EventFrame.build(table)
     seqs = frame.seq
     goes_on, follows = _run_links(plan, frame)
-    horizon = np.where(goes_on, _horizon(query, source, seqs, frame.ts), -1)
+    horizon = np.full(len(seqs), -1, dtype=_I64)  # (below its seq: no run goes on from it)
+    horizon[goes_on] = _horizon(query, source, seqs[goes_on], frame.ts[goes_on])
     told = source.partition_next(ranges, query.partition_by, seqs, horizon, follows)
     if told is not None:
         return told
