@@ -281,16 +281,31 @@ class Client:
         except urllib.error.HTTPError as err:
             raise _error_answer(err) from None
 
-    def append(self, name: str, events: Iterable[Mapping[str, Any]]) -> JSON:
+    def append(self, name: str, events: Iterable[Mapping[str, Any]], *, watermark: Any = None) -> JSON:
         """Append events — dicts with ``type``, ``ts`` (ISO-8601 text, ``datetime`` or epoch seconds) and
-        ``attrs`` — all or nothing.  Returns ``{"appended", "first_seq", "last_seq"}``."""
-        return self._request("POST", f"/datasets/{self._name(name)}/events", body=list(events))
+        ``attrs`` — all or nothing; with ``watermark`` (a time, as ``ts``), event time has reached it after
+        them (no later event at or before it: windows close on it).  Returns ``{"appended", "first_seq",
+        "last_seq", "watermark"}``."""
+        return self._request("POST", self._events_path(name, watermark), body=list(events))
 
-    def append_ndjson(self, name: str, lines: bytes | str) -> JSON:
-        """Append events given as NDJSON text (one JSON object per line)."""
+    def watermark(self, name: str, ts: Any) -> JSON:
+        """Say that event time has reached ``ts`` (ISO-8601 text, ``datetime`` or epoch seconds) without an
+        event: the windows that end before it close, and the standing queries deliver what that made
+        certain.  A later event at or before ``ts``, or a watermark that goes back, is refused (409)."""
+        return self._request("POST", self._events_path(name, ts), body=[])
+
+    def append_ndjson(self, name: str, lines: bytes | str, *, watermark: Any = None) -> JSON:
+        """Append events given as NDJSON text (one JSON object per line); ``watermark`` as :meth:`append`."""
         raw = lines.encode("utf-8") if isinstance(lines, str) else lines
-        return self._request("POST", f"/datasets/{self._name(name)}/events", raw=raw,
+        return self._request("POST", self._events_path(name, watermark), raw=raw,
                              content_type="application/x-ndjson")
+
+    def _events_path(self, name: str, watermark: Any) -> str:
+        path = f"/datasets/{self._name(name)}/events"
+        if watermark is None:
+            return path
+        text = _json_default(watermark) if isinstance(watermark, dt.date) else str(watermark)
+        return path + "?" + urllib.parse.urlencode({"watermark": text})
 
     def build(self, name: str, inputs: Iterable[str], **options: Any) -> JSON:
         """Start a build from server-side ``inputs``; options as ``seqsketch build`` (``format``,
@@ -359,7 +374,7 @@ class Client:
 
 class Watch:
     """A standing query's stream of matches (docs/contract.md §5.8): iterate for each match, as in a JSON
-    answer, the history's first, then each new one once its window has closed.  A dropped connection is
+    answer, the history's first, then each new one as soon as it is certain.  A dropped connection is
     reopened from :attr:`cursor` (the id of the last event seen), so no match is lost or repeated; an error
     answer (the watch deleted, a bad cursor) raises.  :meth:`close` (or leaving the loop) stops it."""
 

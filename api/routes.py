@@ -157,14 +157,17 @@ def delete_dataset(name: str) -> Any:
 # --- appends and builds ------------------------------------------------------------------------------------
 
 
-def _append_records() -> list[dict[str, Any]]:
-    """The request's events, from a JSON array or NDJSON, within the configured append size limit."""
+def _append_records(empty: bool) -> list[dict[str, Any]]:
+    """The request's events, from a JSON array or NDJSON, within the configured append size limit (``empty``:
+    none may be sent, the body may be empty too)."""
     request.max_content_length = int(current_app.config["MAX_APPEND_BYTES"])
     raw = request_body()
+    if empty and not raw.strip():
+        return []
     mimetype = (request.mimetype or "").lower()
     records = (sc.parse_ndjson_body(raw) if mimetype in NDJSON_TYPES
                else sc.parse_json_body(raw, records=True))
-    return sc.validate_events(records)
+    return sc.validate_events(records, empty=empty)
 
 
 @operation("/datasets/<name>/events", "POST", sc.Operation(
@@ -172,14 +175,19 @@ def _append_records() -> list[dict[str, Any]]:
     request_kind="events",
     description="A JSON array of events, or NDJSON (Content-Type application/x-ndjson), one event per line. "
                 "Events are ordered by ts (ties in the given order) and numbered after the dataset's last "
-                "event; an event older than the dataset's last ts rejects the whole batch (409). The index "
-                "is extended in place.",
+                "event; an event older than the dataset's last ts, or not after its watermark, rejects the "
+                "whole batch (409). The index is extended in place. With ?watermark=TIME event time has "
+                "reached TIME after these events (the batch may then be empty): windows close on it, and "
+                "a later event at or before it is refused; a watermark that goes back in time is a 409.",
+    query={"watermark": "ISO 8601 time or epoch seconds: no event at or before it will be appended"},
     responses={200: ("appended", sc.APPEND_RESULT)}))
 def append_events(name: str) -> Any:
     st = state()
     checked_name(name)
-    records = _append_records()
-    return jsonify(service.append_to_served_dataset(st.catalog, st.home, st.locks, name, records))
+    watermark = request.args.get("watermark")
+    records = _append_records(empty=watermark is not None)
+    return jsonify(service.append_to_served_dataset(st.catalog, st.home, st.locks, name, records,
+                                                    watermark=watermark))
 
 
 @operation("/datasets/<name>/builds", "POST", sc.Operation(
@@ -247,9 +255,10 @@ def delete_watch(name: str, watch_id: str) -> Any:
 
 @operation("/datasets/<name>/watches/<watch_id>/stream", "GET", sc.Operation(
     summary="A watch's matches as Server-Sent Events", scope="read", tag="watches",
-    description="event: match (id: its cursor; data: the match as in a JSON answer), one event: progress when "
-                "the history is done, then live matches; a heartbeat comment while idle. Last-Event-ID (or "
-                "?cursor=) resumes just after the match it names.",
+    description="event: match (id: its cursor; data: the match as in a JSON answer) as soon as each match is "
+                "certain, one event: progress when the history is done, then live matches; a heartbeat "
+                "comment while idle. Last-Event-ID (or ?cursor=) resumes just after the match it names.",
+    query={"cursor": "resume just after the match whose event id this is (as Last-Event-ID)"},
     media_types=("text/event-stream",), responses={200: ("the event stream", None)}))
 def watch_stream(name: str, watch_id: str) -> Any:
     st = state()

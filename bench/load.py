@@ -55,8 +55,9 @@ def free_port() -> int:
 
 @contextmanager
 def served(home: Path, *, timeout: float = 60.0, server: str = "gunicorn", workers: int | None = None,
-           threads: int | None = None, env: dict[str, str] | None = None) -> Iterator[str]:
-    """A ``seqsketch serve`` subprocess on a free loopback port; yields its base URL; stopped on exit.
+           threads: int | None = None, env: dict[str, str] | None = None, port: int | None = None) -> Iterator[str]:
+    """A ``seqsketch serve`` subprocess on a loopback port (``port``, or a free one); yields its base URL;
+    stopped on exit.
 
     ``server`` is ``gunicorn`` (the production server, ``workers`` request processes) or ``werkzeug`` (the
     development server, one process).  The server's log (any error's traceback) goes to ``home/server.log``:
@@ -64,7 +65,7 @@ def served(home: Path, *, timeout: float = 60.0, server: str = "gunicorn", worke
     """
     from api.client import Client, SeqsketchAPIError
 
-    port = free_port()
+    port = port or free_port()
     env = {**os.environ, "SEQSKETCH_HOME": str(home), "SEQSKETCH_QUERY_TIMEOUT_MS": "60000", **(env or {})}
     command = [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                "--server", server]

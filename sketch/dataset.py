@@ -245,15 +245,19 @@ class Dataset:
         return None if snap.tree is None else _info_of(snap.tree, snap.index)
 
     # ------------------------------------------------------------------------------------------- writing
-    def append(self, table: pa.Table) -> DatasetSnapshot:
-        """Append events (a stream table; ``seq`` is ignored and reassigned) with the index covering them.
+    def append(self, table: pa.Table, *, watermark: int | None = None) -> DatasetSnapshot:
+        """Append events (a stream table; ``seq`` is ignored and reassigned) with the index covering them;
+        with ``watermark`` (UTC µs), event time has reached it after them (docs/semantics.md §5.5).
 
-        Ordered by ts (stable) as the store does; an event older than the dataset's last ts rejects the whole
-        batch (``Conflict``) and nothing is written.  Events and index are published by one manifest replace.
+        Ordered by ts (stable) as the store does; an event older than the dataset's last ts (or not after its
+        watermark), or a watermark that goes back in time, rejects the whole batch (``Conflict``) and nothing
+        is written.  Events, index and watermark are published by one manifest replace.
         """
         if "seq" in table.column_names:
             table = table.drop_columns(["seq"])
         if table.num_rows == 0:
+            if watermark is not None:
+                self.store.commit((), watermark=watermark)
             return self.snapshot()
         table = order_by_time(table)
         with self.store.writing():
@@ -262,7 +266,7 @@ class Dataset:
             tree.update(table.column("type"), table.column("ts"))
             ref = self._write_next(tree, snap)
             try:
-                self.store.append(table, extra_update={INDEX_KEY: ref.to_json()})
+                self.store.append(table, extra_update={INDEX_KEY: ref.to_json()}, watermark=watermark)
             except BaseException:
                 (self.root / ref.file).unlink(missing_ok=True)
                 raise
@@ -332,7 +336,8 @@ class Dataset:
 def dataset_info(home: Path, name: str) -> dict[str, Any]:
     """The ``info`` object of a dataset (docs/contract.md §4), from its event store and the index its manifest names.
 
-    ``name, events, start_ts, end_ts, types`` (type → count, most frequent first), ``store_bytes``,
+    ``name, events, start_ts, end_ts, watermark`` (how far event time has come, or None), ``types`` (type →
+    count, most frequent first), ``store_bytes``,
     ``attrs`` (attribute → type), ``partition_key``, ``attr_index`` (:func:`attr_index_section`) and ``index``
     (None without one).
     """
@@ -347,6 +352,7 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
     return {"name": name, "events": snap.events,
             "start_ts": None if snap.first_ts is None else iso_of_micros(snap.first_ts),
             "end_ts": None if snap.last_ts is None else iso_of_micros(snap.last_ts),
+            "watermark": None if snap.watermark is None else iso_of_micros(snap.watermark),
             "types": types, "store_bytes": store.size_bytes(snap), "attrs": dict(snap.attrs),
             "partition_key": ((snap.extra or {}).get(LAYOUT_KEY) or {}).get("key"),
             "attr_index": attr_index_section(snap),

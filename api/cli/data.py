@@ -326,23 +326,33 @@ def _query_text(result: dict[str, Any], partition: tuple[list[str], list[str]] |
 def add_append(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("append", help="add the events of input files to a built dataset, index included")
     p.add_argument("dataset")
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="input files, read in the order given")
+    p.add_argument("inputs", nargs="*", metavar="INPUT",
+                   help="input files, read in the order given (none: only --watermark)")
     p.add_argument("--format", default="auto", choices=("auto", *FORMATS))
     p.add_argument("--type-field", default=DEFAULT_TYPE_FIELD)
     p.add_argument("--time-field", default=DEFAULT_TIME_FIELD)
     p.add_argument("--engine", choices=("local", "spark"), default="local",
                    help="local (default: in place, no Spark) or the Spark job")
+    p.add_argument("--watermark", default=None, metavar="TIME",
+                   help="event time has reached TIME after these events (ISO 8601 or epoch seconds): no later "
+                        "event at or before it; windows close on it")
     common(p)
     p.set_defaults(handler=_append)
 
 
 def _append(args: argparse.Namespace) -> int:
+    from exact.errors import InputError
+
+    if not args.inputs and args.watermark is None:
+        raise InputError("name at least one input file, or --watermark TIME", where="append")
     with _progress(args) as bar:
         out = service.append_inputs(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
                                     type_field=args.type_field, time_field=args.time_field,
-                                    engine=args.engine, job_progress=bar.job if bar else None)
+                                    engine=args.engine, job_progress=bar.job if bar else None,
+                                    watermark=args.watermark)
+    mark = f"; event time has reached {out['watermark']}" if out.get("watermark") else ""
     emit(args, out, f"appended {out['appended']:,} events to {out['name']} (seq {out['first_seq']:,} .. "
-         f"{out['last_seq']:,}); {out['events']:,} events in all")
+         f"{out['last_seq']:,}); {out['events']:,} events in all{mark}")
     return 0
 
 

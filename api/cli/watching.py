@@ -22,8 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dataset")
     p.add_argument("query", help="the query text (or its JSON form); it needs WITHIN")
     p.add_argument("--from", dest="start", default="now", metavar="WHERE",
-                   help="now (default: new events only), start (the whole history), an ISO 8601 time, or a "
-                        "cursor FIRST_SEQ:DELIVERED printed before (resume after it)")
+                   help="now (default: matches certain from now on), start (the whole history), an ISO 8601 time, or a "
+                        "cursor printed before (@SEQ:DELIVERED: resume after it)")
     common(p)
     p.set_defaults(handler=_watch)
 
@@ -32,7 +32,7 @@ def _watch(args: argparse.Namespace) -> int:
     home = seqsketch_home()
     service.standing_query(home, args.dataset, args.query)  # refused before anything is printed
     start = args.start
-    cursor = Cursor.parse(start, "--from") if ":" in start and start.split(":")[0].isdigit() \
+    cursor = Cursor.parse(start, "--from") if start.startswith("@") or start.split(":")[0].isdigit() \
         else service.start_cursor(home, args.dataset, start)
     try:
         for kind, after, data in service.follow(home, args.dataset, args.query, cursor):

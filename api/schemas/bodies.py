@@ -91,13 +91,15 @@ def parse_ndjson_body(raw: bytes) -> list[Any]:
     return records
 
 
-def validate_events(records: Any) -> list[JSON]:
-    """Check an append batch record by record; the error names the record (0-based) and field."""
+def validate_events(records: Any, *, empty: bool = False) -> list[JSON]:
+    """Check an append batch record by record; the error names the record (0-based) and field.  ``empty``: a
+    batch of no events is allowed (an append that only moves the watermark)."""
     if not isinstance(records, list):
         raise RequestInvalid("expected a JSON array of events (or NDJSON, one event per line)",
                              where="request body")
-    if not records:
-        raise RequestInvalid("the batch has no events", where="request body")
+    if not records and not empty:
+        raise RequestInvalid("the batch has no events (an append of none needs ?watermark=TIME)",
+                             where="request body")
     for i, record in enumerate(records):
         if isinstance(record, dict) and "seq" in record:
             raise RequestInvalid("seq is assigned by the service (events are numbered after the dataset's "

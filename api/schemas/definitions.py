@@ -58,6 +58,7 @@ _DATASET_PROPERTIES: JSON = {
     "events": {"type": "integer", "minimum": 0},
     "start_ts": {"type": ["string", "null"]},
     "end_ts": {"type": ["string", "null"]},
+    "watermark": {"type": ["string", "null"]},
     "types": {"type": "object", "additionalProperties": {"type": "integer"}},
     "store_bytes": {"type": "integer"},
     "index": _INDEX,
@@ -112,9 +113,12 @@ APPEND_RESULT = Schema("AppendResult", {
     "type": "object",
     "required": ["appended", "first_seq", "last_seq"],
     "properties": {
-        "appended": {"type": "integer", "minimum": 1},
+        "appended": {"type": "integer", "minimum": 0},
         "first_seq": {"type": "integer", "minimum": 0},
-        "last_seq": {"type": "integer", "minimum": 0},
+        "last_seq": {"type": "integer", "minimum": -1,
+                     "description": "the last event appended (first_seq - 1 when none was)"},
+        "watermark": {"type": ["string", "null"],
+                      "description": "how far event time has come by the writer's word (null: never said)"},
         "index_version": {"type": ["integer", "null"]},
     },
 })

@@ -29,6 +29,8 @@ class Operation:
     description: str = ""
     #: Media types of a success answer that is not JSON (the web console's page and files).
     media_types: tuple[str, ...] = ()
+    #: Optional query parameters: name → what it says.
+    query: Mapping[str, str] = field(default_factory=dict)
 
     def attach(self, view: Callable[..., Any]) -> Callable[..., Any]:
         view.__operation__ = self  # type: ignore[attr-defined]
@@ -63,10 +65,11 @@ def _operation_object(op: Operation, endpoint: str, params: list[str]) -> JSON:
     out: JSON = {"operationId": endpoint.replace(".", "_"), "summary": op.summary, "tags": [op.tag]}
     if op.description:
         out["description"] = op.description
-    if params:
+    if params or op.query:
         out["parameters"] = [
             {"name": p, "in": "path", "required": True, "schema": _param_schema(p)} for p in params
-        ]
+        ] + [{"name": q, "in": "query", "required": False, "description": text, "schema": {"type": "string"}}
+             for q, text in op.query.items()]
     if op.request is not None:
         content: JSON = {"application/json": {"schema": op.request.ref()}}
         if op.request_kind == "events":

@@ -14,9 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias, TypedDict
 
+import pyarrow as pa
+
 from api.service.build_memory import check_local_build
 from exact.errors import InputError, NotFound
-from exact.events import parse_timestamp, records_to_table
+from exact.events import iso_of_micros, parse_timestamp, records_to_table
 from exact.ingest import IngestOptions, Progress, ingest, read_inputs
 from exact.store import (
     MANIFEST,
@@ -44,12 +46,24 @@ def _unheard(fraction: float, message: str | None = None) -> None:
     """A job's progress that nobody listens to."""
 
 
-class AppendResult(TypedDict):
-    """What an append of records added: ``appended`` events, numbered ``first_seq`` to ``last_seq``."""
+class AppendResult(TypedDict, total=False):
+    """What an append of records added: ``appended`` events, numbered ``first_seq`` to ``last_seq`` (an empty
+    batch: ``last_seq`` is ``first_seq - 1``), and ``watermark``, how far event time has come (ISO text, or
+    None when no watermark was ever given)."""
 
     appended: int
     first_seq: int
     last_seq: int
+    watermark: str | None
+
+
+def watermark_micros(value: Any, where: str = "watermark") -> int:
+    """A watermark as given (ISO 8601 text, naive = UTC, or epoch seconds, as an event's ``ts``) in UTC µs."""
+    try:
+        return parse_timestamp(value)
+    except (ValueError, TypeError) as err:
+        raise InputError(f"{err}; a watermark is a time as an event's ts is (ISO 8601 or epoch seconds)",
+                         where=where) from None
 
 
 class Density(TypedDict):
@@ -259,36 +273,51 @@ def _kind_name(kind: type) -> str:
     return {str: "a string", int: "an integer", float: "a float", bool: "a boolean"}.get(kind, kind.__name__)
 
 
-def append_records(home: Path, name: str, records: Sequence[Mapping[str, Any]]) -> AppendResult:
+def append_records(home: Path, name: str, records: Sequence[Mapping[str, Any]], *,
+                   watermark: Any = None) -> AppendResult:
     """Append API records to dataset ``name``, all or nothing; the index covering them is published with
-    them.  Returns ``{appended, first_seq, last_seq}``."""
+    them, and with ``watermark`` (a time: :func:`watermark_micros`) event time has reached it after them
+    (docs/semantics.md §5.5).  Returns ``{appended, first_seq, last_seq, watermark}``."""
     if not dataset_exists(home, name):
         raise NotFound(f"dataset {name!r} does not exist", where=name)
+    mark = None if watermark is None else watermark_micros(watermark)
     stream = records_for_append(records)
     dataset = Dataset.open(home, name)
     check_attr_kinds(stream, dataset.store.snapshot().attrs)
     table = records_to_table(stream, first_seq=None, where="events")
     before = dataset.snapshot().events
-    after = dataset.append(table).events
-    return {"appended": after - before, "first_seq": before, "last_seq": after - 1}
+    after = dataset.append(table, watermark=mark)
+    return {"appended": after.events - before, "first_seq": before, "last_seq": after.events - 1,
+            "watermark": _iso_or_none(after.store.watermark)}
+
+
+def _iso_or_none(micros: int | None) -> str | None:
+    return None if micros is None else iso_of_micros(micros)
 
 
 def append_inputs(home: Path, name: str, inputs: Sequence[str], *, fmt: str = "auto",
                   type_field: str = "type", time_field: str = "ts", engine: str = "local",
-                  job_progress: JobProgress | None = None) -> DatasetInfo:
-    """Append the events of ``inputs`` to dataset ``name`` (all or nothing); returns ``info`` plus
-    ``appended``, ``first_seq`` and ``last_seq``."""
+                  job_progress: JobProgress | None = None, watermark: Any = None) -> DatasetInfo:
+    """Append the events of ``inputs`` to dataset ``name`` (all or nothing), then with ``watermark`` say
+    that event time has reached it; returns ``info`` plus ``appended``, ``first_seq`` and ``last_seq``."""
     if not dataset_exists(home, name):
         raise NotFound(f"dataset {name!r} does not exist; build it first", where=name)
+    mark = None if watermark is None else watermark_micros(watermark, "--watermark")
     before = store_events(home, name)
-    if engine == "spark":
+    if not inputs:
+        Dataset.open(home, name).append(pa.table({}), watermark=mark)
+        info = dataset_info(home, name)
+    elif engine == "spark":
         from sketch.spark.job import append_dataset_spark
 
         info = append_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
                                     progress=job_progress or _unheard)
+        if mark is not None:  # (after the events: a watermark the job's events pass is refused alone)
+            Dataset.open(home, name).append(pa.table({}), watermark=mark)
+            info = dataset_info(home, name)
     else:
         table = read_inputs(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field))
-        Dataset.open(home, name).append(table)
+        Dataset.open(home, name).append(table, watermark=mark)
         info = dataset_info(home, name)
     return {**info, "appended": info["events"] - before, "first_seq": before, "last_seq": info["events"] - 1}
 

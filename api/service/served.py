@@ -61,16 +61,17 @@ def served_dataset(catalog: Catalog, home: Path, name: str) -> DatasetView:
 
 
 def append_to_served_dataset(catalog: Catalog, home: Path, locks: DatasetLocks, name: str,
-                             records: Sequence[Mapping[str, Any]]) -> AppendResult:
-    """Append API ``records`` to dataset ``name`` (all or nothing) under its lock and publish the index
-    version covering them; :class:`~exact.errors.Conflict` while a build of it is queued or running."""
+                             records: Sequence[Mapping[str, Any]], *, watermark: Any = None) -> AppendResult:
+    """Append API ``records`` to dataset ``name`` (all or nothing) under its lock, with ``watermark`` after
+    them, and publish the index version covering them; :class:`~exact.errors.Conflict` while a build of it
+    is queued or running."""
     if not dataset_exists(home, name):
         raise NotFound(f"dataset {name!r} does not exist; build it first", where=name)
     active = catalog.active_job(name)
     if active is not None:
         raise Conflict(f"dataset {name!r} has a build in progress (job {active['id']})", where=name)
     with locks.hold(name):
-        result = append_records(home, name, records)
+        result = append_records(home, name, records, watermark=watermark)
         publish_build(catalog, name, dataset_info(home, name))
     return result
 

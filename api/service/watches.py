@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from api.service.datasets import dataset_exists
 from api.service.queries import check_attribute_kinds, parsed_query, query_text
+from exact.engine.certainty import Moment
 from exact.errors import InputError, NotFound, QuerySemanticError, SeqsketchError
 from exact.events import parse_timestamp
 from exact.query.ast import Query
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 from sketch.answer.sources import StoreSource
-from sketch.answer.standing import CHUNK, Cursor, Standing, check_standing
+from sketch.answer.standing import CHUNK, Cursor, Standing, after_now, check_standing
 
 if TYPE_CHECKING:
     from api.catalog import Catalog
@@ -49,21 +50,23 @@ def _store(home: Path, name: str) -> EventStore:
 
 
 def start_cursor(home: Path, name: str, start: str | None) -> Cursor:
-    """Where a new watch's stream starts: ``now`` (default: the first event not yet stored), ``start`` (the
-    whole history) or a time (ISO 8601: the first event at or after it)."""
+    """Where a new watch's stream starts: ``now`` (default: the matches that become certain after now),
+    ``start`` (the whole history) or a time (ISO 8601: the matches certain at that event time or later)."""
     store = _store(home, name)
     snap = store.snapshot()
     if start in (None, "now"):
-        return Cursor(snap.events)
+        return after_now(snap)
     if start == "start":
-        return Cursor(0)
+        return Cursor.start()
     try:
         micros = parse_timestamp(start)
     except (InputError, ValueError, TypeError):
         raise QuerySemanticError(f"from {start!r}: expected 'now', 'start' or an ISO 8601 time",
                                  where="from") from None
+    if not snap.events:
+        return Cursor.start()
     lo, _ = StoreSource(store, snap).seq_span(micros, micros)
-    return Cursor(lo)
+    return Cursor.start() if lo == 0 else Cursor(Moment(lo - 1, micros))
 
 
 def standing_query(home: Path, name: str, query: str | Mapping[str, Any] | Query) -> Query:
@@ -139,15 +142,16 @@ def delete_watch(catalog: Catalog, name: str, watch_id: str) -> dict[str, Any]:
 def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor: Cursor, *,
            stop: threading.Event | None = None, poll: float = POLL_SECONDS, lineage: str | None = None
            ) -> Iterator[tuple[str, Cursor, dict[str, Any] | None]]:
-    """The events of a standing query from ``cursor`` on: ``("match", cursor after it, match)``;
-    ``("behind", cursor, {behind_events, …})`` before a catch-up of more first events than one chunk; once
-    ``("progress", cursor, {...})`` when the stored history is done, ``("idle", cursor, None)`` while it waits
-    for appends (each ``poll`` seconds), and ``("end", cursor, {reason})`` if the dataset goes away.  Runs until
-    ``stop`` is set (or the consumer stops iterating).  ``lineage``: the store's lineage the cursor was
-    made on (a watch's); a store built anew since has another, and the stream ends."""
+    """The events of a standing query from ``cursor`` on: ``("match", cursor after it, match)``, each match
+    as soon as it is certain (:mod:`sketch.answer.standing`); ``("behind", cursor, {behind_events, …})``
+    before a catch-up of more events than one chunk; once ``("progress", cursor, {...})`` when the stored
+    history is done, ``("idle", cursor, None)`` while it waits for appends or a watermark (each ``poll``
+    seconds), and ``("end", cursor, {reason})`` if the dataset goes away.  Runs until ``stop`` is set (or the
+    consumer stops iterating).  ``lineage``: the store's lineage the cursor was made on (a watch's); a store
+    built anew since has another, and the stream ends."""
     standing = Standing(_store(home, name), standing_query(home, name, query))
     told = False
-    seen = -1
+    seen: tuple[int, int | None] = (-1, None)
     while stop is None or not stop.is_set():
         try:
             snap = standing.store.snapshot()
@@ -156,19 +160,19 @@ def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor
             return
         if lineage is None:
             lineage = snap.lineage  # (a follower started now: a rebuild while it runs ends it all the same)
-        if snap.events < seen or (snap.lineage is not None and snap.lineage != lineage):
+        if snap.events < seen[0] or (snap.lineage is not None and snap.lineage != lineage):
             yield "end", cursor, {"reason": f"dataset {name!r} was rebuilt: its seqs mean other events now"}
             return
-        if snap.events != seen:
-            seen = snap.events
-            upto = standing.frontier(snap)
-            if upto - cursor.start > CHUNK:  # far behind (the history, or a stream resumed late): say so
-                yield "behind", cursor, {"behind_events": upto - cursor.start, "cursor": cursor.text(),
-                                         "frontier": upto}
-            for after, match in standing.matches(snap, cursor, upto):
+        if (snap.events, snap.event_time) != seen:
+            seen = (snap.events, snap.event_time)
+            behind = snap.events - 1 - cursor.moment.seq
+            if behind > CHUNK:  # far behind (the history, or a stream resumed late): say so
+                yield "behind", cursor, {"behind_events": behind, "cursor": cursor.text(),
+                                         "frontier": snap.events}
+            for after, match in standing.certain(snap, cursor):
+                cursor = after
                 yield "match", after, match
-            if upto > cursor.start:
-                cursor = Cursor(upto)
+            cursor = standing.advance(snap, cursor)
             if not told:
                 told = True
                 yield "progress", cursor, {"history": "done", "cursor": cursor.text(), "events": snap.events}
@@ -202,10 +206,10 @@ class _Shared:
     def __init__(self, home: Path, name: str, query: str, key: tuple[str, str, str]) -> None:
         self.key = key
         store = _store(home, name)
-        standing = Standing(store, standing_query(home, name, query))
-        start = Cursor(standing.frontier(store.snapshot()))
-        #: every match whose first event is at or after ``floor`` is in ``items``
-        self.floor = start.start
+        standing_query(home, name, query)
+        start = after_now(store.snapshot())
+        #: every match after ``floor`` is in ``items``
+        self.floor = start
         #: the latest matches (and a last ``end``), numbered without gaps: ``(number, kind, after, data)``
         self.items: list[tuple[int, str, Cursor, dict[str, Any] | None]] = []
         self.next_number = 0
@@ -228,10 +232,10 @@ class _Shared:
                         self.items.append((self.next_number, kind, after, said))
                         self.next_number += 1
                         if len(self.items) > SHARED_KEEP + SHARED_KEEP // 8:  # (trimmed in steps, not per match)
-                            dropped = [d for _, k, _, d in self.items[: len(self.items) - SHARED_KEEP] if k == "match"]
+                            dropped = [a for _, k, a, _ in self.items[: len(self.items) - SHARED_KEEP] if k == "match"]
                             del self.items[: len(self.items) - SHARED_KEEP]
-                            if dropped and dropped[-1] is not None:
-                                self.floor = max(self.floor, int(dropped[-1]["start_seq"]) + 1)
+                            if dropped and dropped[-1].order() > self.floor.order():
+                                self.floor = dropped[-1]
                         unsaid += 1
                         # the streams are woken once per append's matches (when the follower next waits), not
                         # once per match: a hundred streams woken per match fought for the interpreter
@@ -288,24 +292,25 @@ def shared_follow(home: Path, name: str, query: str, cursor: Cursor, *, stop: th
     """:func:`follow`'s events, the live ones shared between the streams of one query in this process.
 
     A stream follows on its own from ``cursor`` until it has caught up with the stored stream (its first
-    ``idle``): it then holds every match whose first event lies before its cursor ``upto``.  From there it
-    takes the shared follower's matches whose first event is at or after ``upto`` — the follower started
-    at or before ``upto`` (it is made first), so none is missing and none repeats.  When the follower no
+    ``idle``): it then holds every match up to its cursor ``upto``.  From there it takes the shared
+    follower's matches after ``upto`` — the follower started at or before ``upto`` (it is made first), so
+    none is missing and none repeats.  A stream resumed from a first-event cursor (a watch made before
+    moments) joins once it no longer needs it.  When the follower no
     longer keeps what the stream has not taken (it fell far behind), or the follower stopped, the stream
     goes on on its own from its last match and joins again (``progress`` and ``behind`` are said once)."""
     told = False
     while True:
         hub = _shared(home, name, query)
         try:
-            upto: int | None = None
+            upto: Cursor | None = None
             pending: list[tuple[int, str, Cursor, dict[str, Any] | None]] = []
             seen = -1
             last = cursor
             for kind, after, data in follow(home, name, query, cursor, stop=stop, poll=poll, lineage=lineage):
-                if kind == "idle" and after.skip == 0:
+                if kind == "idle" and after.floor is None:
                     with hub.changed:  # (what it keeps and where it starts, seen at one moment)
-                        if after.start >= hub.floor and not hub.ended:
-                            upto, pending, seen = after.start, list(hub.items), hub.next_number - 1
+                        if after.order() >= hub.floor.order() and not hub.ended:
+                            upto, pending, seen = after, list(hub.items), hub.next_number - 1
                     if upto is not None:
                         break
                 if kind in ("progress", "behind") and told:
@@ -320,7 +325,7 @@ def shared_follow(home: Path, name: str, query: str, cursor: Cursor, *, stop: th
             rejoin = False
             while not rejoin:
                 for _, kind, after, data in pending:
-                    if kind == "match" and data is not None and int(data["start_seq"]) < upto:
+                    if kind == "match" and after.order() <= upto.order():
                         continue  # (the stream found it on its own)
                     yield kind, after, data
                     if kind == "end":

@@ -119,6 +119,17 @@ class Snapshot:
     #: made once when the store is created and kept by every commit: a store built anew (its seqs then mean
     #: other events) has another; None for a store written before it was kept
     lineage: str | None = None
+    #: the writer's word that event time has reached this ts (UTC µs): no event at or before it will be
+    #: appended (docs/semantics.md §5.5); None until one is given.  It closes windows without an event.
+    watermark: int | None = None
+
+    @property
+    def event_time(self) -> int | None:
+        """How far event time is known to have come: the watermark when it is past the last event, else None
+        (the last event's ts says it, and an event of the same ts may still come)."""
+        if self.watermark is not None and (self.last_ts is None or self.watermark >= self.last_ts):
+            return self.watermark
+        return None
 
     def attr_types(self) -> dict[str, pa.DataType]:
         return {n: type_from_name(t) for n, t in self.attrs.items()}
@@ -211,7 +222,8 @@ class Snapshot:
                 "last_ts": self.last_ts, "row_group_size": self.row_group_size,
                 "parts": [p.to_json() for p in self.parts], "type_counts": dict(self.type_counts),
                 "attrs": dict(self.attrs), "extra": dict(self.extra), "format_version": FORMAT_VERSION,
-                **({"lineage": self.lineage} if self.lineage is not None else {})}
+                **({"lineage": self.lineage} if self.lineage is not None else {}),
+                **({"watermark": self.watermark} if self.watermark is not None else {})}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Snapshot:
@@ -220,7 +232,8 @@ class Snapshot:
                    # read-only views: a snapshot is shared (cached) and must not change under its readers
                    type_counts=MappingProxyType(d["type_counts"]), attrs=MappingProxyType(d["attrs"]),
                    extra=MappingProxyType(d.get("extra", {})),
-                   row_group_size=d.get("row_group_size", DEFAULT_ROW_GROUP_SIZE), lineage=d.get("lineage"))
+                   row_group_size=d.get("row_group_size", DEFAULT_ROW_GROUP_SIZE), lineage=d.get("lineage"),
+                   watermark=d.get("watermark"))
 
 
 def empty_snapshot(row_group_size: int, lineage: str | None = None) -> Snapshot:

@@ -140,8 +140,9 @@ class StoreWriter(StoreBase):
         return _part_info(final, table, first_seq, seek_bytes, tuple(served_bytes(seek_data).items()))
 
     def commit(self, parts: Sequence[PartInfo] = (), extra_update: Mapping[str, Any] | None = None, *,
-               expect_version: int | None = None) -> Snapshot:
-        """Publish ``parts`` (which continue the stream) and merge ``extra_update`` in one manifest replace.
+               expect_version: int | None = None, watermark: int | None = None) -> Snapshot:
+        """Publish ``parts`` (which continue the stream) and merge ``extra_update`` in one manifest replace;
+        with ``watermark``, event time has reached it after these parts (:func:`check_watermark`).
 
         With ``expect_version``, raises :class:`Conflict` if another commit happened since that version
         (optimistic concurrency).  A key of ``extra_update`` whose value is ``None`` is removed.
@@ -156,31 +157,36 @@ class StoreWriter(StoreBase):
                     if not (self.root / PARTS / f).is_file():
                         raise Conflict(f"part file {f} is missing; was it written outside writing()?",
                                        where=str(self.root))
-            snap = self._next_snapshot(current, parts, extra_update)
+            snap = self._next_snapshot(current, parts, extra_update, watermark)
             self._publish(snap)
             return snap
 
-    def append(self, table: pa.Table, *, extra_update: Mapping[str, Any] | None = None) -> Snapshot:
-        """Add events (a stream table without ``seq``) at the end of the stream, all or nothing.
+    def append(self, table: pa.Table, *, extra_update: Mapping[str, Any] | None = None,
+               watermark: int | None = None) -> Snapshot:
+        """Add events (a stream table without ``seq``) at the end of the stream, all or nothing; with
+        ``watermark``, event time has reached it after them (published in the same commit).
 
         The batch is ordered by ts (stable) and numbered after the last event.  If any event is older than
-        the dataset's last ts the whole batch is rejected with :class:`Conflict` and nothing is written
-        (equal ts is fine: ties keep input order, after the events already stored).
+        the dataset's last ts, or not after its watermark, the whole batch is rejected with :class:`Conflict`
+        and nothing is written (equal ts is fine without a watermark: ties keep input order, after the events
+        already stored).
         """
         with self.writing():
             snap = self.snapshot()
-            if table.num_rows == 0 and not extra_update:
+            if table.num_rows == 0 and not extra_update and watermark is None:
                 return snap
             if SEQ in table.column_names:
                 table = table.drop_columns([SEQ])
             table = order_by_time(table)
             _check_not_older(table, snap)
+            if watermark is not None:  # (refused before anything is written)
+                check_watermark(watermark, _last_ts(table, snap), snap.watermark)
             stream = with_seq(table, snap.events)
             written: list[PartInfo] = []
             try:
                 if stream.num_rows:
                     written = self._write_parts(stream, snap.events, snap.row_group_size)
-                return self.commit(written, extra_update, expect_version=snap.version)
+                return self.commit(written, extra_update, expect_version=snap.version, watermark=watermark)
             except BaseException:
                 for p in written:
                     for f in p.files:
@@ -205,8 +211,11 @@ class StoreWriter(StoreBase):
         return parts
 
     def _next_snapshot(self, current: Snapshot, parts: Sequence[PartInfo],
-                       extra_update: Mapping[str, Any] | None) -> Snapshot:
+                       extra_update: Mapping[str, Any] | None, watermark: int | None = None) -> Snapshot:
         events, last_ts = current.events, current.last_ts
+        if parts and current.watermark is not None and parts[0].min_ts <= current.watermark:
+            raise Conflict(f"part {parts[0].file} is not after the watermark ({iso_of_micros(parts[0].min_ts)} <= "
+                           f"{iso_of_micros(current.watermark)})", where=str(self.root))
         counts = dict(current.type_counts)
         attrs = current.attr_types()
         for p in parts:
@@ -227,10 +236,13 @@ class StoreWriter(StoreBase):
             else:
                 extra[key] = value
         first_ts = current.first_ts if current.first_ts is not None else (parts[0].min_ts if parts else None)
+        if watermark is not None:
+            check_watermark(watermark, last_ts, current.watermark)
         return Snapshot(version=current.version + 1, events=events, first_ts=first_ts, last_ts=last_ts,
                         parts=current.parts + tuple(parts), type_counts=counts,
                         attrs={k: type_name(v) for k, v in attrs.items()}, extra=extra,
-                        row_group_size=current.row_group_size, lineage=current.lineage)
+                        row_group_size=current.row_group_size, lineage=current.lineage,
+                        watermark=current.watermark if watermark is None else watermark)
 
     def _publish(self, snap: Snapshot) -> None:
         """Replace the manifest atomically, then delete files no snapshot names any more."""
@@ -275,11 +287,38 @@ def _check_part_table(table: pa.Table, first_seq: int) -> None:
         raise ValueError("a part's ts must not decrease along seq")
 
 
+def check_watermark(watermark: int, last_ts: int | None, current: int | None) -> None:
+    """Refuse a watermark that goes back in time (:class:`Conflict`, as an append that does): event time has
+    reached ``watermark`` only if no stored event is after it and no earlier watermark was past it."""
+    if last_ts is not None and watermark < last_ts:
+        raise Conflict(f"the watermark {iso_of_micros(watermark)} is before the dataset's last event "
+                       f"({iso_of_micros(last_ts)}); event time never goes back, so nothing was written",
+                       where="watermark")
+    if current is not None and watermark < current:
+        raise Conflict(f"the watermark {iso_of_micros(watermark)} is before the dataset's watermark "
+                       f"({iso_of_micros(current)}); event time never goes back, so nothing was written",
+                       where="watermark")
+
+
+def _last_ts(table: pa.Table, snap: Snapshot) -> int | None:
+    """The last ts once ``table`` (ordered by ts) is appended to ``snap``."""
+    if not table.num_rows:
+        return snap.last_ts
+    return int(table.column(TS).combine_chunks().view(pa.int64())[-1].as_py())
+
+
 def _check_not_older(table: pa.Table, snap: Snapshot) -> None:
-    if snap.last_ts is None or table.num_rows == 0:
+    if table.num_rows == 0:
         return
     ts = table.column(TS).combine_chunks().view(pa.int64())
     first = ts[0].as_py()  # ordered: the first is the oldest
+    if snap.watermark is not None and first <= snap.watermark:
+        late = int(pc.sum(pc.less_equal(ts, snap.watermark)).as_py())
+        raise Conflict(f"{late} event(s) of the batch are not after the dataset's watermark "
+                       f"({iso_of_micros(first)} <= {iso_of_micros(snap.watermark)}): event time has reached it, so "
+                       "nothing of this batch was written", where="append")
+    if snap.last_ts is None:
+        return
     if first < snap.last_ts:
         older = int(pc.sum(pc.less(ts, snap.last_ts)).as_py())
         raise Conflict(f"{older} event(s) of the batch are older than the dataset's last event "

@@ -260,7 +260,7 @@ def test_append_json_array_and_ndjson(client: FlaskClient, running: str) -> None
     assert response.json["last_seq"] == 43
     ndjson = '{"type": "close", "ts": "2011-03-01T00:00:00Z"}\n\n{"type": "close", "ts": "2011-03-01"}\n'
     response = client.post(f"/v1/datasets/{running}/events", data=ndjson, content_type="application/x-ndjson")
-    assert response.json == {"appended": 2, "first_seq": 44, "last_seq": 45}
+    assert response.json == {"appended": 2, "first_seq": 44, "last_seq": 45, "watermark": None}
     info = client.get(f"/v1/datasets/{running}").json
     assert info["events"] == 46 and info["types"]["audit"] == 2 and info["types"]["close"] == 2
     assert info["end_ts"].startswith("2011-03-01T00:00:00")

@@ -33,7 +33,8 @@ def records(draw: st.DrawFn) -> Any:
     for _ in range(draw(st.integers(0, 2))):
         key = draw(_KEYS)
         if key == "attrs" and draw(st.booleans()):
-            record["attrs"] = {**record.get("attrs", {}), draw(st.text(max_size=1)): draw(_JSON)}
+            earlier = record.get("attrs")  # (a draw before may have set it to any JSON value)
+            record["attrs"] = {**(earlier if isinstance(earlier, dict) else {}), draw(st.text(max_size=1)): draw(_JSON)}
         else:
             record[key] = draw(_JSON)
     return record

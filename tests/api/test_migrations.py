@@ -71,6 +71,30 @@ def test_data_survives_a_downgrade_and_upgrade_of_the_later_revision(tmp_path: P
     assert catalog.get_dataset("kept")["events"] == 42
 
 
+def test_watch_cursors_of_the_first_event_form_become_moments_and_back(tmp_path: Path) -> None:
+    """0007: a watch made when cursors named first events keeps its place (a moment and the old cursor as a
+    floor, which the stream parses to the same position), and a downgrade gives the old cursor back."""
+    from sketch.answer.standing import Cursor
+
+    engine = db.make_engine(sqlite_url(tmp_path / "c.db"))
+    db.upgrade(engine, "0006")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO watches (id, dataset, query, mode, cursor, created, delivered) VALUES "
+                          "('w1', 'd', 'q', 'verified', '12:3', '2026-01-01', '15:0'), "
+                          "('w2', 'd', 'q', 'verified', '7:0', '2026-01-01', NULL)"))
+    db.upgrade(engine)
+    with engine.connect() as conn:
+        rows = dict((r[0], (r[1], r[2])) for r in conn.execute(text("SELECT id, cursor, delivered FROM watches")))
+    assert rows == {"w1": ("@12:0/12:3", "@15:0/15:0"), "w2": ("@7:0/7:0", None)}
+    assert Cursor.parse(rows["w1"][0]) == Cursor.parse("12:3")
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE watches SET delivered = '@40~99:2' WHERE id = 'w2'"))
+    db.downgrade(engine, "0006")
+    with engine.connect() as conn:
+        rows = dict((r[0], (r[1], r[2])) for r in conn.execute(text("SELECT id, cursor, delivered FROM watches")))
+    assert rows == {"w1": ("12:3", "15:0"), "w2": ("7:0", "40:0")}
+
+
 def test_app_refuses_a_database_behind_head(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path / "c.db")
     engine = db.make_engine(url)

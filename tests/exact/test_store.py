@@ -319,6 +319,33 @@ def test_append_older_than_last_ts_is_rejected_whole(tmp_path: Path) -> None:
         (0, 10, "A"), (1, 20, "B"), (2, 20, "G"), (3, 20, "H"), (4, 21, "F")]
 
 
+def test_a_watermark_is_kept_and_nothing_at_or_before_it_comes_after(tmp_path: Path) -> None:
+    """Event time reached W: the snapshot keeps it (and says it is past the last event until a later event
+    comes); an event at or before W, a watermark before the last event or before W, is refused and nothing
+    is written; a batch with a watermark publishes both in one commit."""
+    store = EventStore.create(tmp_path / "s", records_to_table([{"ts": 10, "type": "A"}]))
+    assert store.snapshot().watermark is None and store.snapshot().event_time is None
+    with pytest.raises(Conflict, match="before the dataset's last event"):
+        store.commit((), watermark=9)
+    store.commit((), watermark=10)  # (the last event's own ts: no more events at it)
+    assert store.snapshot().event_time == 10
+    store.commit((), watermark=12)
+    before, before_files = store.snapshot(), files(tmp_path / "s")
+    for late in (12, 11, 5):
+        with pytest.raises(Conflict, match="not after the dataset's watermark"):
+            store.append(records_to_table([{"ts": late, "type": "B"}], first_seq=None))
+    with pytest.raises(Conflict, match="before the dataset's watermark"):
+        store.commit((), watermark=11)
+    with pytest.raises(Conflict, match="before the dataset's last event"):  # (the batch's own last event)
+        store.append(records_to_table([{"ts": 30, "type": "B"}], first_seq=None), watermark=20)
+    assert store.snapshot() == before and files(tmp_path / "s") == before_files
+    snap = store.append(records_to_table([{"ts": 13, "type": "B"}], first_seq=None), watermark=15)
+    assert (snap.events, snap.version, snap.watermark, snap.event_time) == (2, before.version + 1, 15, 15)
+    snap = store.append(records_to_table([{"ts": 16, "type": "C"}], first_seq=None))
+    assert snap.watermark == 15 and snap.event_time is None  # (a later event says more than it)
+    assert EventStore.open(tmp_path / "s").snapshot().watermark == 15
+
+
 def test_failed_append_leaves_the_store_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "s"
     store = EventStore.create(root, records_to_table([{"ts": 1, "type": "A"}]), part_rows=2)

@@ -199,7 +199,8 @@ def test_append_then_query_sees_the_new_events(server: tuple[Client, Path]) -> N
         {"type": "decide", "ts": "2031-01-01T10:00:00Z", "case": "e2e"},
         {"type": "pay compensation", "ts": "2031-01-01T11:00:00Z", "case": "e2e"},
     ])
-    assert result == {"appended": 3, "first_seq": before["events"], "last_seq": before["events"] + 2}
+    assert result == {"appended": 3, "first_seq": before["events"], "last_seq": before["events"] + 2,
+                      "watermark": None}
     assert client.info("running")["events"] == before["events"] + 3
     expected = pairs_in_case(stored_events(home, "running"), "register request", "pay compensation")
     assert (result["first_seq"], result["last_seq"]) in expected

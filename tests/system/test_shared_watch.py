@@ -53,7 +53,7 @@ def test_streams_of_one_query_share_a_follower(built: Path, monkeypatch: pytest.
     monkeypatch.setattr(watches, "SHARED_KEEP", keep)
     home = built
     history = certain(home)
-    first = [Reader(home, Cursor(0)) for _ in range(3)]
+    first = [Reader(home, Cursor.start()) for _ in range(3)]
     for r in first:
         r.wait_for(len(history))
     assert len([k for k in watches._SHARED if k[0] == str(home)]) == 1  # one follower for the three
@@ -61,20 +61,20 @@ def test_streams_of_one_query_share_a_follower(built: Path, monkeypatch: pytest.
     for i, day in enumerate(days[:2]):
         service.append_records(home, "running", new_case(f"a{i}", day))
     for r in first:
-        r.wait_for(len(history) + 1)
-    late = Reader(home, Cursor(0))  # joins after the follower moved on: its history, then the follower's
-    late.wait_for(len(history) + 1)
+        r.wait_for(len(history) + 2)  # each new case's match, certain with its last event
+    late = Reader(home, Cursor.start())  # joins after the follower moved on: its history, then the follower's
+    late.wait_for(len(history) + 2)
     for i, day in enumerate(days[2:], start=2):
         service.append_records(home, "running", new_case(f"a{i}", day))
     expected = certain(home)
-    assert len(expected) == len(history) + 3
+    assert len(expected) == len(history) + 4
     for r in [*first, late]:
         r.wait_for(len(expected))
     time.sleep(0.3)
     for r in [*first, late]:
         r.close()
         assert [key(m) for m in r.matches] == expected
-        assert r.cursors == sorted(r.cursors, key=lambda c: tuple(map(int, c.split(":"))))
+        assert r.cursors == sorted(r.cursors, key=lambda c: Cursor.parse(c).order())
     deadline = time.monotonic() + 5
     mine = [h for h in watches._SHARED.values() if h.key[0] == str(home)]  # (not other tests' servers)
     while any(h.readers for h in mine) and time.monotonic() < deadline:

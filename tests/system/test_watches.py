@@ -1,7 +1,8 @@
 """Standing queries end to end, on a real server on a loopback port with the SDK and the command line: the
-history's matches, then the matches of events appended by HTTP and by the CLI, each once — across a dropped
-connection resumed with Last-Event-ID and a server restart — compared with a fresh exact query over
-everything whose windows have closed."""
+history's matches, then the matches of events appended by HTTP and by the CLI, each once and as soon as it
+is certain — at its last event for this query, at its window's close (by an event or a watermark) for a
+trailing NOT — across a dropped connection resumed with Last-Event-ID and a server restart, compared with a
+fresh exact query over everything."""
 
 from __future__ import annotations
 
@@ -15,14 +16,15 @@ import pytest
 
 from api import service
 from api.cli import main
-from api.client import BadRequestError, Client, NotFoundError, QueryError
-from exact.query.language import parse
-from exact.store import EventStore, dataset_dir, store_dir
-from sketch.answer.standing import Cursor, Standing
+from api.client import BadRequestError, Client, ConflictError, NotFoundError, QueryError
+from sketch.answer.standing import Cursor
 from tests.helpers import serve, wait_for_length
 
 QUERY = ("PATTERN SEQ('register request' r, 'pay compensation' p) PARTITION BY case WITHIN 10 days "
          "STRATEGY skip_till_any_match")
+#: a request not decided within a day: certain only once the day is over
+UNDECIDED = ("PATTERN SEQ('register request' r, NOT('pay compensation' p)) PARTITION BY case WITHIN 1 day "
+             "STRATEGY skip_till_any_match")
 
 
 def key(match: dict[str, Any]) -> tuple:
@@ -30,11 +32,11 @@ def key(match: dict[str, Any]) -> tuple:
 
 
 def certain(home: Path) -> list[tuple]:
-    """The matches of a fresh exact query over everything, those whose windows have closed."""
-    frontier = Standing(EventStore.open(store_dir(dataset_dir("running", home))), parse(QUERY)).frontier(
-        EventStore.open(store_dir(dataset_dir("running", home))).snapshot())
+    """The matches of a fresh exact query of QUERY over everything, in the order they became certain: each
+    at its last event (skip-till-any-match, no trailing NOT: nothing later changes a match), so by last
+    event, then in answer order."""
     answer = service.run_query(home, "running", QUERY, mode="exact")
-    return [key(m) for m in answer["matches"] if m["start_seq"] < frontier]
+    return [key(m) for m in sorted(answer["matches"], key=lambda m: (m["end_seq"], m["start_seq"]))]
 
 
 class Collector:
@@ -78,38 +80,38 @@ def test_history_then_live_matches_once_each(built: Path, shared_data: Path, tmp
         with pytest.raises(NotFoundError):
             client.create_watch("nope", QUERY)
         watch = client.create_watch("running", QUERY, start="start")
-        assert watch["cursor"] == "0:0" and client.watches("running")[0]["id"] == watch["id"]
+        assert watch["cursor"] == "@0:0" and client.watches("running")[0]["id"] == watch["id"]
         # a match that spans history and live: its first event stored before the stream opens, its last after
         client.append("running", new_case("span", "2011-02-10")[:1])
         history = certain(home)
-        assert history, "the running example has closed windows with matches"
+        assert history, "the running example has matches"
         reader = Collector(client, watch["id"])
         reader.wait_for(len(history))
         deadline = time.monotonic() + 10
         while not reader.watch.history_done and time.monotonic() < deadline:
             time.sleep(0.05)
         assert reader.watch.history_done and [key(m) for m in reader.matches] == history
-        # appended by HTTP: the spanning match's last event — not certain yet: its window is open
+        # appended by HTTP: the spanning match's last event — certain at once, its window still open
         client.append("running", new_case("span", "2011-02-10")[1:])
-        time.sleep(0.5)
-        assert [key(m) for m in reader.matches] == history
-        # a new case, later than that window: the spanning match is delivered, the new one's window is open
-        client.append("running", new_case("http-1", "2011-03-01"))
         reader.wait_for(len(history) + 1)
-        time.sleep(0.3)
-        assert [m["case"] for m in reader.matches[len(history):]] == ["span"]
+        assert reader.matches[-1]["case"] == "span"
+        # a new case: delivered with the append that completes it
+        client.append("running", new_case("http-1", "2011-03-01"))
+        reader.wait_for(len(history) + 2)
+        assert reader.matches[-1]["case"] == "http-1"
         lines = tmp_path / "more.jsonl"
         lines.write_text("\n".join(json.dumps(e) for e in new_case("cli-1", "2011-05-01")) + "\n")
         assert main(["append", "running", str(lines), "--format", "jsonl"]) == 0
         expected = certain(home)
-        assert len(expected) == len(history) + 2  # the HTTP cases' windows have closed, the CLI case's not yet
+        assert len(expected) == len(history) + 3
         reader.wait_for(len(expected))  # (how fast: bench/watch.py)
+        time.sleep(0.3)
         assert [key(m) for m in reader.matches] == expected
-        assert [m["case"] for m in reader.matches[-2:]] == ["span", "http-1"]
+        assert [m["case"] for m in reader.matches[-3:]] == ["span", "http-1", "cli-1"]
         reader.stop()
         # dropped, then resumed from the id of the last match seen: the rest, none twice
         middle = Collector(client, watch["id"], cursor=reader.watch.cursor)
-        client.append("running", new_case("http-2", "2011-07-01"))  # closes the CLI case's window
+        client.append("running", new_case("http-2", "2011-07-01"))
         middle.wait_for(1)
         time.sleep(0.3)
         assert [key(m) for m in middle.matches] == certain(home)[len(expected):]
@@ -121,16 +123,49 @@ def test_history_then_live_matches_once_each(built: Path, shared_data: Path, tmp
     with serve(home, shared_data) as (url, _app):
         client = Client(url, timeout=30)
         assert [w["id"] for w in client.watches("running")] == [watch["id"]]
-        client.append("running", new_case("http-3", "2011-09-01"))  # closes http-2's window
+        client.append("running", new_case("http-3", "2011-09-01"))
         after = Collector(client, watch["id"], cursor=last)
         after.wait_for(1)
         time.sleep(0.3)
         assert [key(m) for m in after.matches] == certain(home)[len(expected) + 1:]
-        assert [m["case"] for m in after.matches] == ["http-2"]
+        assert [m["case"] for m in after.matches] == ["http-3"]
         after.stop()
         assert client.delete_watch("running", watch["id"]) == {"deleted": watch["id"]}
         with pytest.raises(NotFoundError):
             next(iter(client.watch("running", watch_id=watch["id"])))
+
+
+def test_a_trailing_not_waits_for_its_window_closed_by_a_watermark(built: Path, shared_data: Path,
+                                                                    tmp_path: Path) -> None:
+    """A request with no payment within a day is certain only when the day is over: not at the request,
+    not at a watermark a microsecond short of the day, but at the watermark that reaches it (or at a later
+    event).  A watermark that goes back in time, and an event at or before the watermark, are refused."""
+    home = built
+    with serve(home, shared_data) as (url, _app):
+        client = Client(url, timeout=30)
+        watch = client.create_watch("running", UNDECIDED)
+        reader = Collector(client, watch["id"])
+        client.append("running", [{"type": "register request", "ts": "2011-03-01T09:00:00Z", "case": "w1"}])
+        done = client.append("running", [], watermark="2011-03-02T08:59:59.999999Z")
+        assert done["appended"] == 0 and done["watermark"] == "2011-03-02T08:59:59.999999+00:00"
+        time.sleep(0.5)
+        assert reader.matches == []  # its gap is still open: a payment may come
+        client.watermark("running", "2011-03-02T09:00:00Z")
+        reader.wait_for(1)
+        assert reader.matches[0]["case"] == "w1" and reader.matches[0]["bindings"]["r"] == [done["first_seq"] - 1]
+        with pytest.raises(ConflictError, match="event time never goes back"):
+            client.watermark("running", "2011-03-02T08:00:00Z")
+        with pytest.raises(ConflictError, match="not after the dataset's watermark"):
+            client.append("running", [{"type": "pay compensation", "ts": "2011-03-02T09:00:00Z", "case": "w1"}])
+        assert client.info("running")["watermark"] == "2011-03-02T09:00:00.000000+00:00"
+        # a request paid within the day is never delivered; one left unpaid is, when a later event closes it
+        client.append("running", new_case("paid", "2011-03-05"))
+        client.append("running", [{"type": "register request", "ts": "2011-03-06T09:00:00Z", "case": "w2"}])
+        assert main(["append", "running", "--watermark", "2011-03-07T10:00:00Z"]) == 0
+        reader.wait_for(2)
+        time.sleep(0.3)
+        assert [m["case"] for m in reader.matches] == ["w1", "w2"]
+        reader.stop()
 
 
 def test_cli_watch_prints_the_history_and_stops(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -159,7 +194,7 @@ def test_a_stream_far_behind_is_told_so(built: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(watches, "CHUNK", 4)
     stop = threading.Event()
     events = []
-    for kind, _cursor, data in service.follow(built, "running", QUERY, Cursor(0), stop=stop):
+    for kind, _cursor, data in service.follow(built, "running", QUERY, Cursor.start(), stop=stop):
         events.append((kind, data))
         if kind == "progress":
             break

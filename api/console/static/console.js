@@ -224,7 +224,7 @@ async function startWatch() {
   }
   const controller = new AbortController();
   state.watch = {name, id: watch.id, controller, added: 0};
-  $("watch-state").textContent = "watching: new matches are added as their windows close";
+  $("watch-state").textContent = "watching: new matches are added as soon as they are certain";
   const headers = {Accept: "text/event-stream"};
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = `Bearer ${token}`;
