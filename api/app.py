@@ -15,6 +15,8 @@ key                        environment                      default
 ``QUERY_MAX_ROWS``         ``SEQSKETCH_QUERY_MAX_ROWS``     1000000 (the same for Arrow and JSON-lines answers)
 ``QUERY_MAX_EVENTS``       ``SEQSKETCH_QUERY_MAX_EVENTS``   0 = unlimited (events a query may scan)
 ``BUILD_WORKERS``          ``SEQSKETCH_BUILD_WORKERS``      1 (builds a job runner runs at once)
+``MAX_STREAMS``            ``SEQSKETCH_MAX_STREAMS``        2000 (watch streams open at once; then 503)
+``MAX_STREAMS_PER_TOKEN``  ``…_MAX_STREAMS_PER_TOKEN``      500 (a token's open streams; then 429)
 ``JOB_RUNNER``             ``SEQSKETCH_JOB_RUNNER``         ``external``: a job runner process runs builds;
                                                             ``thread``: a runner on a thread of this app
 ``BUILD_ENGINE``           ``SEQSKETCH_BUILD_ENGINE``       ``local`` (builds that name no engine)
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask, jsonify
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from api import guard, service
@@ -45,6 +48,8 @@ from api.db import database_url
 from api.jobs import JobRunner
 from api.routes import bp
 from api.state import EXTENSION, ServiceState, default_config
+from api.streaming import StreamSlots
+from exact import jsontext
 from exact.engine.parallel import query_threads
 from exact.errors import SeqsketchError
 
@@ -55,7 +60,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the application; opens (and checks) the catalog, and with ``JOB_RUNNER = "thread"`` starts a
     job runner on a thread (which first settles what stopped runners left)."""
     query_threads()  # a bad SEQSKETCH_QUERY_THREADS stops the service as it starts, not a query later
-    app = Flask(__name__)
+    app = _App(__name__)
     app.config.from_mapping(default_config())
     if config:
         app.config.from_mapping(config)
@@ -71,7 +76,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     roots = [Path(r) for r in roots] if roots else service.input_roots_from_env(home)
 
     service.prepare_queries()  # the first query is not charged for the parser's tables
-    state = ServiceState(home=home, catalog=catalog, input_roots=roots, config=app.config)
+    slots = app.config.get("STREAM_SLOTS") or StreamSlots(int(app.config["MAX_STREAMS"]),
+                                                         int(app.config["MAX_STREAMS_PER_TOKEN"]))
+    state = ServiceState(home=home, catalog=catalog, input_roots=roots, config=app.config, stream_slots=slots)
     runner = app.config["JOB_RUNNER"]
     if runner == "thread":
         state.jobs = JobRunner(catalog, home, locks=state.locks,
@@ -87,6 +94,21 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     return app
 
 
+class FiniteJSONProvider(DefaultJSONProvider):
+    """Flask's JSON, never with NaN or Infinity: a number that is not finite is written as null
+    (:mod:`exact.jsontext`)."""
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        kwargs.setdefault("default", self.default)
+        kwargs.setdefault("ensure_ascii", self.ensure_ascii)
+        kwargs.setdefault("sort_keys", self.sort_keys)
+        return jsontext.dumps(obj, **kwargs)
+
+
+class _App(Flask):
+    json_provider_class = FiniteJSONProvider
+
+
 def error_body(code: str, message: str, position: Mapping[str, int] | None = None) -> dict[str, Any]:
     err: dict[str, Any] = {"code": code, "message": message}
     if position:
@@ -97,8 +119,11 @@ def error_body(code: str, message: str, position: Mapping[str, int] | None = Non
 def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(SeqsketchError)
     def user_error(err: SeqsketchError) -> Any:
-        body = {"error": err.to_dict()}
-        return jsonify(body), err.http_status
+        response = jsonify({"error": err.to_dict()})
+        response.status_code = err.http_status
+        for name, value in getattr(err, "headers", {}).items():  # (Retry-After of a refused stream)
+            response.headers[name] = value
+        return response
 
     @app.errorhandler(HTTPException)
     def http_error(err: HTTPException) -> Any:

@@ -13,7 +13,6 @@ intervals — as one Arrow table under ``rows``; every other field is the answer
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from exact import jsontext
 from exact.engine.columns import rows_json
 from exact.errors import InputError
 
@@ -69,7 +69,7 @@ def arrow_stream(answer: dict[str, Any]) -> bytes:
     """The answer as an Arrow IPC stream (see the module docstring)."""
     head, rows = split_answer(answer)
     meta = dict(rows.schema.metadata or {})
-    meta[HEAD_KEY] = json.dumps(head, ensure_ascii=False).encode("utf-8")
+    meta[HEAD_KEY] = jsontext.dumps(head, ensure_ascii=False).encode("utf-8")
     rows = rows.replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, rows.schema) as writer:
@@ -80,10 +80,10 @@ def arrow_stream(answer: dict[str, Any]) -> bytes:
 def json_lines(answer: dict[str, Any]) -> Iterator[bytes]:
     """The answer as JSON lines: its head, then one row per line (see the module docstring)."""
     head, rows = split_answer(answer)
-    yield (json.dumps(head, ensure_ascii=False) + "\n").encode("utf-8")
+    yield (jsontext.dumps(head, ensure_ascii=False) + "\n").encode("utf-8")
     for start in range(0, rows.num_rows, _BATCH):
         batch = rows_json(rows.slice(start, _BATCH))
-        yield "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in batch).encode("utf-8")
+        yield "".join(jsontext.dumps(row, ensure_ascii=False) + "\n" for row in batch).encode("utf-8")
 
 
 def write_rows(answer: dict[str, Any], path: str | Path) -> int:
@@ -101,7 +101,7 @@ def write_rows(answer: dict[str, Any], path: str | Path) -> int:
         else:
             with open(partial, "wb") as out:
                 for start in range(0, rows.num_rows, _BATCH):
-                    out.write("".join(json.dumps(row, ensure_ascii=False) + "\n"
+                    out.write("".join(jsontext.dumps(row, ensure_ascii=False) + "\n"
                                       for row in rows_json(rows.slice(start, _BATCH))).encode("utf-8"))
         partial.replace(target)
     finally:
@@ -126,7 +126,7 @@ def _flat(rows: pa.Table) -> pa.Table:
     """``rows`` with its list and struct columns as JSON text (CSV holds scalars only)."""
     for i, field in enumerate(rows.schema):
         if pa.types.is_list(field.type) or pa.types.is_struct(field.type):
-            texts = [None if v is None else json.dumps(v, ensure_ascii=False, default=str)
+            texts = [None if v is None else jsontext.dumps(v, ensure_ascii=False, default=str)
                      for v in rows.column(i).to_pylist()]
             rows = rows.set_column(i, field.name, pa.array(texts, pa.string()))
     return rows

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from typing import Any
+
+from exact import jsontext
 
 
 def emit(args: argparse.Namespace, obj: Any, text: str | None = None) -> None:
     """Print ``obj`` as JSON with --json (or when no human text is given), else ``text``."""
     if getattr(args, "json", False) or text is None:
-        print(json.dumps(obj, indent=2, sort_keys=False, default=str))
+        print(jsontext.dumps(obj, indent=2, sort_keys=False, default=str))
     else:
         print(text)
 

@@ -4,6 +4,7 @@ whose invalid Unicode names its field, and an append batch checked record by rec
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -43,13 +44,57 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 _SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+#: A number JSON's grammar does not have (``NaN``, ``Infinity``, which Python's decoder takes), one whose
+#: exponent may overflow a double, or a run of digits long enough that an integer may need care.
+_NON_FINITE = re.compile(rb"NaN|Infinity|[eE][+]?[0-9]{3}|[0-9]{300}")
+_NON_FINITE_TEXT = re.compile(r"NaN|Infinity|[eE][+]?[0-9]{3}|[0-9]{300}")
+#: the longest integer a body may write (64-bit integers have at most 20 characters)
+_LONGEST_INT = 100
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-").lstrip("0")) > _LONGEST_INT:
+        raise RequestInvalid(f"an integer of {len(text)} digits is far outside the signed 64-bit range (send a "
+                             "number that large as a string)", where="request body")
+    return int(text)
+
+
+def check_finite(value: Any, where: str = "") -> Any:
+    """``value`` (parsed JSON) when every number in it is finite; else :class:`RequestInvalid` naming the
+    field.  JSON has no NaN or infinity, but Python's decoder reads ``NaN`` and ``Infinity`` and turns ``1e309``
+    into an infinity: none of them is stored, or they would come back as text no JSON parser reads."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise RequestInvalid(f"{item!r} is not a finite number; JSON numbers are finite (send a missing "
+                                 "value as null)", where=_where(path, where))
+        if isinstance(item, dict):
+            stack.extend((sub, (*path, key)) for key, sub in item.items())
+        elif isinstance(item, list):
+            stack.extend((sub, (*path, i)) for i, sub in enumerate(item))
+    return value
+
+
+def _checked(value: Any, raw_has: bool, records: bool) -> Any:
+    if not raw_has:
+        return value
+    if records and isinstance(value, list):
+        for i, item in enumerate(value):
+            check_finite(item, f"record {i}")
+        return value
+    return check_finite(value)
+
+
 def parse_json_body(raw: bytes, *, records: bool = False) -> Any:
-    """The JSON value of a request body; a syntax error names its line and column, invalid Unicode its
-    field (with ``records``, the items of a top-level array are named ``record i``)."""
+    """The JSON value of a request body; a syntax error names its line and column, invalid Unicode or a
+    number that is not finite its field (with ``records``, the items of a top-level array are named
+    ``record i``)."""
     if not raw.strip():
         raise RequestInvalid("the request body is empty; expected JSON", where="request body")
     try:
-        value = json.loads(raw)
+        odd = _NON_FINITE.search(raw) is not None
+        value = _checked(json.loads(raw, parse_int=_int) if odd else json.loads(raw), odd, records)
         if b"\x00" not in raw and not _SURROGATE_ESCAPE.search(raw):
             return value  # (no surrogate escaped or encoded: every string is valid Unicode)
         if records and isinstance(value, list):
@@ -77,7 +122,10 @@ def parse_ndjson_body(raw: bytes) -> list[Any]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            odd = _NON_FINITE_TEXT.search(line) is not None
+            value = json.loads(line, parse_int=_int) if odd else json.loads(line)
+            if odd:
+                check_finite(value, f"record {len(records)}")
             records.append(value if not _SURROGATE_ESCAPE_TEXT.search(line)
                            else check_text(value, f"record {len(records)}"))
         except json.JSONDecodeError as err:

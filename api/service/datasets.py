@@ -6,6 +6,7 @@ Every door (the CLI, the HTTP routes, the build-job runner, the demo) calls thes
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import time
@@ -243,6 +244,8 @@ def check_attr_kinds(records: Sequence[Mapping[str, Any]], stored: Mapping[str, 
     attribute, values of different kinds (numbers may mix only where every integer is exact in a double).
     """
     kinds: dict[str, tuple[type, int]] = {}  # attribute → first kind seen, and where
+    floats: set[str] = set()  # new attributes that hold a float
+    big: dict[str, tuple[int, int]] = {}  # new attribute → an integer past 2**53 in it, and where
     for i, rec in enumerate(records):
         for key, value in rec["attrs"].items():
             if value is None:
@@ -252,6 +255,8 @@ def check_attr_kinds(records: Sequence[Mapping[str, Any]], stored: Mapping[str, 
             if kind is int and not _INT64[0] <= value <= _INT64[1]:
                 raise InputError(f"{value} does not fit a 64-bit integer; send it as a string (or a float, "
                                  "if precision may be lost)", where=where)
+            if kind is float and not math.isfinite(value):
+                raise InputError(f"{value!r} is not a finite number; send a missing value as null", where=where)
             accepted = _ACCEPTS.get(stored.get(key, ""))
             if accepted is not None:
                 inexact = kind is int and float in accepted and abs(value) > _EXACT_IN_DOUBLE
@@ -265,8 +270,14 @@ def check_attr_kinds(records: Sequence[Mapping[str, Any]], stored: Mapping[str, 
                 raise InputError(f"{key!r} is {_kind_name(first[0])} in record {first[1]} and "
                                  f"{_kind_name(kind)} {value!r} here; one attribute holds one kind of value",
                                  where=where)
-            if numbers and kind is int and abs(value) > _EXACT_IN_DOUBLE and float in {first[0], kind}:
-                raise InputError(f"{value} mixed with floats would lose precision as a double", where=where)
+            if kind is float:
+                floats.add(key)
+            elif kind is int and abs(value) > _EXACT_IN_DOUBLE:
+                big.setdefault(key, (value, i))
+    for key in floats & set(big):  # (in whichever order the two came)
+        value, i = big[key]
+        raise InputError(f"{value} mixed with floats would lose precision as a double; send it as a string",
+                         where=f"record {i}, attribute {key!r}")
 
 
 def _kind_name(kind: type) -> str:

@@ -82,7 +82,7 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
     dataset = Dataset.open(home, name)
     snap = dataset.store.snapshot()
     check_attribute_kinds(query, parsed, snap.attrs)
-    decided = decided_body(parsed, "exact", snap.type_counts, snap.events, columnar)
+    decided = decided_body(parsed, "exact", snap.type_counts, snap.events, columnar, snap.attr_types())
     if decided is not None:  # the type counts answer it: no layout or part is opened
         return {"dataset": name, "index_version": None, **decided}
     partition = dataset.partition(snap)
@@ -184,7 +184,7 @@ def indexed_query(home: Path, name: str, query: QueryInput, *, mode: str = "veri
     dataset = Dataset.open(home, name)
     stored = dataset.store.snapshot()
     check_attribute_kinds(query, parsed, stored.attrs)
-    decided = decided_body(parsed, mode, stored.type_counts, stored.events, columnar)
+    decided = decided_body(parsed, mode, stored.type_counts, stored.events, columnar, stored.attr_types())
     if decided is not None:  # the type counts answer it: no index, layout or part is opened
         version = ((stored.extra or {}).get(INDEX_KEY) or {}).get("version")
         if version is None:

@@ -268,7 +268,7 @@ def answer(query: Query, found: MatchTable | Sequence[Match],
         else:  # the search stopped early (or was not asked for them): the spans of what it found
             spans = merge_spans(shown_ends[:, 0], shown_ends[:, 1])
     spans = np.asarray(spans, dtype=_I64).reshape(-1, 2)
-    cases = case_of(shown_ends[:, 0]) if case_of is not None and len(shown_ends) else None
+    cases = case_of(shown_ends[:, 0]) if case_of is not None and (len(shown_ends) or columnar) else None
     if columnar:
         if query.returns == Return.MATCHES:
             if not isinstance(table, MatchTable):
@@ -329,7 +329,7 @@ def _cases_answer(out: dict[str, Any], table: Any, times: Any, limit: int | None
         ends = np.asarray([m.end_seq for m in shown], dtype=_I64)
     if len(starts) and case_of is None:
         raise ValueError("RETURN cases needs the case of each match")
-    keys = case_of(starts) if case_of is not None and len(starts) else pa.array([], pa.null())
+    keys = case_of(starts) if case_of is not None else pa.array([], pa.null())
     every = cases_of(starts, ends, keys)
     cases = every.head(limit)
     out["case_count"] = len(every) if table.complete else None

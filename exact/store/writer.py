@@ -177,7 +177,7 @@ class StoreWriter(StoreBase):
                 return snap
             if SEQ in table.column_names:
                 table = table.drop_columns([SEQ])
-            table = order_by_time(table)
+            table = order_by_time(keep_stored_types(table, snap))
             _check_not_older(table, snap)
             if watermark is not None:  # (refused before anything is written)
                 check_watermark(watermark, _last_ts(table, snap), snap.watermark)
@@ -298,6 +298,36 @@ def check_watermark(watermark: int, last_ts: int | None, current: int | None) ->
         raise Conflict(f"the watermark {iso_of_micros(watermark)} is before the dataset's watermark "
                        f"({iso_of_micros(current)}); event time never goes back, so nothing was written",
                        where="watermark")
+
+
+def keep_stored_types(table: pa.Table, snap: Snapshot) -> pa.Table:
+    """``table`` whose attributes that hold only nulls say nothing about their type: one the store has takes
+    the stored type (a batch of nulls would otherwise widen it to string), one it has not is left out (an
+    attribute an event lacks reads as null all the same)."""
+    if ATTRS not in table.column_names or not table.num_rows:
+        return table
+    struct = table.column(ATTRS).combine_chunks()
+    stored = snap.attr_types()
+    names, children, fields = [], [], []
+    changed = False
+    for i, child in enumerate(struct.flatten()):
+        field = struct.type.field(i)
+        if child.null_count == len(child):
+            if field.name not in stored:
+                changed = True
+                continue
+            if child.type != stored[field.name]:
+                child, field = pa.nulls(len(child), stored[field.name]), pa.field(field.name, stored[field.name])
+                changed = True
+        names.append(field.name)
+        children.append(child)
+        fields.append(field)
+    if not changed:
+        return table
+    at = table.column_names.index(ATTRS)
+    if not fields:
+        return table.remove_column(at)
+    return table.set_column(at, ATTRS, pa.StructArray.from_arrays(children, fields=fields))
 
 
 def _last_ts(table: pa.Table, snap: Snapshot) -> int | None:

@@ -35,6 +35,8 @@ def case_lookup(query: Query, source: Any, partition: PartitionIndex | None = No
 
     def of(seqs: np.ndarray) -> pa.Array:
         seqs = np.asarray(seqs, dtype=_I64)
+        if not len(seqs):  # (no match: the column keeps the case's type all the same)
+            return _no_cases(attrs, source, layout)
         if layout is not None and attrs == [layout.key] and (not len(seqs) or int(seqs.max()) < layout.events):
             # by group number: the layout's key values as the dictionary, nothing decoded or read
             groups = layout.group_of[seqs].astype(np.int32)
@@ -60,3 +62,21 @@ def case_lookup(query: Query, source: Any, partition: PartitionIndex | None = No
         return per_seq.take(pa.array(inverse.ravel()))
 
     return of
+
+
+def _no_cases(attrs: list[str], source: Any, layout: Any) -> pa.Array:
+    """An empty case column of the type a non-empty one has: the layout's keys, else the attributes' types
+    in the stream (string for one the stream never had)."""
+    if layout is not None and attrs == [layout.key]:
+        return pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), layout.keys)
+    snapshot = getattr(source, "snapshot", None)
+    if snapshot is not None:
+        known = snapshot.attr_types()
+    else:
+        table = getattr(source, "table", None)
+        struct = table.schema.field("attrs").type if table is not None and "attrs" in table.column_names else None
+        known = {f.name: f.type for f in struct} if struct is not None else {}
+    types = [known.get(a, pa.string()) for a in attrs]
+    if len(attrs) == 1:
+        return pa.array([], types[0])
+    return pa.StructArray.from_arrays([pa.array([], t) for t in types], names=attrs)

@@ -426,7 +426,7 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
 
 
 def decided_body(query: Query, mode: str, type_counts: Mapping[str, int], events_total: int,
-                 columnar: bool = False) -> dict[str, Any] | None:
+                 columnar: bool = False, attrs: Mapping[str, pa.DataType] | None = None) -> dict[str, Any] | None:
     """The answer (without ``dataset`` and ``index_version``) when the dataset's type counts decide it — a
     position of the pattern needs types no event has — made before any index or store file is opened; None
     when they do not decide it.  ``stats.index`` is ``statistics`` (``null`` in exact mode)."""
@@ -448,7 +448,9 @@ def decided_body(query: Query, mode: str, type_counts: Mapping[str, int], events
         if query.returns != Return.EXISTS:
             body["intervals"] = []
     else:
-        body.update(answer(query, MatchTable(tuple(v.name for v in plan.positives)), {}, columnar=columnar))
+        none = MatchTable(tuple(v.name for v in plan.positives))
+        cases = case_lookup(query, _Typed(attrs or {}))
+        body.update(answer(query, none, {}, columnar=columnar, case_of=cases))
     if mode != "exact":  # (exact answers do not explain)
         body["explain"] = f"{label} never occurs in the history"
     body["stats"] = {"index": None if mode == "exact" else "statistics", "approximate_ms": 0.0,
@@ -456,6 +458,17 @@ def decided_body(query: Query, mode: str, type_counts: Mapping[str, int], events
                      "events_scanned": 0, "events_total": events_total,
                      "threads": query_threads()}
     return body
+
+
+class _Typed:
+    """A source that knows only the attributes' types (the case column of an answer decided without a read)."""
+
+    def __init__(self, attrs: Mapping[str, pa.DataType]) -> None:
+        self.snapshot = self
+        self._attrs = dict(attrs)
+
+    def attr_types(self) -> dict[str, pa.DataType]:
+        return self._attrs
 
 
 def exact_body(query: Query, source: EventSource, *, limit: int | None = None,

@@ -56,7 +56,7 @@ def test_boolean_and_field_to_field() -> None:
 def test_comparisons_that_can_hold_are_accepted() -> None:
     accepted = [
         "PATTERN SEQ(A a, B b) WHERE a.amount < b.price",  # integers and floats compare
-        "PATTERN SEQ(A a) WHERE a.amount = null",  # whether it is there
+        "PATTERN SEQ(A a) WHERE a.amount = null",  # (names no kind; holds for no event)
         "PATTERN SEQ(A a) WHERE a.resource != null AND a.resource = 'x'",
         "PATTERN SEQ(A a) WHERE a.open = true",
         "PATTERN SEQ(A a, B+ b) WHERE a.amount < sum(b.resource)",  # sum is a number whatever it folds

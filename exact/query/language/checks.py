@@ -302,7 +302,7 @@ def _check_attribute_kinds(cond: Condition, j: int, locator: Locator, attr_kinds
         if isinstance(other, Literal):
             value = other.value
             if value is None:
-                continue  # = null / != null ask whether the attribute is there
+                continue  # = null / != null name no kind (and, as every comparison with null, hold for none)
             shown = lexical.format_scalar(value)
             is_number = isinstance(value, int | float) and not isinstance(value, bool)
             if kind == "string" and not isinstance(value, str):

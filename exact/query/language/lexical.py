@@ -137,6 +137,10 @@ def parse_number(text: str) -> int | float:
         if not math.isfinite(value):
             raise ValueError(f"number {text} is too large")
         return value
+    digits = text.lstrip("+-").lstrip("0")
+    if len(digits) > 19:  # (before int(): Python refuses to convert thousands of digits, with a word of its own)
+        shown = text if len(text) <= 40 else f"{text[:20]}… ({len(digits)} digits)"
+        raise ValueError(f"integer {shown} is outside the signed 64-bit range")
     number = int(text)
     if not INT_MIN <= number <= INT_MAX:
         raise ValueError(f"integer {text} is outside the signed 64-bit range")
