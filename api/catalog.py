@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -246,10 +247,39 @@ class Catalog:
             return watch.to_dict()
 
     def webhook_watches(self) -> list[dict[str, Any]]:
-        """Every watch with a webhook, with its secret (for the deliverer only)."""
+        """Every watch with a webhook whose owner may still use it (made on an open server, or by a token not
+        revoked), with its secret (for the deliverer only)."""
         with self.session() as s:
-            stmt = select(Watch).where(Watch.webhook.is_not(None)).order_by(Watch.created, Watch.id)
+            revoked = select(Token.name).where(Token.revoked.is_not(None))
+            stmt = (select(Watch).where(Watch.webhook.is_not(None))
+                    .where(Watch.token.is_(None) | Watch.token.not_in(revoked))
+                    .order_by(Watch.created, Watch.id))
             return [{**w.to_dict(), "secret": w.secret} for w in s.scalars(stmt)]
+
+    def revoked_tokens(self, names: Iterable[str]) -> set[str]:
+        """Which of ``names`` are no longer tokens a request may use (revoked, or never made)."""
+        wanted = set(names)
+        if not wanted:
+            return set()
+        with self.session() as s:
+            active = set(s.scalars(select(Token.name).where(Token.name.in_(wanted)).where(Token.revoked.is_(None))))
+        return wanted - active
+
+    def existing_watches(self, ids: Iterable[str]) -> set[str]:
+        """Which of the watch ``ids`` exist."""
+        wanted = set(ids)
+        if not wanted:
+            return set()
+        with self.session() as s:
+            return set(s.scalars(select(Watch.id).where(Watch.id.in_(wanted))))
+
+    def delete_watches_of(self, dataset: str) -> int:
+        """Forget every watch of ``dataset`` (deleted); returns how many there were."""
+        with self.session() as s:
+            watches = list(s.scalars(select(Watch).where(Watch.dataset == dataset)))
+            for watch in watches:
+                s.delete(watch)
+            return len(watches)
 
     def set_delivered(self, watch_id: str, cursor: str) -> bool:
         """Record that watch ``watch_id``'s matches up to ``cursor`` were delivered; False if it is gone."""

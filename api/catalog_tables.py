@@ -264,7 +264,7 @@ class Watch(Base):
     def to_dict(self) -> dict[str, Any]:
         """The watch as the service holds it (never its secret; the API leaves out its lineage too)."""
         out: dict[str, Any] = {"id": self.id, "dataset": self.dataset, "query": self.query, "mode": self.mode,
-                               "cursor": self.cursor, "created": self.created.isoformat()}
+                               "cursor": self.cursor, "created": self.created.isoformat(), "token": self.token}
         if self.webhook is not None:
             out.update(webhook=self.webhook, delivered=self.delivered)
         if self.lineage is not None:

@@ -409,7 +409,12 @@ class Watch:
                     elif event == "progress":
                         self.history_done = True
                     elif event == "end":
-                        self.end_reason = (data or {}).get("reason") if isinstance(data, dict) else None
+                        said = data if isinstance(data, dict) else {}
+                        if said.get("resume"):  # the server is stopping: reconnect, from the cursor
+                            failures += 1
+                            time.sleep(min(5.0, self.client.backoff * (2 ** min(failures, 5))))
+                            break
+                        self.end_reason = said.get("reason")
                         return
             except Exception as err:
                 if self._closed:  # closed from another thread while a read was waiting: its socket is gone

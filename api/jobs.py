@@ -32,8 +32,7 @@ from typing import Any
 
 from api import service
 from api.catalog import Catalog
-from api.service import DatasetLocks, Job
-from api.service.webhooks import Deliverer
+from api.service import DatasetLocks, Deliverer, Job
 
 log = logging.getLogger(__name__)
 

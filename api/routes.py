@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from importlib import metadata
 from typing import Any
 
@@ -23,6 +23,7 @@ from api.catalog import Scope
 from api.db import head_revision
 from api.guard import NDJSON_TYPES, is_forwarded
 from api.state import ServiceState, service_state
+from api.streaming import STREAM_KEY, STREAMS_KEY, StreamSpec
 from sketch.answer.standing import Cursor
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
@@ -214,15 +215,22 @@ def start_build(name: str, body: dict[str, Any]) -> Any:
 # --- watches (standing queries) -------------------------------------------------------------------------------
 
 
-def _watch_view(watch: dict[str, Any]) -> dict[str, Any]:
-    shown = {k: v for k, v in watch.items() if k != "lineage"}
-    return {**shown, "stream": url_for("v1.watch_stream", name=watch["dataset"], watch_id=watch["id"])}
+def _watch_view(watch: Mapping[str, Any]) -> dict[str, Any]:
+    """A watch as the API shows it: its owner (the token's name), never its lineage or secret but once."""
+    shown = {k: v for k, v in watch.items() if k not in ("lineage", "token")}
+    return {**shown, "owner": watch.get("token"),
+            "stream": url_for("v1.watch_stream", name=watch["dataset"], watch_id=watch["id"])}
+
+
+def _principal() -> Principal | None:
+    return g.get("principal")
 
 
 @operation("/datasets/<name>/watches", "POST", sc.Operation(
     summary="Keep a standing query on a dataset", scope="read", tag="watches", request=sc.WATCH_REQUEST,
-    description="The watch is kept in the catalog; GET its stream for the matches: the history's from 'from', "
-                "then each new one once its window has closed (docs/contract.md §5.8).",
+    description="The watch is kept in the catalog, owned by the token that makes it; GET its stream for the "
+                "matches: the history's from 'from', then each new one as soon as it is certain "
+                "(docs/contract.md §5.8).",
     responses={201: ("the watch", sc.WATCH)}))
 def create_watch(name: str, body: dict[str, Any]) -> Any:
     st = state()
@@ -236,40 +244,61 @@ def create_watch(name: str, body: dict[str, Any]) -> Any:
 
 
 @operation("/datasets/<name>/watches", "GET", sc.Operation(
-    summary="A dataset's watches", scope="read", tag="watches", responses={200: ("the watches", sc.WATCH_LIST)}))
+    summary="A dataset's watches (those this token may use)", scope="read", tag="watches",
+    responses={200: ("the watches", sc.WATCH_LIST)}))
 def list_watches(name: str) -> Any:
-    return jsonify({"watches": [_watch_view(w) for w in state().catalog.list_watches(checked_name(name))]})
+    st = state()
+    watches = service.list_watches(st.catalog, st.home, checked_name(name), _principal())
+    return jsonify({"watches": [_watch_view(w) for w in watches]})
 
 
 @operation("/datasets/<name>/watches/<watch_id>", "GET", sc.Operation(
     summary="One watch", scope="read", tag="watches", responses={200: ("the watch", sc.WATCH)}))
 def get_watch(name: str, watch_id: str) -> Any:
-    return jsonify(_watch_view(service.get_watch(state().catalog, checked_name(name), watch_id)))
+    st = state()
+    return jsonify(_watch_view(service.get_watch(st.catalog, st.home, checked_name(name), watch_id, _principal())))
 
 
 @operation("/datasets/<name>/watches/<watch_id>", "DELETE", sc.Operation(
     summary="Stop keeping a watch", scope="read", tag="watches", responses={200: ("deleted", sc.DELETED)}))
 def delete_watch(name: str, watch_id: str) -> Any:
-    return jsonify(service.delete_watch(state().catalog, checked_name(name), watch_id))
+    st = state()
+    return jsonify(service.delete_watch(st.catalog, st.home, checked_name(name), watch_id, _principal()))
 
 
 @operation("/datasets/<name>/watches/<watch_id>/stream", "GET", sc.Operation(
     summary="A watch's matches as Server-Sent Events", scope="read", tag="watches",
     description="event: match (id: its cursor; data: the match as in a JSON answer) as soon as each match is "
                 "certain, one event: progress when the history is done, then live matches; a heartbeat "
-                "comment while idle. Last-Event-ID (or ?cursor=) resumes just after the match it names.",
+                "comment while idle. Last-Event-ID (or ?cursor=) resumes just after the match it names. A "
+                "server holds at most SEQSKETCH_MAX_STREAMS open streams (else 503) and a token "
+                "SEQSKETCH_MAX_STREAMS_PER_TOKEN (else 429), both with Retry-After.",
     query={"cursor": "resume just after the match whose event id this is (as Last-Event-ID)"},
     media_types=("text/event-stream",), responses={200: ("the event stream", None)}))
 def watch_stream(name: str, watch_id: str) -> Any:
     st = state()
-    watch = service.get_watch(st.catalog, checked_name(name), watch_id)
+    watch = service.get_watch(st.catalog, st.home, checked_name(name), watch_id, _principal())
     given = request.headers.get("Last-Event-ID") or request.args.get("cursor")
     cursor = Cursor.parse(given, "Last-Event-ID" if request.headers.get("Last-Event-ID") else "cursor") \
         if given else Cursor.parse(watch["cursor"])
     service.standing_query(st.home, name, watch["query"])  # a dataset changed since: refused now, not mid-stream
-    events = service.sse_events(st.home, name, watch, cursor)
-    return Response(events, mimetype="text/event-stream",
-                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    token = _principal_name()
+    st.stream_slots.acquire(token)
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    release = functools.partial(st.stream_slots.release, token)
+    if request.environ.get(STREAMS_KEY):  # the front serves it from its event loop (api.server)
+        request.environ[STREAM_KEY] = StreamSpec(st.home, name, dict(watch), cursor, token, release)
+        return Response(b"", mimetype="text/event-stream", headers=headers)
+    return Response(_released(service.sse_events(st.home, name, watch, cursor), release),
+                    mimetype="text/event-stream", headers=headers)
+
+
+def _released(events: Iterator[str], release: Callable[[], None]) -> Iterator[str]:
+    """``events``, giving the stream's slot back when they end (or the client goes)."""
+    try:
+        yield from events
+    finally:
+        release()
 
 
 @operation("/inputs", "GET", sc.Operation(

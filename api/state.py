@@ -15,6 +15,7 @@ from flask import Flask
 from api.catalog import Catalog
 from api.db import seqsketch_home
 from api.service.locks import DatasetLocks
+from api.streaming import StreamSlots
 from exact.errors import SeqsketchError
 
 EXTENSION = "seqsketch"
@@ -41,6 +42,8 @@ class ServiceState:
     config: Mapping[str, Any]
     jobs: LocalRunner | None = None
     locks: DatasetLocks = field(default_factory=DatasetLocks)
+    #: the open watch streams, counted against the server's and each token's limit
+    stream_slots: StreamSlots = field(default_factory=lambda: StreamSlots(2000, 500))
 
 
 def service_state(app: Flask) -> ServiceState:
@@ -58,6 +61,20 @@ def _env_int(name: str, default: int) -> int:
                              where=name) from None
 
 
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number > 0:
+        raise SeqsketchError(f"environment variable {name} must be a positive number of seconds, got {value!r}",
+                             where=name)
+    return number
+
+
 def default_config() -> dict[str, Any]:
     """The configuration from the environment (the table in :mod:`api.app`)."""
     home = seqsketch_home()
@@ -73,6 +90,14 @@ def default_config() -> dict[str, Any]:
         "QUERY_MAX_ROWS": _env_int("SEQSKETCH_QUERY_MAX_ROWS", 1_000_000),
         "QUERY_MAX_EVENTS": _env_int("SEQSKETCH_QUERY_MAX_EVENTS", 0),
         "BUILD_WORKERS": _env_int("SEQSKETCH_BUILD_WORKERS", 1),
+        # seqsketch serve's front: a request's head within this long, its body with no pause longer than this
+        "REQUEST_HEAD_S": _env_float("SEQSKETCH_REQUEST_HEAD_S", 10.0),
+        "REQUEST_BODY_IDLE_S": _env_float("SEQSKETCH_REQUEST_BODY_IDLE_S", 10.0),
+        # watch streams open at once, per server and per token (beyond: 503 / 429 with Retry-After)
+        "MAX_STREAMS": _env_int("SEQSKETCH_MAX_STREAMS", 2000),
+        "MAX_STREAMS_PER_TOKEN": _env_int("SEQSKETCH_MAX_STREAMS_PER_TOKEN", 500),
+        # the stream counts shared by a server's worker processes (seqsketch serve makes them); None: own ones
+        "STREAM_SLOTS": None,
         # Where queued builds run: "external" — a job runner process (seqsketch jobs run, started by
         # seqsketch serve) — or "thread": a runner inside this app (tests, one-process setups).
         "JOB_RUNNER": os.environ.get("SEQSKETCH_JOB_RUNNER") or "external",

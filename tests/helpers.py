@@ -68,3 +68,52 @@ def wait_for_length(items: Sized, count: int, timeout: float = 20.0, poll: float
     while len(items) < count and time.monotonic() < deadline:
         time.sleep(poll)
     assert len(items) >= count, (len(items), count)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def seqsketch_serve(home: Path, *, workers: int = 2, port: int | None = None, env: dict[str, str] | None = None,
+                    timeout: float = 60.0) -> Iterator[tuple[str, Any]]:
+    """A real ``seqsketch serve`` (gunicorn, the asyncio front) on a loopback port, its log in
+    ``home/server.log``; yields (base URL, the process); stopped with SIGTERM on exit."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from api.client import Client, SeqsketchAPIError
+
+    port = port or free_port()
+    environ = {**os.environ, "SEQSKETCH_HOME": str(home), **(env or {})}
+    log = open(home / "server.log", "ab")  # noqa: SIM115 - closed below
+    process = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port",
+                                str(port), "--workers", str(workers)], env=environ, stdout=subprocess.DEVNULL,
+                               stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert process.poll() is None, (home / "server.log").read_text(errors="replace")[-3000:]
+            try:
+                Client(url, retries=0, timeout=2).health()
+                break
+            except SeqsketchAPIError:
+                assert time.monotonic() < deadline, "the server did not answer in time"
+                time.sleep(0.1)
+        yield url, process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        log.close()

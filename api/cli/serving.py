@@ -2,8 +2,9 @@
 runner that runs its builds.
 
 ``serve`` is three kinds of process: the gunicorn master (this process), which forks ``--workers`` request
-workers that each serve requests on ``--threads`` threads, and one job-runner process (``seqsketch jobs
-run``), started first and waited for until it has settled what a previous run left.  The master restarts a
+workers — each an event loop that parses HTTP strictly, serves watch streams itself and runs the app on
+``--threads`` threads (:mod:`api.server`) — and one job-runner process (``seqsketch jobs run``), started
+first and waited for until it has settled what a previous run left.  The master restarts a
 runner that dies; a runner whose master is killed dies with it (``PR_SET_PDEATHSIG``), and its unfinished
 job is settled by the next runner.  ``--server werkzeug`` serves from one process with Werkzeug's
 development server instead (for development, and the load benchmark's comparison).
@@ -297,8 +298,14 @@ def _serve_gunicorn(args: argparse.Namespace, runner: RunnerProcess, listener: A
     from gunicorn.app.base import BaseApplication
     from gunicorn.arbiter import Arbiter
 
+    from api.state import default_config
+    from api.streaming import StreamSlots
+
     port = listener.getsockname()[1]
     fd = listener.detach()  # the master takes over the socket bound above
+    config = default_config()
+    # the open streams are counted in memory the forked workers share: the limits hold per server
+    slots = StreamSlots(int(config["MAX_STREAMS"]), int(config["MAX_STREAMS_PER_TOKEN"]), shared=True)
     if args.workers > 1:
         # the workers share the cores between requests already: a query's windows stay on its worker's
         # thread unless the operator says otherwise (the forked workers inherit this)
@@ -314,7 +321,8 @@ def _serve_gunicorn(args: argparse.Namespace, runner: RunnerProcess, listener: A
     class Service(BaseApplication):  # type: ignore[misc]
         def load_config(self) -> None:
             settings = {
-                "workers": args.workers, "threads": args.threads, "worker_class": "gthread",
+                "workers": args.workers, "threads": args.threads,
+                "worker_class": "api.server.worker.AsyncWorker",
                 "timeout": args.timeout, "graceful_timeout": args.graceful_timeout,
                 "keepalive": args.keep_alive, "bind": [f"fd://{fd}"],
                 "proc_name": "seqsketch", "errorlog": "-", "loglevel": "warning",
@@ -330,7 +338,7 @@ def _serve_gunicorn(args: argparse.Namespace, runner: RunnerProcess, listener: A
         def load(self) -> Any:
             from api.app import create_app
 
-            return create_app({"JOB_RUNNER": "external"})
+            return create_app({"JOB_RUNNER": "external", "STREAM_SLOTS": slots})
 
         def run(self) -> None:
             SupervisingArbiter(self).run()

@@ -8,11 +8,11 @@ appends arrive through any door.  Ctrl-C stops it cleanly (exit status 0).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from api import service
 from api.cli.output import common
+from exact import jsontext
 from exact.store import seqsketch_home
 from sketch.answer.standing import Cursor
 
@@ -39,7 +39,7 @@ def _watch(args: argparse.Namespace) -> int:
             if kind == "match":
                 assert data is not None
                 if args.json:
-                    print(json.dumps({"cursor": after.text(), **data}, ensure_ascii=False), flush=True)
+                    print(jsontext.dumps({"cursor": after.text(), **data}, ensure_ascii=False), flush=True)
                 else:
                     bound = " ".join(f"{k}={','.join(map(str, v))}" for k, v in data["bindings"].items())
                     case = f"  {data['case']}" if "case" in data else ""

@@ -18,6 +18,11 @@ module                 holds
 ``builds``             build jobs asked for, queued in the catalog, looked up and waited for
 ``jobs``               a claimed job run and settled; the jobs of stopped runners settled
 ``build_memory``       the memory an in-process build needs, refused beyond its limit
+``watches``            watches kept in the catalog, each owned by the token that made it
+``follower``           a standing query followed as the stream grows; one shared follower per query
+``sse``                a watch's stream as Server-Sent Events (the wire format)
+``webhook_policy``     where a webhook may post: one parser for the check and the send
+``webhooks``           the job runner's deliverer: each webhook watch's matches posted in order, signed
 =====================  ==========================================================================
 
 Every public name is imported here explicitly, so that editors and type checkers see each function's own
@@ -49,6 +54,7 @@ from api.service.datasets import (
     store_events,
 )
 from api.service.export import EXPORT_FORMATS, export_dataset
+from api.service.follower import StreamEvent, follow, shared_follow, standing_query
 from api.service.inputs import (
     InputNotAllowed,
     allowed_inputs,
@@ -78,22 +84,25 @@ from api.service.served import (
     served_dataset,
     served_datasets,
 )
+from api.service.sse import sse_events
 from api.service.watches import (
     WATCH_MODES,
+    Watch,
     create_watch,
     delete_watch,
-    follow,
     get_watch,
-    sse_events,
-    standing_query,
+    list_watches,
+    may_use,
     start_cursor,
 )
+from api.service.webhooks import Deliverer
 
 __all__ = [
     "AppendResult",
     "BuildSummary",
     "DatasetInfo",
     "DatasetLocks",
+    "Deliverer",
     "DatasetView",
     "Density",
     "EXPORT_FORMATS",
@@ -146,10 +155,15 @@ __all__ = [
     "store_events",
     "wait_for_job",
     "WATCH_MODES",
+    "StreamEvent",
+    "Watch",
     "create_watch",
     "delete_watch",
     "follow",
     "get_watch",
+    "list_watches",
+    "may_use",
+    "shared_follow",
     "sse_events",
     "standing_query",
     "start_cursor",

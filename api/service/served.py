@@ -93,6 +93,7 @@ def delete_served_dataset(catalog: Catalog, home: Path, locks: DatasetLocks, nam
         if on_disk:
             delete_dataset(home, name)
         catalog.mark_deleted(name)
+        catalog.delete_watches_of(name)  # (their streams end within a second: the watch is gone)
 
 
 def _pending_states() -> tuple[str, str]:

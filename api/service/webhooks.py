@@ -4,8 +4,10 @@ A :class:`Deliverer` runs beside the build workers in the job runner (one per ho
 the app's thread under ``SEQSKETCH_JOB_RUNNER=thread``).  It looks at the catalog every second and keeps one
 thread per webhook watch; a file lock per watch (``<home>/webhooks/<id>.lock``) makes sure that only one
 process delivers it even when several runners share a home.  Each thread follows the watch's standing query
-as its event stream does (:func:`api.service.watches.follow`), from the cursor after the last match
-delivered (the watch's own ``cursor`` before the first), so a restart goes on where delivery stopped.
+as its event stream does (:func:`api.service.follower.follow`), from the cursor after the last match
+delivered (the watch's own ``cursor`` before the first), so a restart goes on where delivery stopped.  The
+watches of a revoked token are not delivered (within a second of the revocation); where each delivery may
+go is :mod:`api.service.webhook_policy`.
 
 A delivery is ``POST`` of ``{"watch", "dataset", "cursor", "match"}`` (the match as in a JSON answer,
 ``cursor`` the stream's event id for it) with the headers ``X-Seqsketch-Watch``, ``X-Seqsketch-Delivery``
@@ -21,19 +23,17 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import hmac
-import http.client
-import json
 import logging
 import os
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from api.service.datasets import dataset_exists
-from api.service.watches import follow
+from api.service.follower import StreamEvent, follow
+from api.service.webhook_policy import post
+from exact import jsontext
 from exact.errors import NotFound
 from sketch.answer.standing import Cursor
 
@@ -42,13 +42,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How often the deliverer looks for watches created or deleted (seconds).
+#: How often the deliverer looks for watches created, deleted or whose token was revoked (seconds).
 LOOK_EVERY_S = 1.0
 #: The first pause before a failed delivery is tried again, and the longest (seconds).
 RETRY_FIRST_S = 0.25
 RETRY_MOST_S = 30.0
-#: How long a receiver has to answer one delivery (seconds).
-POST_TIMEOUT_S = 10.0
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -56,25 +54,18 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is not followed (its target was never checked against the allowed hosts): it fails the
-    attempt, which is tried again later."""
+class Backoff:
+    """Pauses between attempts: :data:`RETRY_FIRST_S`, then twice as long each time, up to
+    :data:`RETRY_MOST_S`; :meth:`wait` returns True when ``stop`` was set meanwhile."""
 
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.pause = RETRY_FIRST_S
 
-
-_OPENER = urllib.request.build_opener(_NoRedirects)
-
-
-def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float = POST_TIMEOUT_S) -> bool:
-    """One delivery attempt: True when the receiver answered 2xx (a redirect is an answer that failed)."""
-    request = urllib.request.Request(url, data=body, method="POST",
-                                     headers={"Content-Type": "application/json", **headers})
-    try:
-        with _OPENER.open(request, timeout=timeout) as answer:
-            return 200 <= answer.status < 300
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
+    def wait(self) -> bool:
+        if self.stop.wait(self.pause):
+            return True
+        self.pause = min(2 * self.pause, RETRY_MOST_S)
         return False
 
 
@@ -115,7 +106,8 @@ class Deliverer:
             self._stop.wait(self.look_every)
 
     def look(self) -> None:
-        """Start a thread for each new webhook watch; stop those of deleted ones."""
+        """Start a thread for each new webhook watch; stop those of deleted ones and of revoked tokens (the
+        catalog lists only the watches whose owner may still use them)."""
         watches = {w["id"]: w for w in self.catalog.webhook_watches()}
         for watch_id, (thread, stop) in list(self._threads.items()):
             if watch_id not in watches or not thread.is_alive():
@@ -136,7 +128,7 @@ class Deliverer:
         folder = self.home / "webhooks"
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder / f"{watch['id']}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        pause = RETRY_FIRST_S
+        backoff = Backoff(stop)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -157,9 +149,8 @@ class Deliverer:
                 except Exception:  # a moment's trouble (a replace under way, a read error): again, later
                     log.exception("webhook delivery of watch %s failed; trying again", watch["id"])
                 watch = {**watch, **(self.catalog.get_watch(str(watch["dataset"]), str(watch["id"])) or {})}
-                if stop.wait(pause):
+                if backoff.wait():
                     return
-                pause = min(2 * pause, RETRY_MOST_S)
         finally:
             os.close(fd)
 
@@ -169,20 +160,19 @@ class Deliverer:
         secret = str(watch["secret"])
         for kind, after, data in follow(self.home, watch["dataset"], watch["query"], start, stop=stop,
                                         lineage=watch.get("lineage")):
-            if kind == "end":
+            if kind is StreamEvent.END:
                 log.warning("webhook delivery of watch %s: %s", watch["id"], (data or {}).get("reason"))
                 return True
-            if kind != "match":
+            if kind is not StreamEvent.MATCH:
                 continue
-            body = json.dumps({"watch": watch["id"], "dataset": watch["dataset"], "cursor": after.text(),
+            body = jsontext.dumps({"watch": watch["id"], "dataset": watch["dataset"], "cursor": after.text(),
                                "match": data}, ensure_ascii=False).encode()
             headers = {"X-Seqsketch-Watch": str(watch["id"]), "X-Seqsketch-Delivery": after.text(),
                        "X-Seqsketch-Signature": signature(secret, body)}
-            pause = RETRY_FIRST_S
+            backoff = Backoff(stop)
             while not self.send(str(watch["webhook"]), body, headers):
-                if stop.wait(pause):
+                if backoff.wait():
                     return False
-                pause = min(2 * pause, RETRY_MOST_S)
             if not self.catalog.set_delivered(str(watch["id"]), after.text()):
                 return False  # the watch was deleted
         return False

@@ -160,9 +160,10 @@ def check(home: Path, table: pa.Table, query: Query) -> None:
         assert answers(got) == want, (mode, pass_over, anchor, query)
 
 
-# Small leaves and parts: several seek files, filters that err.
+# Small leaves and parts: several seek files, filters that err.  Drawn from a fixed seed: the reference is
+# brute force, and an unlucky draw of a long partition-contiguity stream once took it a quarter of an hour.
 OPTIONS = BuildOptions(leaf_size=2, fpq=0.5)
-SETTINGS = scaled(40, HealthCheck.function_scoped_fixture, HealthCheck.too_slow)
+SETTINGS = scaled(40, HealthCheck.function_scoped_fixture, HealthCheck.too_slow, derandomize=True)
 
 
 @SETTINGS

@@ -102,11 +102,11 @@ def now_of(rows: list[dict], watermark: int | None) -> tuple[int, int]:
 def steps(draw: st.DrawFn) -> list[tuple[str, Any]]:
     """Appends of 1–6 events (often one) and watermarks, in a random order."""
     out: list[tuple[str, Any]] = []
-    for _ in range(draw(st.integers(1, 5))):
+    for _ in range(draw(st.integers(1, 4))):  # (the reference is brute force: at most 8 + 4 × 3 events)
         if draw(st.integers(0, 3)) == 0:
             out.append(("watermark", draw(st.integers(0, 4))))
         else:
-            out.append(("events", draw(keyed_streams(draw(st.sampled_from((1, 1, 3, 6)))))))
+            out.append(("events", draw(keyed_streams(draw(st.sampled_from((1, 1, 2, 3)))))))
     return out
 
 
@@ -118,7 +118,7 @@ def continuations(rows: list[dict], last_ts: int) -> list[dict]:
 
 
 @scaled(60, HealthCheck.function_scoped_fixture, HealthCheck.too_slow)
-@given(rows=keyed_streams(), plan=steps(), data=st.data())
+@given(rows=keyed_streams(8), plan=steps(), data=st.data())
 def test_standing_delivers_each_match_once_when_it_is_certain(rows: list[dict], plan: list[tuple[str, Any]],
                                                               data: st.DataObject) -> None:
     within = data.draw(st.one_of(st.builds(WithinEvents, st.integers(2, 6)),

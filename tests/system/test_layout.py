@@ -27,6 +27,7 @@ DOORS = {
     "api.demo": {"api.cli.admin"},
     "api.app": {"api.cli.serving"},
     "api.cli": {"api.cli"},  # the package and its submodules: only each other
+    "api.server": {"api.cli.serving"},  # the request workers: gunicorn loads them by name
 }
 
 

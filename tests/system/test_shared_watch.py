@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import api.service.watches as watches
+import api.service.follower as follower
 from api import service
 from sketch.answer.standing import Cursor
 from tests.helpers import wait_for_length
@@ -28,8 +28,8 @@ class Reader:
         self.thread.start()
 
     def _run(self, home: Path, cursor: Cursor) -> None:
-        for kind, after, data in watches.shared_follow(home, "running", QUERY, cursor, stop=self.stop, poll=0.02):
-            if kind == "match":
+        for kind, after, data in follower.shared_follow(home, "running", QUERY, cursor, stop=self.stop, poll=0.02):
+            if kind is follower.StreamEvent.MATCH:
                 assert data is not None
                 self.matches.append(data)
                 self.cursors.append(after.text())
@@ -48,15 +48,15 @@ def built(home: Path, shared_data: Path) -> Path:
     return home
 
 
-@pytest.mark.parametrize("keep", [watches.SHARED_KEEP, 1])
+@pytest.mark.parametrize("keep", [follower.SHARED_KEEP, 1])
 def test_streams_of_one_query_share_a_follower(built: Path, monkeypatch: pytest.MonkeyPatch, keep: int) -> None:
-    monkeypatch.setattr(watches, "SHARED_KEEP", keep)
+    monkeypatch.setattr(follower, "SHARED_KEEP", keep)
     home = built
     history = certain(home)
     first = [Reader(home, Cursor.start()) for _ in range(3)]
     for r in first:
         r.wait_for(len(history))
-    assert len([k for k in watches._SHARED if k[0] == str(home)]) == 1  # one follower for the three
+    assert len(follower.hubs_of(home)) == 1  # one follower for the three
     days = ["2011-03-01", "2011-04-01", "2011-05-01", "2011-06-01"]
     for i, day in enumerate(days[:2]):
         service.append_records(home, "running", new_case(f"a{i}", day))
@@ -76,7 +76,7 @@ def test_streams_of_one_query_share_a_follower(built: Path, monkeypatch: pytest.
         assert [key(m) for m in r.matches] == expected
         assert r.cursors == sorted(r.cursors, key=lambda c: Cursor.parse(c).order())
     deadline = time.monotonic() + 5
-    mine = [h for h in watches._SHARED.values() if h.key[0] == str(home)]  # (not other tests' servers)
+    mine = follower.hubs_of(home)  # (not other tests' servers)
     while any(h.readers for h in mine) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert all(h.readers == 0 for h in mine)

@@ -189,9 +189,9 @@ def test_cli_watch_prints_the_history_and_stops(built: Path, capsys: pytest.Capt
 def test_a_stream_far_behind_is_told_so(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before catching up on more first events than one chunk, a stream says how far behind it is; then the
     history's matches, then that the history is done."""
-    import api.service.watches as watches
+    import api.service.follower as follower
 
-    monkeypatch.setattr(watches, "CHUNK", 4)
+    monkeypatch.setattr(follower, "CHUNK", 4)
     stop = threading.Event()
     events = []
     for kind, _cursor, data in service.follow(built, "running", QUERY, Cursor.start(), stop=stop):

@@ -142,10 +142,22 @@ def test_a_webhook_off_the_machine_is_refused_unless_its_host_is_allowed(
             client.create_watch("running", QUERY, webhook="https://hooks.example.org/in")
         with pytest.raises(BadRequestError, match="expected an http:// or https:// address"):
             client.create_watch("running", QUERY, webhook="ftp://127.0.0.1/in")
-        for sly in ("http://127.0.0.1.evil.com/in", "http://127.attacker.net/in", "http://127.0.0.1@evil.com/in",
+        for sly in ("http://127.0.0.1.evil.com/in", "http://127.attacker.net/in",
                     "http://[::ffff:8.8.8.8]/in", "http://localhost.evil.com/in"):
             with pytest.raises(BadRequestError, match="is not allowed"):
                 client.create_watch("running", QUERY, webhook=sly)
+        # a user name or password: two URL parsers may read two hosts, and a password would be shown
+        for sly in ("http://127.0.0.1@evil.com/in", "http://10.0.0.1@127.0.0.1/", "http://user:pw@127.0.0.1/",
+                    "http://:@127.0.0.1/"):
+            with pytest.raises(BadRequestError, match="may not carry a user name or password"):
+                client.create_watch("running", QUERY, webhook=sly)
+        for port in (":99999", ":abc", ":0", ":-1"):
+            with pytest.raises(BadRequestError, match="port must be a number from 1 to 65535"):
+                client.create_watch("running", QUERY, webhook=f"http://127.0.0.1{port}/in")
+        for odd in ("http://127.0.0.1/a b", "http://127.0.0.1/\\x", "http://127.0.0.1/\x00"):
+            with pytest.raises(BadRequestError, match="spaces, control characters or backslashes"):
+                client.create_watch("running", QUERY, webhook=odd)
+        assert all("@" not in w.get("webhook", "") for w in client.watches("running"))
         with pytest.raises(BadRequestError, match="expected an http:// or https:// address"):
             client.create_watch("running", QUERY, webhook="http://[::1")
         for loopback in ("http://[::1]:9/in", "http://127.0.0.2:9/in", "http://LOCALHOST:9/in"):
@@ -215,7 +227,7 @@ def test_a_redirect_is_not_followed() -> None:
 
 
 @scaled(12, HealthCheck.function_scoped_fixture, HealthCheck.too_slow)
-@given(rows=keyed_streams(), plan=steps(), data=st.data())
+@given(rows=keyed_streams(8), plan=steps(), data=st.data())
 def test_webhook_deliveries_are_the_certain_matches_in_order_across_a_restart(
         tmp_path_factory: pytest.TempPathFactory, rows: list[dict], plan: list[tuple[str, Any]],
         data: st.DataObject) -> None:
@@ -287,3 +299,52 @@ def test_webhook_deliveries_are_the_certain_matches_in_order_across_a_restart(
         if deliverer is not None:
             deliverer.shutdown()
         catalog.dispose()
+
+
+def test_a_delivery_connects_to_the_address_it_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A webhook's host is resolved once per delivery and the connection goes to the address that was
+    checked (DNS cannot answer the check and the connection differently); a loopback name that resolves
+    off the loopback is no loopback, and nothing is sent."""
+    import socket
+
+    received: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server name
+            self.rfile.read(int(self.headers["Content-Length"]))
+            received.append(dict(self.headers))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_port
+    looked_up: list[str] = []
+    real = socket.getaddrinfo
+
+    def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if any(c.isalpha() for c in str(host)):  # (names; connecting to an address parses it here too)
+            looked_up.append(str(host))
+        if host == "hooks.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+        if host == "localhost":  # a resolver that answers a loopback name with a foreign address
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port))]
+        return real(host, *args, **kwargs)
+
+    try:
+        monkeypatch.setenv("SEQSKETCH_WEBHOOK_HOSTS", "hooks.test")
+        monkeypatch.setattr(socket, "getaddrinfo", resolve)
+        assert post(f"http://hooks.test:{port}/hook", b"{}", {}) is True
+        assert looked_up == ["hooks.test"] and received[-1]["Host"] == f"hooks.test:{port}"
+        looked_up.clear()
+        assert post(f"http://localhost:{port}/hook", b"{}", {}) is False
+        assert looked_up == ["localhost"] and len(received) == 1
+        monkeypatch.setenv("SEQSKETCH_WEBHOOK_HOSTS", "")  # no longer listed: refused before any look-up
+        looked_up.clear()
+        assert post(f"http://hooks.test:{port}/hook", b"{}", {}) is False and looked_up == []
+    finally:
+        server.shutdown()
+        server.server_close()
