@@ -39,7 +39,7 @@ def raw(url: str, data: bytes, *, wait: float = 5.0, read_all: bool = True,
                 if not chunk:
                     break
                 got += chunk
-                if not read_all and b"\r\n\r\n" in got:
+                if not read_all and b"\r\n\r\n" in got and _whole_first_answer(got):
                     break
         except TimeoutError:
             pass
@@ -51,6 +51,17 @@ def raw(url: str, data: bytes, *, wait: float = 5.0, read_all: bool = True,
     if "content-length" in headers:
         body = body[:int(headers["content-length"])]  # (the first answer's: more may follow, pipelined)
     return int(lines[0].split(" ")[1]), headers, body
+
+
+def _whole_first_answer(got: bytes) -> bool:
+    """Whether ``got`` holds the first answer's head and, when it names a length, its whole body (a head and
+    its body may come in separate reads)."""
+    head, _, body = got.partition(b"\r\n\r\n")
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            return len(body) >= int(value.strip())
+    return True
 
 
 class Stream:
