@@ -78,13 +78,12 @@ class Follower:
         self.thread.start()
 
     def resume(self) -> None:
-        with self.lock:
-            old = self.stream
-        cursor = old.cursor
+        """Drop the connection, wait until its reader has taken its last match, then resume from there."""
+        old = self.stream
         old.close()
         if self.thread is not None:
             self.thread.join(timeout=10)
-        self.open(cursor if cursor is not None else old.cursor)
+        self.open(old.cursor)
 
     def close(self) -> None:
         self.stream.close()
