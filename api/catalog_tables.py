@@ -102,6 +102,8 @@ class Dataset(Base):
     live_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    #: how much history it keeps (``90 days``, ``1000000 events``; None: everything)
+    retention: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     versions: Mapped[list[IndexVersion]] = relationship(
         back_populates="dataset", cascade="all, delete-orphan", order_by="IndexVersion.number"
@@ -113,6 +115,7 @@ class Dataset(Base):
             "state": self.state,
             "events": self.events,
             "index_version": self.live_version,
+            "retention": self.retention,
             "created": self.created.isoformat(),
             "updated": self.updated.isoformat(),
         }

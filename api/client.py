@@ -307,10 +307,16 @@ class Client:
         text = _json_default(watermark) if isinstance(watermark, dt.date) else str(watermark)
         return path + "?" + urllib.parse.urlencode({"watermark": text})
 
+    def retain(self, name: str, keep: str | None) -> JSON:
+        """Keep ``keep`` of the dataset's history (``"90 days"``, ``"12h"``, ``"1000000 events"``; None or
+        ``"forever"``: all) and retire what is past it, at once and as the stream grows (write scope).
+        Returns the dataset's description (``retention``, ``retained_from``, ``decayed``)."""
+        return self._request("PUT", f"/datasets/{self._name(name)}/retention", body={"keep": keep})
+
     def build(self, name: str, inputs: Iterable[str], **options: Any) -> JSON:
         """Start a build from server-side ``inputs``; options as ``seqsketch build`` (``format``,
         ``type_field``, ``time_field``, ``engine``, ``leaf_size``, ``fpq``, ``memory``, ``replace``,
-        ``index_attrs``: a list of attribute names, ``[]`` for none).
+        ``index_attrs``: a list of attribute names, ``[]`` for none; ``keep``: a retention).
         Returns the job: ``{"job_id", "state", "url"}``."""
         body = {"inputs": list(inputs), **options}
         return self._request("POST", f"/datasets/{self._name(name)}/builds", body=body)
@@ -386,6 +392,9 @@ class Watch:
         self.cursor = cursor
         #: has the server said that the stored history is done (the rest is live)?
         self.history_done = False
+        #: what the server said each time the stream's cursor was behind history retention retired
+        #: (``{reason, retained_from, from_cursor, cursor}``): the stream went on from ``cursor``
+        self.retired: list[JSON] = []
         #: why the stream ended, when the server ended it (the dataset deleted, or built anew since the watch
         #: was made: its cursors mean other events there)
         self.end_reason: str | None = None
@@ -408,6 +417,8 @@ class Watch:
                         yield data
                     elif event == "progress":
                         self.history_done = True
+                    elif event == "retired":
+                        self.retired.append(data)
                     elif event == "end":
                         said = data if isinstance(data, dict) else {}
                         if said.get("resume"):  # the server is stopping: reconnect, from the cursor

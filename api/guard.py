@@ -38,7 +38,7 @@ FORWARDING_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-For
                       "X-Forwarded-Port", "X-Forwarded-Server", "X-Real-IP", "X-Client-IP", "True-Client-IP",
                       "CF-Connecting-IP", "Fastly-Client-IP", "X-Cluster-Client-IP",
                       "X-Original-Forwarded-For", "X-ProxyUser-Ip", "Client-IP", "Via")
-_CORS_METHODS = "GET, POST, DELETE, OPTIONS"
+_CORS_METHODS = "GET, POST, PUT, DELETE, OPTIONS"
 _CORS_HEADERS = "Authorization, Content-Type"
 
 

@@ -109,6 +109,9 @@ class JobRunner:
             thread.start()
             self._threads.append(thread)
         self._webhooks = Deliverer(self.catalog, self.home).start()  # the watches' webhooks, beside the builds
+        upkeep = threading.Thread(target=self._maintain, name="seqsketch-upkeep", daemon=True)
+        upkeep.start()
+        self._threads.append(upkeep)
         return self
 
     def run(self, stop: threading.Event, *, grace: float = 30.0, ready: Any = None) -> None:
@@ -212,3 +215,11 @@ class JobRunner:
 
     def _run(self, job: Job) -> None:
         service.run_job(self.catalog, self.home, self.locks, job)
+
+    def _maintain(self) -> None:
+        """The datasets' upkeep (merges, the layout folded), every :data:`api.service.MAINTAIN_EVERY_S`."""
+        while not self._stop.wait(service.MAINTAIN_EVERY_S):
+            try:
+                service.maintain_datasets(self.home)
+            except Exception:  # a moment's trouble: again at the next round
+                log.exception("job runner %s could not keep the datasets up", self.id)

@@ -191,6 +191,18 @@ def append_events(name: str) -> Any:
                                                     watermark=watermark))
 
 
+@operation("/datasets/<name>/retention", "PUT", sc.Operation(
+    summary="Keep a span or a number of a dataset's latest events", scope="write", tag="datasets",
+    request=sc.RETENTION_REQUEST,
+    description="keep: '90 days', '12h', '1000000 events', or null / 'forever' for all. The parts past it are "
+                "retired at once (deleting their events) and later as the stream grows; a decayed summary of "
+                "the retired history stays for approximate answers. Returns the dataset's description.",
+    responses={200: ("the dataset", sc.DATASET)}))
+def set_retention(name: str, body: dict[str, Any]) -> Any:
+    st = state()
+    return jsonify(service.retain_served_dataset(st.catalog, st.home, st.locks, checked_name(name), body["keep"]))
+
+
 @operation("/datasets/<name>/builds", "POST", sc.Operation(
     summary="Start an offline build from server-side inputs", scope="write", tag="builds",
     request=sc.BUILD_REQUEST,

@@ -183,7 +183,7 @@ def _assemble(config: TreeConfig, header: dict[str, Any], arrays: dict[str, np.n
     try:
         tree = BloomTree.from_columns(config, n_events=int(header["events"]), level=arrays["level"],
                                       log2=log2, leaf_ts=leaf_ts, bits=arrays["bits"], opened=[],
-                                      partial_bits=None)
+                                      partial_bits=None, first_leaf=int(header.get("first_leaf", 0)))
     except ValueError as exc:
         raise IndexCorrupt(f"inconsistent tree structure: {exc}", where=where) from exc
     _restore_open(tree, header, arrays["open_bits"], arrays["open_positions"], where)

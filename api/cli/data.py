@@ -22,7 +22,7 @@ QUERY_MAX_MATCHES = 10_000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    for add in (add_build, add_info, add_datasets, add_query, add_append, add_export, add_compact):
+    for add in (add_build, add_info, add_datasets, add_query, add_append, add_export, add_compact, add_retain):
         add(sub)
 
 
@@ -54,6 +54,9 @@ def add_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partition-key", default=AUTO_KEY, metavar="ATTR",
                    help="cluster events by this attribute for per-case questions (default: case, when every "
                         "event has it; '' for none)")
+    p.add_argument("--keep", default=None, metavar="SPAN",
+                   help="keep this much history: a span of event time ('90 days', '12h') or a number of events "
+                        "('1000000 events'); older parts are retired, a decayed summary stays (default: all)")
     common(p)
     p.set_defaults(handler=_build)
 
@@ -119,7 +122,8 @@ def _build(args: argparse.Namespace) -> int:
                                             progress=bar.reading if bar else None,
                                             job_progress=bar.job if bar else None,
                                             partition_key=args.partition_key or None,
-                                            local_memory=args.local_memory, index_attrs=args.index_attrs)
+                                            local_memory=args.local_memory, index_attrs=args.index_attrs,
+                                            keep=args.keep)
     emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
          f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
          f"store {human_bytes(summary['store_bytes'])}, {summary['seconds']:.1f} s")
@@ -394,8 +398,27 @@ def _export(args: argparse.Namespace) -> int:
 # --- compact ------------------------------------------------------------------------------------------------
 
 
+def add_retain(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("retain", help="keep a span or a number of a dataset's latest events; retire the rest")
+    p.add_argument("dataset")
+    p.add_argument("keep", metavar="KEEP",
+                   help="'90 days', '12h', '1000000 events', or 'forever' (keep everything from now on)")
+    common(p)
+    p.set_defaults(handler=_retain)
+
+
+def _retain(args: argparse.Namespace) -> int:
+    info = service.set_retention(seqsketch_home(), check_dataset_name(args.dataset), args.keep)
+    kept = f"keeps {info['retention']}" if info.get("retention") else "keeps all its history"
+    since = f"; its history starts at seq {info['retained_from']:,} ({info['start_ts']})" \
+        if info.get("retained_from") else ""
+    emit(args, info, f"{info['name']} {kept}{since}")
+    return 0
+
+
 def add_compact(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compact", help="fold appended events into the partition-clustered index")
+    p = sub.add_parser("compact", help="merge a dataset's small parts and fold appended events into its "
+                                       "partition-clustered index")
     p.add_argument("dataset")
     common(p)
     p.set_defaults(handler=_compact)

@@ -31,6 +31,7 @@ from api.schemas.definitions import (
     JOB_ACCEPTED,
     QUERY_ANSWER,
     QUERY_REQUEST,
+    RETENTION_REQUEST,
     WATCH,
     WATCH_LIST,
     WATCH_REQUEST,
@@ -40,5 +41,5 @@ from api.schemas.openapi import OPENAPI_VERSION, Operation, openapi_document, op
 __all__ = ["ALL_SCHEMAS", "APPEND_RESULT", "BUILD_REQUEST", "DATASET", "DATASET_LIST", "DATASET_NAME_PATTERN",
            "DELETED", "DENSITY", "ERROR", "EVENT", "EVENT_BATCH", "HEALTH", "INPUT_LIST", "JOB", "JOB_ACCEPTED",
            "JSON", "OPENAPI_VERSION", "Operation", "PayloadTooLarge", "QUERY_ANSWER", "QUERY_REQUEST",
-           "RequestInvalid", "Schema", "check_text", "openapi_document", "openapi_path", "parse_json_body",
-           "parse_ndjson_body", "validate_events", "WATCH", "WATCH_LIST", "WATCH_REQUEST"]
+           "RETENTION_REQUEST", "RequestInvalid", "Schema", "check_text", "openapi_document", "openapi_path",
+           "parse_json_body", "parse_ndjson_body", "validate_events", "WATCH", "WATCH_LIST", "WATCH_REQUEST"]

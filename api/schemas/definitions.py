@@ -59,6 +59,9 @@ _DATASET_PROPERTIES: JSON = {
     "start_ts": {"type": ["string", "null"]},
     "end_ts": {"type": ["string", "null"]},
     "watermark": {"type": ["string", "null"]},
+    "retention": {"type": ["string", "null"]},
+    "retained_from": {"type": "integer", "minimum": 0},
+    "decayed": {"type": ["object", "null"]},
     "types": {"type": "object", "additionalProperties": {"type": "integer"}},
     "store_bytes": {"type": "integer"},
     "index": _INDEX,
@@ -123,6 +126,14 @@ APPEND_RESULT = Schema("AppendResult", {
     },
 })
 
+RETENTION_REQUEST = Schema("RetentionRequest", {
+    "type": "object",
+    "required": ["keep"],
+    "additionalProperties": False,
+    "properties": {"keep": {"type": ["string", "null"], "maxLength": 64,
+                            "description": "'90 days', '12h', '1000000 events', 'forever' or null"}},
+})
+
 BUILD_REQUEST = Schema("BuildRequest", {
     "type": "object",
     "required": ["inputs"],
@@ -145,6 +156,8 @@ BUILD_REQUEST = Schema("BuildRequest", {
                         "items": {"type": "string", "minLength": 1},
                         "description": "the attributes served in place for conditions ([]: none; default: "
                                        "the cheapest within 24 bytes per event)"},
+        "keep": {"type": "string", "maxLength": 64,
+                 "description": "keep this much history ('90 days', '1000000 events'); default all"},
     },
 })
 
@@ -312,5 +325,6 @@ WATCH_LIST = Schema("WatchList", {
 
 ALL_SCHEMAS: tuple[Schema, ...] = (
     ERROR, HEALTH, DATASET, DATASET_LIST, DENSITY, DELETED, EVENT, EVENT_BATCH, APPEND_RESULT, BUILD_REQUEST,
+    RETENTION_REQUEST,
     INPUT_LIST, JOB_ACCEPTED, JOB, QUERY_REQUEST, QUERY_ANSWER, WATCH_REQUEST, WATCH, WATCH_LIST,
 )

@@ -205,7 +205,7 @@ class _Writer:
                     continue
                 told = told or kind is StreamEvent.PROGRESS
                 await self._say(event_text(kind, after, data))
-                if kind is StreamEvent.MATCH:
+                if kind in (StreamEvent.MATCH, StreamEvent.RETIRED):
                     cursor = after
                 if kind is StreamEvent.END:
                     return None, cursor, told, True

@@ -23,6 +23,7 @@ module                 holds
 ``sse``                a watch's stream as Server-Sent Events (the wire format)
 ``webhook_policy``     where a webhook may post: one parser for the check and the send
 ``webhooks``           the job runner's deliverer: each webhook watch's matches posted in order, signed
+``maintenance``        upkeep of live datasets: small parts merged, the partition layout folded
 =====================  ==========================================================================
 
 Every public name is imported here explicitly, so that editors and type checkers see each function's own
@@ -51,6 +52,7 @@ from api.service.datasets import (
     delete_dataset,
     event_density,
     list_datasets,
+    set_retention,
     store_events,
 )
 from api.service.export import EXPORT_FORMATS, export_dataset
@@ -65,6 +67,7 @@ from api.service.inputs import (
 from api.service.jobs import Settled, claim_job, fail_job, job_progress, run_job, settle_abandoned_jobs
 from api.service.limits import call_with_timeout
 from api.service.locks import DatasetLocks
+from api.service.maintenance import MAINTAIN_EVERY_S, maintain_dataset, maintain_datasets
 from api.service.queries import (
     QUERY_MODES,
     QueryAnswer,
@@ -81,6 +84,7 @@ from api.service.served import (
     DatasetView,
     append_to_served_dataset,
     delete_served_dataset,
+    retain_served_dataset,
     served_dataset,
     served_datasets,
 )
@@ -102,6 +106,7 @@ __all__ = [
     "BuildSummary",
     "DatasetInfo",
     "DatasetLocks",
+    "MAINTAIN_EVERY_S",
     "Deliverer",
     "DatasetView",
     "Density",
@@ -138,6 +143,8 @@ __all__ = [
     "job_status",
     "jsonable",
     "limited_query",
+    "maintain_dataset",
+    "maintain_datasets",
     "list_datasets",
     "logged_query",
     "prepare_queries",
@@ -147,10 +154,12 @@ __all__ = [
     "request_build",
     "resolve_inputs",
     "run_job",
+    "retain_served_dataset",
     "run_query",
     "served_dataset",
     "served_datasets",
     "settle_abandoned_jobs",
+    "set_retention",
     "shared_data_dirs",
     "store_events",
     "wait_for_job",

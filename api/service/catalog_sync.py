@@ -27,7 +27,8 @@ def publish_build(catalog: Catalog, dataset: str, info: Mapping[str, Any]) -> No
     events = int(info.get("events") or 0)
     index = info.get("index") or {}
     number = info.get("index_version") or index.get("version")
-    catalog.upsert_dataset(dataset, state=DatasetState.READY, events=events)
+    catalog.upsert_dataset(dataset, state=DatasetState.READY, events=events,
+                           retention=info.get("retention") if "retention" in info else ...)
     if number is None:
         known = catalog.index_versions(dataset)
         number = (known[-1]["number"] + 1) if known else 1

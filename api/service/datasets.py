@@ -30,6 +30,7 @@ from exact.store import (
     staged_dataset,
     store_dir,
 )
+from exact.store.retention import Retention
 from sketch.build import DEFAULT_OPTIONS, BuildOptions
 from sketch.dataset import AUTO_KEY, Dataset, build_index_into, store_extra
 from sketch.dataset import dataset_info as _dataset_info
@@ -102,8 +103,8 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
                       leaf_size: int | None = None, fpq: float | None = None, memory: int | None = None,
                       progress: Progress | None = None, engine: str = "local",
                       job_progress: JobProgress | None = None, partition_key: str | None = AUTO_KEY,
-                      local_memory: int | None = None, index_attrs: Sequence[str] | None = None
-                      ) -> BuildSummary:
+                      local_memory: int | None = None, index_attrs: Sequence[str] | None = None,
+                      keep: str | None = None) -> BuildSummary:
     """Ingest ``inputs`` into a new dataset ``name`` under ``home`` (``seqsketch build``, and the body of a
     build job); nothing is left behind on failure.
 
@@ -119,13 +120,16 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
     """
     check_dataset_name(name)
     partition_key = partition_key or None
+    if keep is not None:
+        Retention.parse(keep)  # (refused before anything is read)
     if engine == "spark":
         from sketch.spark.job import build_dataset_spark
 
-        return build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
-                                   leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
-                                   partition_key=partition_key, progress=job_progress or _unheard,
-                                   index_attrs=index_attrs)
+        summary = build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
+                                      leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
+                                      partition_key=partition_key, progress=job_progress or _unheard,
+                                      index_attrs=index_attrs)
+        return summary if keep is None else {**summary, **set_retention(home, name, keep)}
     options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
                            memory_bytes=memory,
                            index_attrs=tuple(index_attrs) if index_attrs is not None else None)
@@ -145,7 +149,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
         EventStore.create(store_dir(stage), table, extra=extra | store_extra(options, table))
         del table
         stored = time.perf_counter()
-    info = dataset_info(home, name)
+    info = dataset_info(home, name) if keep is None else set_retention(home, name, keep)
     return {**info, "seconds": round(time.perf_counter() - started, 3),
             "timings": {"ingest": round(ingested - started + stored - index_done, 3),
                         "index": round(index_done - ingested, 3)}}
@@ -154,7 +158,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
 #: Build options of the API and the keyword of :func:`build_from_inputs` that takes each.
 BUILD_OPTIONS = {"format": "fmt", "type_field": "type_field", "time_field": "time_field", "engine": "engine",
                  "leaf_size": "leaf_size", "fpq": "fpq", "memory": "memory", "replace": "replace",
-                 "partition_key": "partition_key", "index_attrs": "index_attrs"}
+                 "partition_key": "partition_key", "index_attrs": "index_attrs", "keep": "keep"}
 
 
 def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mapping[str, Any], *,
@@ -189,6 +193,19 @@ def _reading_progress(inputs: Sequence[Path], progress: JobProgress) -> Progress
         progress(0.8 * done, f"reading {Path(path).name}: {events:,} events")
 
     return report
+
+
+def set_retention(home: Path, name: str, keep: str | None) -> DatasetInfo:
+    """Keep ``keep`` of dataset ``name``'s history from now on (``90 days``, ``1000000 events``; None or
+    ``forever``: everything), and retire what is past it at once (``seqsketch retain``); its ``info``."""
+    if not dataset_exists(home, name):
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    policy = None if keep is None or str(keep).strip().lower() == "forever" else Retention.parse(str(keep))
+    dataset = Dataset.open(home, name)
+    dataset.retain(policy)
+    while dataset.retire() is not None:  # (one step at a time: each publishes)
+        pass
+    return dataset_info(home, name)
 
 
 def delete_dataset(home: Path, name: str) -> None:

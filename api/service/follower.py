@@ -27,9 +27,11 @@ from typing import Any
 from api.service.datasets import dataset_exists
 from api.service.queries import check_attribute_kinds, parsed_query
 from exact import jsontext
+from exact.engine.certainty import Moment
 from exact.errors import NotFound, SeqsketchError
 from exact.query.ast import Query
-from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
+from exact.store import EventStore, Snapshot, check_dataset_name, dataset_dir, store_dir
+from exact.store.retention import policy_of
 from sketch.answer.standing import CHUNK, Cursor, Standing, after_now, check_standing
 
 log = logging.getLogger(__name__)
@@ -55,11 +57,20 @@ class StreamEvent(str, Enum):
     PROGRESS = "progress"
     #: nothing new for now (not sent: a stream's writer uses it to write heartbeats)
     IDLE = "idle"
+    #: the cursor was behind the history retention retired: the stream goes on from the first retained
+    #: event, and says so (matches that began before it are gone with their events)
+    RETIRED = "retired"
     #: the stream ends, with the reason
     END = "end"
 
 
 Followed = tuple[StreamEvent, Cursor, Mapping[str, Any] | None]
+
+
+def kept_text(snap: Snapshot) -> str:
+    """What a dataset's retention policy keeps, in words."""
+    policy = policy_of(snap)
+    return policy.text() if policy is not None else "a bounded history"
 
 
 def store_of(home: Path, name: str) -> EventStore:
@@ -97,6 +108,14 @@ def follow(home: Path, name: str, query: str | Mapping[str, Any] | Query, cursor
         if snap.events < seen[0] or (snap.lineage is not None and snap.lineage != lineage):
             yield StreamEvent.END, cursor, {"reason": f"dataset {name!r} was rebuilt: its seqs mean other events now"}
             return
+        if cursor.moment.seq < snap.retained_from:
+            skipped = cursor
+            cursor = Cursor(Moment(snap.retained_from))
+            yield StreamEvent.RETIRED, cursor, {
+                "reason": f"the events before seq {snap.retained_from} were retired (the dataset keeps "
+                          f"{kept_text(snap)}); the matches certain before it are gone with them, and the stream "
+                          "goes on from there",
+                "retained_from": snap.retained_from, "from_cursor": skipped.text(), "cursor": cursor.text()}
         if (snap.events, snap.event_time) != seen:
             seen = (snap.events, snap.event_time)
             behind = snap.events - 1 - cursor.moment.seq

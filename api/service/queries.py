@@ -32,6 +32,7 @@ from exact.query.ast import Query
 from exact.query.language import attribute_kinds, check_kinds, load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 from sketch.answer.cases import case_lookup
+from sketch.answer.retired import with_history
 from sketch.answer.sources import StoreSource, TableSource, needed_columns
 from sketch.answer.verify import answer_indexed, decided_body, exact_body
 from sketch.dataset import INDEX_KEY, Dataset, require_index
@@ -84,11 +85,11 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
     check_attribute_kinds(query, parsed, snap.attrs)
     decided = decided_body(parsed, "exact", snap.type_counts, snap.events, columnar, snap.attr_types())
     if decided is not None:  # the type counts answer it: no layout or part is opened
-        return {"dataset": name, "index_version": None, **decided}
+        return {"dataset": name, "index_version": None, **with_history(decided, parsed, snap, None, "exact")}
     partition = dataset.partition(snap)
     body = exact_body(parsed, StoreSource(dataset.store, snap), limit=limit, partition=partition,
                       budget=budget, columnar=columnar)
-    return {"dataset": name, "index_version": None, **body}
+    return {"dataset": name, "index_version": None, **with_history(body, parsed, snap, None, "exact")}
 
 
 def full_scan(home: Path, name: str, query: QueryInput,
@@ -189,13 +190,16 @@ def indexed_query(home: Path, name: str, query: QueryInput, *, mode: str = "veri
         version = ((stored.extra or {}).get(INDEX_KEY) or {}).get("version")
         if version is None:
             raise NotFound(f"dataset {name!r} has no index; rebuild it with `seqsketch build`", where=name)
-        return {"dataset": name, "index_version": version, **decided}
+        summary = dataset.decayed(stored) if mode == "approximate" else None
+        return {"dataset": name, "index_version": version, **with_history(decided, parsed, stored, summary, mode)}
     snap = dataset.snapshot()
     tree = require_index(snap, name)
     body = answer_indexed(parsed, tree, StoreSource(dataset.store, snap.store), mode=mode, limit=limit,
                           granularity=granularity or 0, partition=dataset.partition(snap.store),
                           budget=budget, columnar=columnar)
-    return {"dataset": name, "index_version": snap.index_version, **body}
+    summary = dataset.decayed(snap.store) if mode == "approximate" else None
+    return {"dataset": name, "index_version": snap.index_version,
+            **with_history(body, parsed, snap.store, summary, mode)}
 
 
 def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode: str = "verified",

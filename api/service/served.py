@@ -4,12 +4,14 @@ The disk is the truth for a dataset's events and index; the catalog adds its lif
 ``ready``, ``failed``, ``deleted``), its live index version and when it was created.  A dataset built or
 appended to with the CLI moves the disk on without the catalog: describing or listing it brings the catalog
 up to date.  A change — an append, a delete — takes the dataset's lock (:mod:`api.service.locks`), changes
-the disk, then records the change in the catalog; none is made while a build of the dataset is queued or
-running.
+the disk, then records the change in the catalog (a run of appends at most once a second); none is made while
+a build of the dataset is queued or running.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -23,6 +25,7 @@ from api.service.datasets import (
     dataset_info,
     delete_dataset,
     list_datasets,
+    set_retention,
 )
 from api.service.locks import DatasetLocks
 from exact.errors import Conflict, NotFound
@@ -72,8 +75,35 @@ def append_to_served_dataset(catalog: Catalog, home: Path, locks: DatasetLocks, 
         raise Conflict(f"dataset {name!r} has a build in progress (job {active['id']})", where=name)
     with locks.hold(name):
         result = append_records(home, name, records, watermark=watermark)
-        publish_build(catalog, name, dataset_info(home, name))
+        now = time.monotonic()
+        if now - _PUBLISHED.get((str(home), name), -math.inf) >= PUBLISH_EVERY_S:
+            _PUBLISHED[(str(home), name)] = now
+            publish_build(catalog, name, dataset_info(home, name))
     return result
+
+
+#: How often a run of appends records the dataset's new state in the catalog (seconds); describing or
+#: listing the dataset records it at once.  A live feed appends many times a second: recording each would cost
+#: each append two catalog transactions and the catalog a row per append.
+PUBLISH_EVERY_S = 1.0
+#: When each dataset's appends were last recorded in this process (under the dataset's lock).
+_PUBLISHED: dict[tuple[str, str], float] = {}
+
+
+def retain_served_dataset(catalog: Catalog, home: Path, locks: DatasetLocks, name: str,
+                          keep: str | None) -> DatasetInfo:
+    """Set dataset ``name``'s retention (:func:`~api.service.datasets.set_retention`) under its lock, retire
+    what is past it, and record both in the catalog; :class:`~exact.errors.Conflict` while a build of it is
+    queued or running."""
+    if not dataset_exists(home, name):
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    active = catalog.active_job(name)
+    if active is not None:
+        raise Conflict(f"dataset {name!r} has a build in progress (job {active['id']})", where=name)
+    with locks.hold(name):
+        info = set_retention(home, name, keep)
+        publish_build(catalog, name, info)
+    return info
 
 
 def delete_served_dataset(catalog: Catalog, home: Path, locks: DatasetLocks, name: str) -> None:

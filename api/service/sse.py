@@ -1,8 +1,9 @@
 """A standing query's stream as Server-Sent Events (docs/contract.md §5.8): the wire format, one place.
 
 ``event: match`` (``id:`` its cursor, ``data:`` the match as in a JSON answer), ``event: behind``, one
-``event: progress``, ``event: end`` (its reason; ``resume: true`` when the client should reconnect from its
-cursor — the server is stopping), a ``: heartbeat`` comment while idle, and ``retry: 1000`` first.
+``event: progress``, ``event: retired`` (``id:`` the cursor it goes on from), ``event: end`` (its reason;
+``resume: true`` when the client should reconnect from its cursor — the server is stopping), a
+``: heartbeat`` comment while idle, and ``retry: 1000`` first.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def preamble(watch_id: str, cursor: Cursor) -> str:
 def event_text(kind: StreamEvent, after: Cursor, data: Mapping[str, Any] | None) -> str:
     """One event of the stream (a match carries its cursor as the event's id)."""
     text = data.text if isinstance(data, Said) else jsontext.dumps(data, ensure_ascii=False)
-    head = f"id: {after.text()}\n" if kind is StreamEvent.MATCH else ""
+    head = f"id: {after.text()}\n" if kind in (StreamEvent.MATCH, StreamEvent.RETIRED) else ""
     return f"{head}event: {kind.value}\ndata: {text}\n\n"
 
 

@@ -163,12 +163,13 @@ class Deliverer:
             if kind is StreamEvent.END:
                 log.warning("webhook delivery of watch %s: %s", watch["id"], (data or {}).get("reason"))
                 return True
-            if kind is not StreamEvent.MATCH:
+            if kind not in (StreamEvent.MATCH, StreamEvent.RETIRED):
                 continue
+            said = "match" if kind is StreamEvent.MATCH else "retired"  # (a retired stretch is told, in order)
             body = jsontext.dumps({"watch": watch["id"], "dataset": watch["dataset"], "cursor": after.text(),
-                               "match": data}, ensure_ascii=False).encode()
+                                   said: data}, ensure_ascii=False).encode()
             headers = {"X-Seqsketch-Watch": str(watch["id"]), "X-Seqsketch-Delivery": after.text(),
-                       "X-Seqsketch-Signature": signature(secret, body)}
+                       "X-Seqsketch-Event": said, "X-Seqsketch-Signature": signature(secret, body)}
             backoff = Backoff(stop)
             while not self.send(str(watch["webhook"]), body, headers):
                 if backoff.wait():

@@ -262,10 +262,13 @@ def key_values(table: pa.Table, key: str) -> pa.ChunkedArray:
 
 
 def build_layout(table: pa.Table, key: str) -> Layout:
-    """The layout of a whole stream table (seq 0… in stream order) by attribute ``key``."""
+    """The layout of a whole stream table (in stream order) by attribute ``key``: its events from seq 0, or
+    — with a ``seq`` column starting later, the events kept after a retention — from that seq on, the
+    events before it in no group."""
     if ATTRS not in table.column_names or table.schema.field(ATTRS).type.get_field_index(key) < 0:
         raise InputError(f"no event has the partition key attribute {key!r}", where="--partition-key")
     n = table.num_rows
+    base = int(table.column("seq")[0].as_py()) if "seq" in table.column_names and n else 0
     encoded = pc.dictionary_encode(key_values(table, key).combine_chunks())
     codes = encoded.indices
     group_of = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int32)
@@ -280,7 +283,7 @@ def build_layout(table: pa.Table, key: str) -> Layout:
     width = max(len(vocabulary), 1)
     # by group, then type, then stream position (a stable sort of the (group, type) pair)
     pair_of = group_of[keyed].astype(np.int64) * width + type_code[keyed]
-    order = keyed[np.argsort(pair_of, kind="stable")].astype(np.int32)
+    order = (keyed[np.argsort(pair_of, kind="stable")] + base).astype(np.int32)
     sizes = np.bincount(group_of[keyed], minlength=groups)
     group_off = np.zeros(groups + 1, dtype=np.int64)
     group_off[1:] = np.cumsum(sizes)
@@ -289,7 +292,9 @@ def build_layout(table: pa.Table, key: str) -> Layout:
     type_off = np.zeros(groups + 1, dtype=np.int64)
     type_off[1:] = np.cumsum(np.bincount(pairs // width, minlength=groups))
     code_dtype = np.uint16 if width <= 1 << 16 else np.uint32
-    return Layout(key, n, group_of, order, group_off, type_off, (pairs % width).astype(code_dtype),
+    if base:
+        group_of = np.concatenate([np.full(base, -1, dtype=np.int32), group_of])
+    return Layout(key, base + n, group_of, order, group_off, type_off, (pairs % width).astype(code_dtype),
                   counts.astype(np.uint32), tuple(sorted(vocabulary)), encoded.dictionary)
 
 

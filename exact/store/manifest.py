@@ -1,20 +1,35 @@
-"""The event store's manifest: the one snapshot pointer, and the committed state it names.
+"""The event store's manifest: a checkpoint of the committed state, and the log of commits after it.
 
-A store's ``manifest.json`` is its only mutable file.  It holds a :class:`Snapshot` — the parts of the
-stream (:class:`PartInfo`: each part's seq and ts range and its row-group seq ranges), the per-type counts,
-the unified attribute types and the ``extra`` published with them (the index version) — and is replaced
-atomically (:func:`write_manifest`: temp file, fsync, ``os.replace``, fsync of the directory).
+A store's state is a :class:`Snapshot` — the parts of the stream (:class:`PartInfo`: each part's seq and ts
+range and its row-group seq ranges), the per-type counts, the unified attribute types, the ``extra``
+published with them (the index version), the watermark and the first seq retained.  It is kept as
 
-:class:`StoreBase` is what both sides of the store share: the root and the current snapshot, re-read only
-when the manifest file was replaced.  Reading events is :mod:`exact.store.reader`, writing them
-:mod:`exact.store.writer`.
+* ``manifest.json``, a **checkpoint**: a whole snapshot, replaced atomically (:func:`write_manifest`: temp
+  file, fsync, ``os.replace``, fsync of the directory); and
+* ``log/<version>.json``, one small file per **commit** after it (:class:`Change`: the parts added and
+  removed, the counts' change, the new scalars), created exclusively (a second writer of one version fails,
+  so versions are published once, in order).
+
+A commit therefore writes what it changes, not the whole state: its cost does not grow with the commits
+before it.  Every :data:`CHECKPOINT_EVERY` commits the writer folds the log into a new checkpoint and drops
+the log files it covers.  A reader reads the checkpoint (a few kilobytes: merges keep the parts few), then
+applies the log files that follow it, in order, while they exist; a reader that loses a race with a
+checkpoint sees the state at the older version it did read — a committed one — and the newer one next time.
+
+Part files a commit removes (a merge, retention) stay on disk for :data:`REMOVED_GRACE_S` after the commit, so
+that a reader that took its snapshot before keeps reading it (:attr:`Snapshot.removed`).
+
+:class:`StoreBase` is what both sides of the store share: the root and the current snapshot.  Reading events
+is :mod:`exact.store.reader`, writing them :mod:`exact.store.writer`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -41,6 +56,11 @@ DEFAULT_ROW_GROUP_SIZE = 8192
 DEFAULT_PART_ROWS = 1 << 20
 MANIFEST = "manifest.json"
 PARTS = "parts"
+LOG = "log"
+#: commits logged between two checkpoints
+CHECKPOINT_EVERY = 64
+#: how long a part file stays on disk after a commit removed it (s): longer than any query takes
+REMOVED_GRACE_S = 120.0
 COLUMNS = (SEQ, TS, TYPE, ATTRS)
 #: The key of a store's ``extra`` naming the attributes its seek files serve (``build --index-attrs``; absent:
 #: the cheapest within the default budget, :data:`exact.store.seek_attrs.DEFAULT_BUDGET`).
@@ -122,6 +142,14 @@ class Snapshot:
     #: the writer's word that event time has reached this ts (UTC µs): no event at or before it will be
     #: appended (docs/semantics.md §5.5); None until one is given.  It closes windows without an event.
     watermark: int | None = None
+    #: the first seq the store still holds: the events before it were retired (their seqs are never reused)
+    retained_from: int = 0
+    #: part files commits removed, with when (Unix time): kept on disk a while for readers of older snapshots
+    removed: tuple[tuple[str, float], ...] = ()
+    #: the version of the checkpoint this snapshot was read from (0: none yet)
+    checkpoint: int = field(default=0, compare=False)
+    #: when its last commit was published (Unix time; 0: not known, a store written before it was kept)
+    committed: float = field(default=0.0, compare=False)
 
     @property
     def event_time(self) -> int | None:
@@ -223,7 +251,10 @@ class Snapshot:
                 "parts": [p.to_json() for p in self.parts], "type_counts": dict(self.type_counts),
                 "attrs": dict(self.attrs), "extra": dict(self.extra), "format_version": FORMAT_VERSION,
                 **({"lineage": self.lineage} if self.lineage is not None else {}),
-                **({"watermark": self.watermark} if self.watermark is not None else {})}
+                **({"watermark": self.watermark} if self.watermark is not None else {}),
+                **({"retained_from": self.retained_from} if self.retained_from else {}),
+                **({"removed": [list(r) for r in self.removed]} if self.removed else {}),
+                **({"committed": self.committed} if self.committed else {})}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Snapshot:
@@ -233,7 +264,94 @@ class Snapshot:
                    type_counts=MappingProxyType(d["type_counts"]), attrs=MappingProxyType(d["attrs"]),
                    extra=MappingProxyType(d.get("extra", {})),
                    row_group_size=d.get("row_group_size", DEFAULT_ROW_GROUP_SIZE), lineage=d.get("lineage"),
-                   watermark=d.get("watermark"))
+                   watermark=d.get("watermark"), retained_from=int(d.get("retained_from", 0)),
+                   removed=tuple((str(f), float(t)) for f, t in d.get("removed", ())),
+                   checkpoint=int(d["version"]), committed=float(d.get("committed", 0.0)))
+
+    def apply(self, change: Change) -> Snapshot:
+        """The snapshot ``change`` (the next version's commit) makes of this one."""
+        if change.version != self.version + 1:
+            raise SeqsketchError(f"commit {change.version} does not follow version {self.version}",
+                                 where=LOG)
+        gone = set(change.remove)
+        parts = [p for p in self.parts if p.file not in gone] + list(change.add)
+        parts.sort(key=lambda p: p.first_seq)
+        counts = dict(self.type_counts)
+        for typ, n in change.counts.items():
+            left = counts.get(typ, 0) + n
+            if left:
+                counts[typ] = left
+            else:
+                counts.pop(typ, None)
+        extra = dict(self.extra)
+        for key, value in change.extra.items():
+            if value is None:
+                extra.pop(key, None)
+            else:
+                extra[key] = value
+        removed = self.removed + tuple((f, change.time) for p in self.parts if p.file in gone
+                                       for f in p.files)
+        return dataclasses.replace(
+            self, version=change.version, events=change.events, first_ts=change.first_ts,
+            last_ts=change.last_ts, parts=tuple(parts), type_counts=MappingProxyType(counts),
+            attrs=MappingProxyType(dict(change.attrs)), extra=MappingProxyType(extra),
+            watermark=change.watermark, retained_from=change.retained_from, removed=removed,
+            committed=change.time)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One commit as the log keeps it: what it changes in the snapshot of the version before."""
+
+    version: int
+    #: when it was published (Unix time)
+    time: float
+    events: int
+    first_ts: int | None
+    last_ts: int | None
+    attrs: Mapping[str, str]
+    add: tuple[PartInfo, ...] = ()
+    #: part files (Parquet names) removed
+    remove: tuple[str, ...] = ()
+    #: per type, how many events the commit adds (negative: removes)
+    counts: Mapping[str, int] = field(default_factory=dict)
+    #: keys of ``extra`` set (None: removed)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    watermark: int | None = None
+    retained_from: int = 0
+
+    @classmethod
+    def between(cls, before: Snapshot, after: Snapshot, time: float) -> Change:
+        """The commit that makes ``after`` of ``before``."""
+        had = {p.file for p in before.parts}
+        has = {p.file for p in after.parts}
+        counts = {t: after.type_counts.get(t, 0) - before.type_counts.get(t, 0)
+                  for t in set(before.type_counts) | set(after.type_counts)}
+        extra = {k: v for k, v in after.extra.items() if before.extra.get(k) != v}
+        extra.update({k: None for k in before.extra if k not in after.extra})
+        return cls(version=after.version, time=time, events=after.events, first_ts=after.first_ts,
+                   last_ts=after.last_ts, attrs=dict(after.attrs),
+                   add=tuple(p for p in after.parts if p.file not in had),
+                   remove=tuple(sorted(had - has)), counts={t: n for t, n in counts.items() if n},
+                   extra=extra, watermark=after.watermark, retained_from=after.retained_from)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": self.version, "time": self.time, "events": self.events,
+                "first_ts": self.first_ts, "last_ts": self.last_ts, "attrs": dict(self.attrs),
+                "add": [p.to_json() for p in self.add], "remove": list(self.remove), "counts": dict(self.counts),
+                "extra": dict(self.extra), "watermark": self.watermark, "retained_from": self.retained_from}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Change:
+        return cls(version=int(d["version"]), time=float(d["time"]), events=int(d["events"]),
+                   first_ts=d["first_ts"], last_ts=d["last_ts"], attrs=dict(d["attrs"]),
+                   add=tuple(PartInfo.from_json(p) for p in d["add"]), remove=tuple(d["remove"]),
+                   counts={str(k): int(v) for k, v in d["counts"].items()}, extra=dict(d["extra"]),
+                   watermark=d.get("watermark"), retained_from=int(d.get("retained_from", 0)))
+
+
+def log_name(version: int) -> str:
+    return f"{LOG}/{version:012d}.json"
 
 
 def empty_snapshot(row_group_size: int, lineage: str | None = None) -> Snapshot:
@@ -242,9 +360,9 @@ def empty_snapshot(row_group_size: int, lineage: str | None = None) -> Snapshot:
                     extra={}, row_group_size=row_group_size, lineage=lineage)
 
 
-#: The manifests last read in this process, by path, with their text: every store object of a path shares
-#: them, so a service that opens a dataset per request parses its manifest once per commit (a store of many
-#: parts has a manifest of hundreds of kilobytes; reading and comparing it costs a small part of parsing).
+#: The checkpoints last read in this process, by path: their text and the latest snapshot reached from them.
+#: Every store object of a path shares them, so a service that opens a dataset per request parses its
+#: checkpoint once and each logged commit once.
 _READ: OrderedDict[str, tuple[bytes, Snapshot]] = OrderedDict()
 _READ_LOCK = threading.Lock()
 _READ_KEEP = 64
@@ -256,38 +374,52 @@ class StoreBase:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        # The last manifest read, with its text.  Known by its text, not by the file's identity: a commit's
-        # new file may get a freed inode number and the same size and mtime as one before it.
+        # The last checkpoint read, with its text, and the latest snapshot reached from it.  Known by its text,
+        # not by the file's identity: a commit's new file may get a freed inode number and the same size and
+        # mtime as one before it.
         self._cached: tuple[bytes, Snapshot] | None = None
 
     def snapshot(self) -> Snapshot:
-        """The current committed state (parsed again only when the manifest's text changed)."""
+        """The current committed state: the checkpoint (parsed again only when its text changed), then the
+        logged commits after it."""
         path = self.root / MANIFEST
         try:
             raw = path.read_bytes()
-            if self._cached is not None and self._cached[0] == raw:
-                return self._cached[1]
+        except FileNotFoundError:
+            raise NotFound("no event store here", where=str(self.root)) from None
+        snap: Snapshot | None = None
+        if self._cached is not None and self._cached[0] == raw:
+            snap = self._cached[1]
+        else:
             with _READ_LOCK:
                 known = _READ.get(str(path))
             if known is not None and known[0] == raw:
-                self._cached = known
-                return known[1]
-            data = json.loads(raw.decode("utf-8"))
-        except FileNotFoundError:
-            raise NotFound("no event store here", where=str(self.root)) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise SeqsketchError(f"unreadable manifest: {err}", where=str(path)) from None
-        if data.get("format") != FORMAT:
-            raise SeqsketchError(f"not a seqsketch event store manifest (format {data.get('format')!r})",
-                                 where=str(path))
-        snap = Snapshot.from_json(data)
-        self._cached = (raw, snap)
-        with _READ_LOCK:
-            _READ[str(path)] = self._cached
-            _READ.move_to_end(str(path))
-            while len(_READ) > _READ_KEEP:
-                _READ.popitem(last=False)
-        return snap
+                snap = known[1]
+        if snap is None:
+            snap = _parse_checkpoint(raw, path)
+        latest = self._follow_log(snap)
+        if self._cached is None or self._cached[1] is not latest:
+            self._cached = (raw, latest)
+            with _READ_LOCK:
+                held = _READ.get(str(path))
+                if held is None or held[0] != raw or held[1].version < latest.version:
+                    _READ[str(path)] = self._cached
+                _READ.move_to_end(str(path))
+                while len(_READ) > _READ_KEEP:
+                    _READ.popitem(last=False)
+        return latest
+
+    def _follow_log(self, snap: Snapshot) -> Snapshot:
+        """``snap`` with the logged commits after it applied, in order, while they exist."""
+        while True:
+            entry = self.root / log_name(snap.version + 1)
+            try:
+                data = json.loads(entry.read_bytes().decode("utf-8"))
+            except FileNotFoundError:
+                return snap
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                raise SeqsketchError(f"unreadable commit: {err}", where=str(entry)) from None
+            snap = snap.apply(Change.from_json(data))
 
     def seek_bytes(self, snapshot: Snapshot | None = None) -> int:
         """Bytes on disk of the snapshot's seek files (a part of :meth:`size_bytes`)."""
@@ -303,6 +435,57 @@ class StoreBase:
             return self.snapshot()
         except NotFound:
             return empty_snapshot(DEFAULT_ROW_GROUP_SIZE)
+
+
+def _parse_checkpoint(raw: bytes, path: Path) -> Snapshot:
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise SeqsketchError(f"unreadable manifest: {err}", where=str(path)) from None
+    if data.get("format") != FORMAT:
+        raise SeqsketchError(f"not a seqsketch event store manifest (format {data.get('format')!r})",
+                             where=str(path))
+    return Snapshot.from_json(data)
+
+
+def write_change(root: Path, change: Change) -> None:
+    """Publish ``change`` as the log's next file: written aside, then linked into place only if no commit of
+    its version exists (:class:`~exact.errors.Conflict` otherwise), so each version is published once."""
+    from exact.errors import Conflict
+
+    folder = root / LOG
+    folder.mkdir(exist_ok=True)
+    final = root / log_name(change.version)
+    tmp = folder / f".{change.version:012d}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(change.to_json(), fh, separators=(",", ":"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            raise Conflict(f"version {change.version} was committed meanwhile; retry", where=str(root)) from None
+        fsync_dir(folder)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def drop_log(root: Path, upto: int) -> None:
+    """Delete the log files of versions up to ``upto`` (a checkpoint holds them now), and temp leftovers."""
+    folder = root / LOG
+    if not folder.is_dir():
+        return
+    for f in folder.iterdir():
+        name = f.name
+        if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) <= upto:
+            f.unlink(missing_ok=True)
+        elif name.startswith(".") and name.endswith(".tmp"):
+            try:
+                if time.time() - f.stat().st_mtime > REMOVED_GRACE_S:
+                    f.unlink(missing_ok=True)
+            except FileNotFoundError:
+                pass
 
 
 def write_manifest(root: Path, snap: Snapshot) -> None:

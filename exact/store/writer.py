@@ -12,14 +12,17 @@ batch by time, numbers it after the stream and writes and commits it, all or not
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -42,15 +45,20 @@ from exact.events import (
 )
 from exact.ingest import order_by_time, with_seq
 from exact.store.manifest import (
+    CHECKPOINT_EVERY,
     DEFAULT_PART_ROWS,
     INDEX_ATTRS_KEY,
     MANIFEST,
     PARTS,
+    REMOVED_GRACE_S,
+    Change,
     PartInfo,
     Snapshot,
     StoreBase,
+    drop_log,
     fsync_dir,
     fsync_file,
+    write_change,
     write_manifest,
 )
 from exact.store.seek import SUFFIX as SEEK_SUFFIX
@@ -140,12 +148,17 @@ class StoreWriter(StoreBase):
         return _part_info(final, table, first_seq, seek_bytes, tuple(served_bytes(seek_data).items()))
 
     def commit(self, parts: Sequence[PartInfo] = (), extra_update: Mapping[str, Any] | None = None, *,
-               expect_version: int | None = None, watermark: int | None = None) -> Snapshot:
-        """Publish ``parts`` (which continue the stream) and merge ``extra_update`` in one manifest replace;
-        with ``watermark``, event time has reached it after these parts (:func:`check_watermark`).
+               expect_version: int | None = None, watermark: int | None = None,
+               replace: Sequence[str] = (), retire: Sequence[str] = (),
+               retired_counts: Mapping[str, int] | None = None) -> Snapshot:
+        """Publish one commit: ``parts`` (which continue the stream — or, with ``replace``, take the place of
+        the parts of those files, a contiguous run holding exactly their seqs: a merge), ``retire`` (part
+        files to drop from the front of the stream, ``retired_counts`` their events per type: retention),
+        ``extra_update`` merged into ``extra`` (a key whose value is ``None`` is removed) and, with
+        ``watermark``, event time having reached it after these parts (:func:`check_watermark`).
 
         With ``expect_version``, raises :class:`Conflict` if another commit happened since that version
-        (optimistic concurrency).  A key of ``extra_update`` whose value is ``None`` is removed.
+        (optimistic concurrency); a merge or retention whose parts are gone meanwhile raises it too.
         """
         with self.writing():
             current = self.snapshot()
@@ -157,9 +170,13 @@ class StoreWriter(StoreBase):
                     if not (self.root / PARTS / f).is_file():
                         raise Conflict(f"part file {f} is missing; was it written outside writing()?",
                                        where=str(self.root))
-            snap = self._next_snapshot(current, parts, extra_update, watermark)
-            self._publish(snap)
-            return snap
+            if replace:
+                snap = self._replaced(current, parts, replace, extra_update)
+            elif retire:
+                snap = self._retired(current, retire, retired_counts or {}, extra_update)
+            else:
+                snap = self._next_snapshot(current, parts, extra_update, watermark)
+            return self._publish(snap, current)
 
     def append(self, table: pa.Table, *, extra_update: Mapping[str, Any] | None = None,
                watermark: int | None = None) -> Snapshot:
@@ -196,7 +213,6 @@ class StoreWriter(StoreBase):
     def _write_parts(self, table: pa.Table, first_seq: int, row_group_size: int,
                      index_attrs: Sequence[str] | None = None) -> list[PartInfo]:
         """Write ``table`` as parts of at most ``part_rows`` rows; all of them, or none remain."""
-        self._clean_orphans()
         parts: list[PartInfo] = []
         try:
             for offset in range(0, table.num_rows, self.part_rows):
@@ -229,40 +245,124 @@ class StoreWriter(StoreBase):
             for typ, n in p.type_counts:
                 counts[typ] = counts.get(typ, 0) + n
             attrs = unify_attr_types(attrs, {k: type_from_name(v) for k, v in p.attrs})
-        extra = dict(current.extra)
-        for key, value in (extra_update or {}).items():
-            if value is None:
-                extra.pop(key, None)
-            else:
-                extra[key] = value
+        extra = _updated(current.extra, extra_update)
         first_ts = current.first_ts if current.first_ts is not None else (parts[0].min_ts if parts else None)
         if watermark is not None:
             check_watermark(watermark, last_ts, current.watermark)
-        return Snapshot(version=current.version + 1, events=events, first_ts=first_ts, last_ts=last_ts,
-                        parts=current.parts + tuple(parts), type_counts=counts,
-                        attrs={k: type_name(v) for k, v in attrs.items()}, extra=extra,
-                        row_group_size=current.row_group_size, lineage=current.lineage,
-                        watermark=current.watermark if watermark is None else watermark)
+        return dataclasses.replace(
+            current, version=current.version + 1, events=events, first_ts=first_ts, last_ts=last_ts,
+            parts=current.parts + tuple(parts), type_counts=MappingProxyType(counts),
+            attrs=MappingProxyType({k: type_name(v) for k, v in attrs.items()}), extra=MappingProxyType(extra),
+            watermark=current.watermark if watermark is None else watermark)
 
-    def _publish(self, snap: Snapshot) -> None:
-        """Replace the manifest atomically, then delete files no snapshot names any more."""
-        write_manifest(self.root, snap)
-        self._clean_orphans(snap)
+    def _replaced(self, current: Snapshot, parts: Sequence[PartInfo], replace: Sequence[str],
+                  extra_update: Mapping[str, Any] | None) -> Snapshot:
+        """``current`` with the parts of the files ``replace`` (a contiguous run) replaced by ``parts`` (a
+        merge: the same seqs in fewer files)."""
+        files = set(replace)
+        run = [i for i, p in enumerate(current.parts) if p.file in files]
+        if len(run) != len(files) or run != list(range(run[0], run[0] + len(run))):
+            raise Conflict("the parts to replace are no longer a run of this dataset (a retention or another "
+                           "merge took some meanwhile)", where=str(self.root))
+        old = current.parts[run[0]:run[-1] + 1]
+        new = sorted(parts, key=lambda p: p.first_seq)
+        seqs = [(p.first_seq, p.last_seq) for p in new]
+        if (not new or seqs[0][0] != old[0].first_seq or seqs[-1][1] != old[-1].last_seq
+                or any(a[1] + 1 != b[0] for a, b in zip(seqs, seqs[1:], strict=False))):
+            raise Conflict("a merged part must hold exactly the seqs of the parts it replaces", where=str(self.root))
+        attrs = current.attr_types()
+        for p in new:
+            attrs = unify_attr_types(attrs, {k: type_from_name(v) for k, v in p.attrs})
+        return dataclasses.replace(
+            current, version=current.version + 1,
+            parts=current.parts[:run[0]] + tuple(new) + current.parts[run[-1] + 1:],
+            attrs=MappingProxyType({k: type_name(v) for k, v in attrs.items()}),
+            extra=MappingProxyType(_updated(current.extra, extra_update)),
+            removed=current.removed + tuple((f, time.time()) for p in old for f in p.files))
+
+    def _retired(self, current: Snapshot, retire: Sequence[str], counts: Mapping[str, int],
+                 extra_update: Mapping[str, Any] | None) -> Snapshot:
+        """``current`` without its first parts, the files ``retire`` (retention: a prefix of the stream)."""
+        files = set(retire)
+        k = len(files)
+        if [p.file for p in current.parts[:k]] != [p.file for p in current.parts if p.file in files] \
+                or len([p for p in current.parts if p.file in files]) != k:
+            raise Conflict("the parts to retire are no longer the first of this dataset", where=str(self.root))
+        gone, kept = current.parts[:k], current.parts[k:]
+        left = dict(current.type_counts)
+        for typ, n in counts.items():
+            if left.get(typ, 0) < n:
+                raise Conflict(f"retiring {n} events of type {typ!r} where the dataset counts "
+                               f"{left.get(typ, 0)}", where=str(self.root))
+            left[typ] -= n
+            if not left[typ]:
+                del left[typ]
+        if sum(counts.values()) != sum(p.rows for p in gone):
+            raise Conflict("the counts of the retired events do not add up to their parts' rows",
+                           where=str(self.root))
+        return dataclasses.replace(
+            current, version=current.version + 1, parts=kept, type_counts=MappingProxyType(left),
+            first_ts=kept[0].min_ts if kept else None,
+            retained_from=kept[0].first_seq if kept else current.events,
+            extra=MappingProxyType(_updated(current.extra, extra_update)),
+            removed=current.removed + tuple((f, time.time()) for p in gone for f in p.files))
+
+    def _publish(self, snap: Snapshot, before: Snapshot | None = None) -> Snapshot:
+        """Publish ``snap`` — as the next logged commit after ``before``, or as a checkpoint when there is no
+        ``before`` (a new store) or enough commits were logged — then delete files no snapshot needs.
+        Returns the snapshot as a reader sees it."""
+        if before is not None and before.version > 0:
+            change = Change.between(before, snap, time.time())
+            write_change(self.root, change)
+            snap = before.apply(change)
+        checkpoint = before is None or before.version == 0 or snap.version - snap.checkpoint >= CHECKPOINT_EVERY
+        self._clean_orphans(snap)  # (a listing of the parts' folder: merges keep it short)
+        if checkpoint:
+            here = {f.name for f in (self.root / PARTS).iterdir()} if (self.root / PARTS).is_dir() else set()
+            kept = tuple(r for r in snap.removed if r[0] in here)
+            snap = dataclasses.replace(snap, removed=kept, checkpoint=snap.version,
+                                       committed=snap.committed or time.time())
+            write_manifest(self.root, snap)
+            drop_log(self.root, snap.version)
+        return snap
 
     def _clean_orphans(self, snap: Snapshot | None = None) -> None:
-        """Delete part and temp files the manifest does not name (only ever called holding the lock)."""
+        """Delete the part files commits removed more than :data:`REMOVED_GRACE_S` ago, and part and temp
+        files no snapshot names that are older than that (left by a write or merge that died); only ever
+        called holding the lock."""
         snap = snap or self.snapshot_or_empty()
         named = {f for p in snap.parts for f in p.files}
+        now = time.time()
+        removed = dict(snap.removed)
         parts_dir = self.root / PARTS
         if parts_dir.is_dir():
             for f in parts_dir.iterdir():
-                if f.name not in named and (f.name.startswith(".tmp-") or f.name.startswith("part-")):
+                if f.name in named or not (f.name.startswith(".tmp-") or f.name.startswith("part-")):
+                    continue
+                since = removed.get(f.name)
+                if since is None:
+                    try:
+                        since = f.stat().st_mtime  # (not removed by a commit: a dead write's, or one under way)
+                    except FileNotFoundError:
+                        continue
+                if now - since > REMOVED_GRACE_S:
                     f.unlink(missing_ok=True)
         for f in self.root.glob(f".{MANIFEST}.*.tmp"):
             f.unlink(missing_ok=True)
         # a Spark job's staging beside the store is made and removed under this lock: any left is a dead job's
         for d in self.root.parent.glob(".spark-staging-*"):
             shutil.rmtree(d, ignore_errors=True)
+
+
+def _updated(extra: Mapping[str, Any], update: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``extra`` with ``update`` merged in (a key whose value is None removed)."""
+    out = dict(extra)
+    for key, value in (update or {}).items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
 
 
 def _dictionary_columns(table: pa.Table) -> list[str]:

@@ -59,8 +59,9 @@ def build_partition_into(dataset_root: Path, table: pa.Table, key: str, options:
     layout = build_layout(table, key)
     codes = pc.index_in(table.column("type").combine_chunks().cast(pa.string()),
                         value_set=pa.array(layout.types, pa.string())).to_numpy(zero_copy_only=False)
+    base = int(table.column("seq")[0].as_py()) if "seq" in table.column_names and table.num_rows else 0
     ptree = build_partition_tree(layout, codes.astype(np.int64), micros(table.column("ts")),
-                                 partition_options(options))
+                                 partition_options(options), base=base)
     return write_partition(dataset_root, layout, ptree, version=version)
 
 

@@ -64,13 +64,13 @@ def slot_of_clustered(layout: Layout, starts: np.ndarray) -> np.ndarray:
 
 
 def build_partition_tree(layout: Layout, type_codes: np.ndarray, micros: np.ndarray,
-                         options: BuildOptions) -> BloomTree:
-    """The partition tree of a stream: ``type_codes`` (per seq, into ``layout.types``) and ``micros`` (per
-    seq) laid out in slots (see the module docstring)."""
+                         options: BuildOptions, *, base: int = 0) -> BloomTree:
+    """The partition tree of a stream: ``type_codes`` (per seq from ``base``, into ``layout.types``) and
+    ``micros`` (per seq from ``base``) laid out in slots (see the module docstring)."""
     C = options.leaf_size
     starts, total = slot_starts(layout.sizes(), C)
     slot = slot_of_clustered(layout, starts)
-    order = layout.order.astype(_I64)
+    order = layout.order.astype(_I64) - base
     codes = np.full(total, -1, dtype=np.int32)
     codes[slot] = type_codes[order]
     filled = np.zeros(total, dtype=bool)

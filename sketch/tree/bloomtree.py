@@ -92,36 +92,39 @@ class BloomTree(TreeNodes):
     #: smaller (None).  The bits are the same either way; this only trades time and memory.
     sparse_leaves: bool | None = None
 
-    def __init__(self, config: TreeConfig) -> None:
+    def __init__(self, config: TreeConfig, *, first_leaf: int = 0) -> None:
         super().__init__(config)
         # Nodes that may still merge, a suffix of the forest (Alg. 2 state), with their unfolded bits.
         self._open: list[_Open] = []
         self._pending: _Pending | None = None
+        # a tree kept from leaf ``first_leaf`` on (retention): its events start at that leaf's first seq
+        self.first_leaf = first_leaf
+        self.n_events = first_leaf * config.leaf_size
 
     @classmethod
     def from_columns(cls, config: TreeConfig, *, n_events: int, level: np.ndarray, log2: np.ndarray,
                      leaf_ts: np.ndarray, bits: np.ndarray, opened: list[_Open],
-                     partial_bits: int | None) -> BloomTree:
+                     partial_bits: int | None, first_leaf: int = 0) -> BloomTree:
         """Rebuild a tree from its minimal stored form: per-node level and stored size, leaf times, bits.
 
         Children, seq intervals and internal nodes' time intervals are derived (:func:`derive_structure`;
         leaf ``j`` covers ``[jC, (j+1)C − 1]``, a parent spans its first to its last child).  Raises
         ``ValueError`` when the columns contradict each other.
         """
-        tree = cls(config)
+        tree = cls(config, first_leaf=first_leaf)
         rows = len(level)
         children = derive_structure(level, config.fanout)
         leaves = np.flatnonzero(level == 0)
         if leaf_ts.shape != (len(leaves), 2):
             raise ValueError(f"{len(leaves)} leaves but {leaf_ts.shape[0]} leaf time ranges")
-        if len(leaves) != -(-n_events // config.leaf_size):
-            raise ValueError(f"{len(leaves)} leaves cannot hold {n_events} events of leaf size "
-                             f"{config.leaf_size}")
+        if len(leaves) != -(-n_events // config.leaf_size) - first_leaf:
+            raise ValueError(f"{len(leaves)} leaves from leaf {first_leaf} cannot hold {n_events} events of "
+                             f"leaf size {config.leaf_size}")
         lo_seq = np.zeros(rows, dtype=_I64)
         hi_seq = np.zeros(rows, dtype=_I64)
         lo_ts = np.zeros(rows, dtype=_I64)
         hi_ts = np.zeros(rows, dtype=_I64)
-        index = np.arange(len(leaves), dtype=_I64)
+        index = np.arange(first_leaf, first_leaf + len(leaves), dtype=_I64)
         lo_seq[leaves] = index * config.leaf_size
         hi_seq[leaves] = np.minimum((index + 1) * config.leaf_size, n_events) - 1
         lo_ts[leaves], hi_ts[leaves] = leaf_ts[:, 0], leaf_ts[:, 1]
@@ -338,7 +341,7 @@ class BloomTree(TreeNodes):
     __hash__ = None  # type: ignore[assignment]
 
     def copy(self) -> BloomTree:
-        twin = BloomTree(self.config)
+        twin = BloomTree(self.config, first_leaf=self.first_leaf)
         for name in ("_level", "_lo_seq", "_hi_seq", "_lo_ts", "_hi_ts", "_children", "_log2", "_pool",
                      "_offsets"):
             column: Column = getattr(self, name)
@@ -379,7 +382,8 @@ class BloomTree(TreeNodes):
                 data = {"level": self._level, "log2": self._log2, "bits": self._pool}[name].view()
             arrays.append((name, np.ascontiguousarray(data, dtype=np.dtype(dtype))))
         head = {"config": self.config.to_dict(), "events": self.n_events, "rows": self.rows,
-                "partial": self.has_partial, "open": listed}
+                "partial": self.has_partial, "open": listed,
+                **({"first_leaf": self.first_leaf} if self.first_leaf else {})}
         return arrays, head
 
     def _open_state(self) -> tuple[list[list[int]], bytes, np.ndarray]:

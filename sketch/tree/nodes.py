@@ -108,6 +108,9 @@ class TreeNodes:
         self._pool = Column.empty(np.uint8)
         self._offsets = Column.empty(_I64)
         self.n_events = 0
+        #: the first leaf the tree holds: 0, or the first one kept after retention retired the events before
+        #: it (their seqs are never reused, so leaf ``j`` still covers ``[jC, (j+1)C − 1]``)
+        self.first_leaf = 0
         # The partly filled last leaf, if any: its unfolded bits (it is the last row of the columns).
         self._partial_bits: Bits | None = None
         self._positions: dict[str, np.ndarray] = {}
@@ -127,7 +130,12 @@ class TreeNodes:
     @property
     def n_leaves(self) -> int:
         """Leaves, the partial one included (eq. 4.9's L)."""
-        return -(-self.n_events // self.config.leaf_size)
+        return -(-self.n_events // self.config.leaf_size) - self.first_leaf
+
+    @property
+    def first_seq(self) -> int:
+        """The first seq the tree covers (0 unless retention retired the events before it)."""
+        return self.first_leaf * self.config.leaf_size
 
     @property
     def levels(self) -> int:
@@ -179,12 +187,12 @@ class TreeNodes:
 
     def leaf_at(self, seq: int) -> int:
         """The id of the leaf covering ``seq``."""
-        if not 0 <= seq < self.n_events:
-            raise SeqsketchError(f"seq {seq} is outside the indexed stream [0, {self.n_events - 1}]")
+        if not self.first_seq <= seq < self.n_events:
+            raise SeqsketchError(f"seq {seq} is outside the indexed stream [{self.first_seq}, {self.n_events - 1}]")
         leaves = cast("np.ndarray | None", self._cache.get("leaves"))
         if leaves is None:
             leaves = self._cache["leaves"] = np.flatnonzero(self._level.view() == 0)
-        return int(leaves[seq // self.config.leaf_size])
+        return int(leaves[seq // self.config.leaf_size - self.first_leaf])
 
     def intervals(self) -> dict[str, np.ndarray]:
         """Column views of every row: level, lo_seq, hi_seq, lo_ts, hi_ts, children, size (bits).
@@ -329,11 +337,15 @@ class TreeNodes:
         built (at once, in pieces, on Spark) or stored."""
         h = hashlib.sha256(b"seqsketch.bloomtree/1\n")
         h.update(json.dumps(self.config.canonical(), sort_keys=True).encode())
-        h.update(np.array([self.n_events, self.rows], dtype="<i8").tobytes())
+        base = self.first_seq  # (a tree kept from a later leaf on is told by its content, as a build of those events)
+        h.update(np.array([self.n_events - base, self.rows], dtype="<i8").tobytes())
         for name, column in (("level", self._level), ("lo_seq", self._lo_seq), ("hi_seq", self._hi_seq),
                              ("lo_ts", self._lo_ts), ("hi_ts", self._hi_ts), ("children", self._children),
                              ("log2", self._log2)):
-            data = np.ascontiguousarray(column.view().astype(column.data.dtype.newbyteorder("<")))
+            values = column.view()
+            if base and name in ("lo_seq", "hi_seq"):
+                values = values - base
+            data = np.ascontiguousarray(values.astype(column.data.dtype.newbyteorder("<")))
             h.update(name.encode())
             h.update(data.tobytes())
         h.update(b"bits")

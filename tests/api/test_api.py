@@ -41,6 +41,7 @@ def test_openapi_document_validates_and_lists_exactly_the_routes(app: Flask, cli
     assert routes == {
         ("/v1/health", "get"), ("/v1/datasets", "get"), ("/v1/datasets/{name}", "get"),
         ("/v1/datasets/{name}", "delete"), ("/v1/datasets/{name}/events", "post"),
+        ("/v1/datasets/{name}/retention", "put"),
         ("/v1/datasets/{name}/builds", "post"), ("/v1/jobs/{job_id}", "get"),
         ("/v1/datasets/{name}/query", "post"), ("/v1/openapi.json", "get"), ("/v1/inputs", "get"),
         ("/v1/datasets/{name}/density", "get"), ("/", "get"), ("/console/{asset}", "get"),
@@ -155,6 +156,8 @@ def test_tokens_and_scopes(app: Flask, client: FlaskClient, running: str) -> Non
                        403, "forbidden")
     assert "'read'" in err["message"] and "'write'" in err["message"]
     assert_error(client.delete(f"/v1/datasets/{running}", headers=auth(reader)), 403, "forbidden")
+    assert_error(client.put(f"/v1/datasets/{running}/retention", json={"keep": "1 events"}, headers=auth(reader)),
+                 403, "forbidden")  # (retiring deletes events: the write scope)
     assert_error(client.post("/v1/datasets/x/builds", json={"inputs": ["running-example.xes"]},
                              headers=auth(reader)), 403, "forbidden")
     ok = client.post(f"/v1/datasets/{running}/events", json=event, headers=auth(writer))
@@ -362,3 +365,30 @@ def test_granularity_coarsens_approximate_intervals_without_losing_matches(app: 
             assert any(i["start_seq"] <= match["start_seq"] and match["end_seq"] <= i["end_seq"]
                        for i in answer["intervals"])
     assert widths == sorted(widths) and widths[-1] > widths[0]  # coarser levels cover more
+
+
+def test_retention_over_http_retires_old_parts_and_answers_say_where_history_starts(
+        app: Flask, client: FlaskClient) -> None:
+    """``PUT …/retention`` keeps a dataset's latest events: whole parts past it are retired at once, ``info``
+    shows the policy and the retained range, answers carry ``stats.history_from``, and an approximate answer
+    the decayed summary's word on the retired history; a policy that does not parse is a 400 naming it."""
+    running = "small-leaves"
+    assert build(app, client, running, ["running-example.xes"], engine="local", leaf_size=4)["state"] == "succeeded"
+    for i in range(3):
+        events = [{"type": "late", "ts": f"2030-01-0{i + 1}T00:00:0{j}Z"} for j in range(5)]
+        assert client.post(f"/v1/datasets/{running}/events", json=events).status_code == 200
+    err = assert_error(client.put(f"/v1/datasets/{running}/retention", json={"keep": "ninety days"}), 400,
+                       "bad_input")
+    assert "ninety days" in err["message"]
+    info = client.put(f"/v1/datasets/{running}/retention", json={"keep": "7 events"}).json
+    assert (info["retention"], info["retained_from"]) == ("7 events", 47)  # parts 42 + 5 + 5 + 5: two go
+    assert sum(info["types"].values()) == 10 and info["decayed"]["units"] >= 1
+    assert client.get(f"/v1/datasets/{running}").json["start_ts"].startswith("2030-01-02")
+    answer = client.post(f"/v1/datasets/{running}/query", json={"query": "PATTERN SEQ(late a, late b)"}).json
+    assert answer["stats"]["history_from"]["seq"] == info["retained_from"] and answer["count"] > 0
+    approx = client.post(f"/v1/datasets/{running}/query",
+                         json={"query": "PATTERN SEQ('register request' r)", "mode": "approximate"}).json
+    assert approx["exists"] is False and approx["retired"]["exists"] is True  # only in the retired history
+    assert approx["retired"]["verifiable"] is False and "retired" in approx["explain"]
+    kept = client.put(f"/v1/datasets/{running}/retention", json={"keep": None}).json
+    assert kept["retention"] is None and kept["retained_from"] == info["retained_from"]  # nothing comes back

@@ -95,6 +95,27 @@ def test_watch_cursors_of_the_first_event_form_become_moments_and_back(tmp_path:
     assert rows == {"w1": ("12:3", "15:0"), "w2": ("7:0", "40:0")}
 
 
+def test_a_datasets_retention_is_recorded_from_0008_and_datasets_before_keep_everything(tmp_path: Path) -> None:
+    """0008: datasets made before it read as keeping all their history; one recorded with a policy after
+    it shows it, and a downgrade drops the column with the rest of the row intact."""
+    url = sqlite_url(tmp_path / "c.db")
+    engine = db.make_engine(url)
+    db.upgrade(engine, "0007")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO datasets (name, state, events, created, updated) VALUES "
+                          "('old', 'ready', 5, '2026-01-01', '2026-01-01')"))
+    db.upgrade(engine)
+    catalog = open_catalog(url)
+    assert catalog.get_dataset("old")["retention"] is None and catalog.get_dataset("old")["events"] == 5
+    catalog.upsert_dataset("kept", state=DatasetState.READY, events=9, retention="90 days")
+    assert catalog.get_dataset("kept")["retention"] == "90 days"
+    db.downgrade(engine, "0007")
+    with engine.connect() as conn:
+        rows = dict(conn.execute(text("SELECT name, events FROM datasets")).all())
+        assert "retention" not in {c["name"] for c in inspect(conn).get_columns("datasets")}
+    assert rows == {"old": 5, "kept": 9}
+
+
 def test_app_refuses_a_database_behind_head(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path / "c.db")
     engine = db.make_engine(url)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,6 +27,7 @@ from exact.store import (
     dataset_names,
     staged_dataset,
 )
+from exact.store.manifest import REMOVED_GRACE_S
 from exact.store.seek import open_seek, seek_name
 from tests.generators import scaled
 
@@ -369,6 +371,8 @@ def test_failed_append_leaves_the_store_as_it_was(tmp_path: Path, monkeypatch: p
 
 
 def test_uncommitted_parts_are_invisible_and_cleaned_by_the_next_write(tmp_path: Path) -> None:
+    """A part no commit names is never read; the next write deletes it once it is older than the grace a
+    write or merge under way gets (younger, it may be one: it stays)."""
     root = tmp_path / "s"
     store = EventStore.create(root, records_to_table([{"ts": 1, "type": "A"}]))
     orphan = store.write_part(records_to_table([{"ts": 2, "type": "B"}], first_seq=1), 1)
@@ -377,9 +381,14 @@ def test_uncommitted_parts_are_invisible_and_cleaned_by_the_next_write(tmp_path:
     assert store.read_table().num_rows == 1
     assert (root / PARTS / orphan.file).exists()
     store.append(records_to_table([{"ts": 3, "type": "C"}], first_seq=None))
+    assert (root / PARTS / orphan.file).exists()  # (it may be a merge's, still being written)
+    past = time.time() - REMOVED_GRACE_S - 1
+    for f in (*orphan.files, ".tmp-crashed.parquet"):
+        os.utime(root / PARTS / f, (past, past))
+    store.append(records_to_table([{"ts": 4, "type": "D"}], first_seq=None))
     assert not (root / PARTS / orphan.file).exists()
     assert not (root / PARTS / ".tmp-crashed.parquet").exists()
-    assert [r["type"] for r in to_records(store.read_table())] == ["A", "C"]
+    assert [r["type"] for r in to_records(store.read_table())] == ["A", "C", "D"]
 
 
 def test_commit_publishes_parts_and_extra_together_with_optimistic_check(tmp_path: Path) -> None:
@@ -393,13 +402,50 @@ def test_commit_publishes_parts_and_extra_together_with_optimistic_check(tmp_pat
     with pytest.raises(Conflict, match="changed meanwhile"):
         store.commit([], {"index": "v3"}, expect_version=snap.version)
     assert store.commit([], {"note": None}).extra == {"index": "v2"}
-    manifest = json.loads((tmp_path / "s" / MANIFEST).read_text())
+    manifest = json.loads((tmp_path / "s" / MANIFEST).read_text())  # the checkpoint: the store as built
     assert {"format", "version", "events", "first_ts", "last_ts", "parts", "type_counts", "attrs",
             "extra"} <= manifest.keys()
     assert set(manifest["parts"][0]) >= {"file", "first_seq", "last_seq", "rows", "min_ts", "max_ts",
                                          "row_groups"}
-    assert manifest["type_counts"] == {"A": 1, "B": 1}
+    assert (manifest["version"], manifest["type_counts"]) == (1, {"A": 1})
+    logged = sorted(p.name for p in (tmp_path / "s" / "log").glob("*.json"))
+    assert logged == [f"{v:012d}.json" for v in (2, 3)]  # each commit after it: what it changed
+    change = json.loads((tmp_path / "s" / "log" / logged[0]).read_text())
+    assert [p["file"] for p in change["add"]] == [part.file] and change["counts"] == {"B": 1}
+    assert dict(store.snapshot().type_counts) == {"A": 1, "B": 1}
     assert not list((tmp_path / "s").glob(".manifest*"))
+
+
+def test_commits_are_logged_and_folded_into_checkpoints(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit writes one small log file, whatever came before; every CHECKPOINT_EVERY commits the log is
+    folded into the checkpoint and dropped.  A reader sees the same snapshot whichever it reads from, a
+    second publication of one version is refused, and a store written before the log reads as it was."""
+    import exact.store.manifest as manifest_module
+    import exact.store.writer as writer_module
+    from exact.store.manifest import Change, write_change
+
+    monkeypatch.setattr(writer_module, "CHECKPOINT_EVERY", 5)
+    root = tmp_path / "s"
+    store = EventStore.create(root, records_to_table([{"ts": 0, "type": "A"}]))
+    sizes = []
+    for i in range(1, 12):
+        store.append(records_to_table([{"ts": i, "type": "AB"[i % 2], "attrs": {"n": i}}], first_seq=None))
+        logged = sorted((root / "log").glob("*.json"))
+        sizes.append(max((p.stat().st_size for p in logged), default=0))
+    snap = store.snapshot()
+    assert (snap.version, snap.events, dict(snap.type_counts)) == (12, 12, {"A": 6, "B": 6})
+    assert json.loads((root / MANIFEST).read_text())["version"] == 11  # folded at 6 and 11
+    assert [p.name for p in (root / "log").glob("*.json")] == [f"{12:012d}.json"]
+    assert max(sizes) < 2 * min(s for s in sizes if s)  # (a commit's file does not grow with the commits before)
+    fresh = EventStore.open(root).snapshot()
+    assert fresh == snap and [r["attrs"] for r in to_records(store.read_table())][-1] == {"n": 11}
+    with pytest.raises(Conflict, match="committed meanwhile"):
+        write_change(root, Change.between(snap, snap, 0.0))  # (version 12 again)
+    manifest_module._READ.clear()
+    old = tmp_path / "old"  # a store of the format before the log: a manifest alone
+    old_store = EventStore.create(old, records_to_table([{"ts": 0, "type": "A"}]))
+    assert not (old / "log").exists() and EventStore.open(old).snapshot() == old_store.snapshot()
 
 
 def test_snapshot_reads_stay_consistent_after_an_append(tmp_path: Path) -> None:
@@ -513,3 +559,25 @@ def test_a_manifest_with_the_same_file_identity_and_new_text_is_read_anew(tmp_pa
     assert os.stat(path).st_ino == st.st_ino
     assert store.snapshot() is not before and store.snapshot().type_counts == {"A": 7}
     assert EventStore.open(tmp_path / "s").snapshot().type_counts == {"A": 7}
+
+
+@pytest.mark.parametrize(("keep", "retired"), [
+    # seqs 0..9 in parts [0..2], [3..5], [6, 7], [8, 9]; event i at i·10 ms
+    ("4 events", [0, 1]),     # the latest four start at seq 6
+    ("5 events", [0]),        # from seq 5: part [3..5] holds a kept event, so it stays
+    ("1 events", [0, 1, 2]),  # never the last part, even when the policy keeps less than it
+    ("4 ms", [0, 1, 2]),      # ts ≥ 86 ms kept: [6, 7] (60, 70 ms) goes
+    ("21 ms", [0, 1]),        # ts ≥ 69 ms kept: [6, 7] holds 70 ms, so it stays
+])
+def test_retention_retires_only_whole_parts_past_the_policy(tmp_path: Path, keep: str, retired: list[int]) -> None:
+    """A part goes only when every event it holds is past the policy (a span of event time from the latest
+    event, or a number of the latest events), oldest first, never the last one."""
+    from exact.store.retention import Retention, retirable
+
+    rows = [{"ts": 10_000 * i, "type": "A"} for i in range(10)]
+    store = EventStore.create(tmp_path / "s", records_to_table(rows[:3]))
+    for lo, hi in ((3, 6), (6, 8), (8, 10)):
+        store.append(records_to_table(rows[lo:hi], first_seq=None))
+    parts = store.snapshot().parts
+    gone = retirable(store.snapshot(), Retention.parse(keep))
+    assert [parts.index(p) for p in gone] == retired

@@ -257,6 +257,22 @@ def test_a_build_started_in_the_console_runs_in_the_job_runner(page: Any, server
     assert client.info("fromconsole")["events"] == client.info("running")["events"]
 
 
+def test_a_dataset_under_retention_shows_where_its_history_starts(page: Any, server: tuple[str, Client]) -> None:
+    _, client = server
+    job = client.build("kept", ["running-example.xes"], engine="local", leaf_size=4)
+    assert client.wait(job["job_id"], timeout=120)["state"] == "succeeded"
+    for day in (1, 2):
+        client.append("kept", [{"type": "late", "ts": f"2030-01-0{day}T00:00:0{i}Z"} for i in range(5)])
+    info = client.retain("kept", "5 events")
+    assert info["retained_from"] > 0
+    page.reload()
+    page.wait_for_selector("#datasets li[data-name='kept']")
+    pick(page, "kept")
+    shown = page.inner_text("#info")
+    assert "keeps 5 events" in shown and f"history from seq {info['retained_from']}" in shown
+    assert f"{info['decayed']['units']} filters" in shown
+
+
 def test_with_tokens_the_page_asks_for_one_and_keeps_it_for_the_tab(browser: Any, tmp_path: Path,
                                                                       shared_data: Path) -> None:
     from api.auth import create_token

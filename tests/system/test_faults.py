@@ -32,9 +32,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+import exact.store.writer as writer_module
 from api.service import build_from_inputs as build_dataset
 from exact.store import EventStore, dataset_dir, dataset_names, staged_dataset, store_dir, sweep_abandoned
+from exact.store.manifest import REMOVED_GRACE_S
+from exact.store.retention import Retention
 from sketch.dataset import Dataset
+from sketch.tree import BloomTree
 from tests.system.faultkit import assert_index_equals_rebuild, fresh_copy, later_events, stream
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +66,7 @@ def arm(name):
     setattr(os, name, step)
 
 
-for name in ("replace", "rename"):
+for name in ("replace", "rename", "link"):
     arm(name)
 
 if os.environ.get("FAULT_NO_EXCHANGE"):  # as on a system that cannot swap two directories in one step
@@ -138,6 +142,7 @@ def test_append_killed_at_every_step(tmp_path: Path, base_home: Path, inputs: di
             break
         # A restart: the next append completes and leaves nothing of the crash behind.
         build_dataset(home, "extra", [str(inputs["other"])])  # the home stays usable for other datasets
+        age_leftovers(home, "ds")
         Dataset.open(home, "ds").append(later_events(stream(home, "ds")))
         assert_index_equals_rebuild(home, "ds")
         assert_no_leftovers(home, "ds")
@@ -148,8 +153,80 @@ def test_append_killed_at_every_step(tmp_path: Path, base_home: Path, inputs: di
     assert kill_at >= 4  # noqa: B031 - the loop visited several steps before completing
 
 
+def test_merge_retention_and_fold_killed_at_every_step(tmp_path: Path, base_home: Path, child: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``seqsketch compact`` retires what the policy no longer keeps, merges the appends' small parts and folds
+    the tail into the partition layout, each in one commit.  Killed before any of its renames or log links,
+    the dataset is one of its committed states — the events from its ``retained_from`` on, exactly, with a
+    tree a build of the events from its first leaf makes — and a restart completes the work to the state an
+    unbroken run reaches."""
+    prep = fresh_copy(base_home, tmp_path / "prep")
+    dataset = Dataset.open(prep, "ds")
+    gap = 1000 * 86_400_000_000  # (the appends come a thousand days after the base: a day's policy retires it)
+    for _ in range(12):  # twelve parts of 50 events within a day: one tier and stretch, more than a merge takes
+        batch = later_events(stream(prep, "ds"))
+        dataset.append(batch.set_column(0, "ts", pa.array([t.value + gap for t in batch.column("ts")],
+                                                             batch.schema.field("ts").type)))
+        gap = 0
+    dataset.retain(Retention.parse("1 day"))
+    whole = stream(prep, "ds")
+    reference = fresh_copy(prep, tmp_path / "reference")
+    Dataset.open(reference, "ds").compact()
+    final = Dataset.open(reference, "ds").snapshot()
+    assert final.store.retained_from > 0 and len(final.store.parts) < 13
+    seen = set()
+    for kill_at in range(1, 60):
+        home = fresh_copy(prep, tmp_path / f"home-{kill_at}")
+        code = run_child(home, kill_at, ["compact", "ds", "--json"], child)
+        kept = assert_retained_state(home, "ds", whole)
+        seen.add((kept, len(Dataset.open(home, "ds").snapshot().store.parts)))
+        Dataset.open(home, "ds").compact()  # a restart: the work completes
+        done = Dataset.open(home, "ds").snapshot()
+        assert assert_retained_state(home, "ds", whole) == final.store.retained_from
+        assert [(p.first_seq, p.last_seq) for p in done.store.parts] == \
+            [(p.first_seq, p.last_seq) for p in final.store.parts]
+        assert done.tree.digest() == final.tree.digest()
+        age_leftovers(home, "ds")
+        with monkeypatch.context() as patch:  # (the parts merges and retention replaced: past their grace)
+            patch.setattr(writer_module, "REMOVED_GRACE_S", 0.0)
+            Dataset.open(home, "ds").append(later_events(stream(home, "ds")))
+        assert_no_leftovers(home, "ds")
+        shutil.rmtree(home)
+        if code == 0:
+            break
+    else:
+        pytest.fail("compact never completed")
+    assert len(seen) >= 3, f"kills should land between the steps: {seen}"
+
+
+def assert_retained_state(home: Path, name: str, whole: pa.Table) -> int:
+    """The dataset holds exactly ``whole``'s events from its ``retained_from`` on, and its tree is a build of
+    the events from its first leaf; returns ``retained_from``."""
+    snap = Dataset.open(home, name).snapshot()
+    kept = snap.store.retained_from
+    assert stream(home, name).equals(whole.slice(kept))
+    tree = snap.tree
+    assert tree.n_events == whole.num_rows and tree.first_seq <= kept < tree.first_seq + tree.config.leaf_size \
+        or (kept == 0 and tree.first_seq == 0)
+    rebuilt = BloomTree(tree.config, first_leaf=tree.first_leaf)
+    rest = whole.slice(tree.first_seq)
+    rebuilt.update(rest.column("type"), rest.column("ts"))
+    assert tree.digest() == rebuilt.digest() == snap.index.index_digest
+    return kept
+
+
+def age_leftovers(home: Path, name: str) -> None:
+    """Make every file of the dataset's parts folder older than the grace a write under way gets (a file no
+    commit names may be a merge's, still being written, until then)."""
+    past = time.time() - REMOVED_GRACE_S - 1
+    root = dataset_dir(name, home)
+    for folder in (store_dir(root) / "parts", root / "index", root / "partition"):
+        for f in folder.iterdir() if folder.is_dir() else ():
+            os.utime(f, (past, past))
+
+
 def assert_no_leftovers(home: Path, name: str) -> None:
-    """Files the manifest does not name are removed by the next write."""
+    """Files no commit names are removed by a write once they are older than the grace."""
     root = dataset_dir(name, home)
     snap = EventStore.open(store_dir(root)).snapshot()
     named = {f for p in snap.parts for f in p.files}  # each part's Parquet file and seek file
@@ -157,6 +234,12 @@ def assert_no_leftovers(home: Path, name: str) -> None:
     assert parts == named, f"leftover part files: {parts - named}"
     assert not list(store_dir(root).glob(".manifest.json.*.tmp"))
     assert not [p for p in (root / "index").iterdir() if p.name.startswith(".")]
+    extra = snap.extra or {}
+    files = {extra[k]["file"].rsplit("/", 1)[-1] for k in ("partition_index", "layout", "decay") if extra.get(k)}
+    for folder, kinds in ((root / "index", ("ptree-", "decay-")), (root / "partition", ("layout-",))):
+        unnamed = [p.name for p in folder.iterdir() if p.name.startswith(kinds) and p.name not in files] \
+            if folder.is_dir() else []
+        assert not unnamed, f"files no commit names: {unnamed}"
 
 
 def hidden(home: Path) -> list[str]:

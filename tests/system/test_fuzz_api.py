@@ -225,7 +225,7 @@ def test_generated_bodies_with_lone_surrogates_and_float_integers(app: Flask, sc
     poisoned: set[tuple[str, str]] = set()
     client = app.test_client()
 
-    @settings(FUZZ, max_examples=examples(150, least=60))
+    @settings(FUZZ, max_examples=examples(300, least=120))
     @given(data=st.data())
     def run(data: st.DataObject) -> None:
         case = data.draw(strategy, label="case")

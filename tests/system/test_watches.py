@@ -227,3 +227,49 @@ def test_a_watch_on_a_dataset_built_anew_while_the_server_was_down_ends(built: P
         got = next(iter(stream))
         stream.close()
         assert key(got) == certain(home)[0]
+
+
+def test_a_cursor_behind_the_retired_history_goes_on_from_the_retained_events(tmp_path: Path) -> None:
+    """A stream whose cursor lies before what retention kept says so once (``retired``, with the cursor it
+    goes on from), then delivers exactly the matches of the retained events — over HTTP and the SDK too."""
+    from exact.query.language import parse
+    from exact.reference import reference_matches, stream_table
+    from exact.store.retention import Retention
+    from sketch.dataset import Dataset
+
+    rows = [{"seq": i, "ts": 1_000_000 * i, "type": "ABC"[i % 3 if i % 7 else 2]} for i in range(120)]
+    home = tmp_path / "home"
+    Dataset.build(home, "live", stream_table(rows[:40]))
+    dataset = Dataset.open(home, "live")
+    for lo in range(40, 120, 10):
+        dataset.append(stream_table(rows[lo:lo + 10]).drop_columns(["seq"]))
+    dataset.retain(Retention(events=45))
+    while dataset.retire() is not None:
+        pass
+    kept = dataset.store.snapshot().retained_from
+    assert 0 < kept <= 120 - 45
+    query = "PATTERN SEQ(A a, B b) WITHIN 3 events"
+    expected = sorted(((m.start_seq, m.end_seq) for m in reference_matches(
+        parse(query), stream_table(rows[kept:]))), key=lambda m: (m[1], m[0]))
+    stop = threading.Event()
+    told, got = [], []
+    for kind, cursor, data in service.follow(home, "live", query, Cursor.start(), stop=stop):
+        if kind == "retired":
+            told.append((data, cursor.text()))
+        elif kind == "match":
+            got.append((data["start_seq"], data["end_seq"]))
+        elif kind == "progress":
+            break
+    assert len(told) == 1 and told[0][0]["retained_from"] == kept and told[0][0]["cursor"] == told[0][1]
+    assert "retired" in told[0][0]["reason"] and "{" not in told[0][0]["reason"]
+    assert got == expected and got
+    with serve(home, tmp_path) as (url, _app):
+        client = Client(url, timeout=30)
+        watch = client.watch("live", query, start="start")
+        seen = []
+        for match in watch:
+            seen.append((match["start_seq"], match["end_seq"]))
+            if len(seen) == len(expected):
+                break
+        watch.close()
+        assert seen == expected and [r["retained_from"] for r in watch.retired] == [kept]

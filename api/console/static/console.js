@@ -153,6 +153,13 @@ function renderInfo() {
   const index = info.index || null;
   const facts = [["events", fmt(info.events)], ["from", when(info.start_ts)], ["to", when(info.end_ts)],
     ["state", info.state || "ready"], ["store", bytes(info.store_bytes)]];
+  if (info.retention || info.retained_from) {
+    // retention: the stored history starts at retained_from; what went before lives on as a decayed summary
+    facts.push(["retention", `keeps ${info.retention || "all from now on"}` +
+      (info.retained_from ? ` · history from seq ${fmt(info.retained_from)}` : "")]);
+    if (info.decayed) facts.push(["retired", `seqs ${fmt(info.decayed.first_seq)}–${fmt(info.decayed.end_seq - 1)} ` +
+      `as a decayed summary of ${fmt(info.decayed.units)} filters (${bytes(info.decayed.bytes)}), approximate only`]);
+  }
   if (index) {
     facts.push(["index", `${bytes(index.bytes)} · version ${info.index_version ?? index.version}`],
       ["tree", `${fmt(index.nodes)} Bloom filters in ${index.levels} levels, ${fmt(index.leaf_size)} events a leaf`],

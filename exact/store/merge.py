@@ -1,0 +1,115 @@
+"""Merging parts: the small parts of many appends folded into few, size-tiered, and published atomically.
+
+Every append writes a part of its own, and a read pays per part it opens.  A part's **tier** is the power of
+:data:`FANOUT` its rows reach (:func:`tier`); whenever :data:`FANOUT` neighbouring parts share a tier (and
+together stay within a part's size, :data:`~exact.store.manifest.DEFAULT_PART_ROWS`), they are merged into one
+part of the next tier — as a log-structured merge tree merges its runs.  So a stream of appends keeps
+``O(FANOUT · log N)`` parts, and each event is rewritten ``O(log N)`` times.  Under a retention policy
+merges stay within stretches of a sixteenth of the span kept (:func:`buckets`), so that whole parts fall out
+of the span as it moves.
+
+A merge reads its parts' events, writes one part of them as any write does — Parquet and seek file (with its
+value indexes) under temporary names, fsynced, renamed — and only then takes the writer's lock to publish it
+in the place of its parts, in one logged commit (:meth:`~exact.store.writer.StoreWriter.commit` with
+``replace``).  Seqs never change, so readers keep their snapshots (the replaced files stay on disk a while:
+:data:`~exact.store.manifest.REMOVED_GRACE_S`), standing queries keep their cursors, and appends go on
+meanwhile.  A merge killed at any point leaves either the old parts named or the new one: a new part's file
+that no commit names is deleted by a later write once it is older than the grace.  The trees are over the
+stream's leaves, not its parts: a merge leaves them as they are.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+
+from exact.errors import Conflict
+from exact.store.manifest import DEFAULT_PART_ROWS, PARTS, PartInfo, Snapshot
+
+#: parts of one tier merged into one
+FANOUT = 8
+
+
+def tier(rows: int, fanout: int = FANOUT) -> int:
+    """The tier of a part of ``rows`` rows: ``floor(log_fanout(rows))``."""
+    return int(math.log(max(rows, 1), fanout) + 1e-9)
+
+
+def buckets(snap: Snapshot) -> Callable[[PartInfo], int] | None:
+    """Under a retention policy, the stretch of the stream each part lies in — a sixteenth of the span kept
+    (of time or of events) — so that merges never join parts of different stretches: a merged part would
+    otherwise hold old events beside new ones, and be retired only when the newest went.  A part that
+    straddles two stretches is its own (-1).  None without a policy."""
+    from exact.store.retention import policy_of
+
+    policy = policy_of(snap)
+    if policy is None:
+        return None
+    if policy.events is not None:
+        width = max(1, policy.events // 16)
+        return lambda p: p.first_seq // width if p.first_seq // width == p.last_seq // width else -1
+    span = max(1, int(policy.span_us or 1) // 16)
+    return lambda p: p.min_ts // span if p.min_ts // span == p.max_ts // span else -1
+
+
+def merge_plan(snap: Snapshot, *, fanout: int = FANOUT, cap: int = DEFAULT_PART_ROWS) -> list[PartInfo] | None:
+    """The next run of parts to merge into one: the oldest run of ``fanout`` neighbouring parts of one tier
+    (and, under a retention policy, of one stretch: :func:`buckets`) whose rows together stay within
+    ``cap``; None when there is none."""
+    parts = snap.parts
+    stretch = buckets(snap)
+
+    def group(p: PartInfo) -> tuple[int, int]:
+        return tier(p.rows, fanout), (stretch(p) if stretch is not None else 0)
+
+    start = 0
+    while start < len(parts):
+        end = start
+        while end < len(parts) and group(parts[end]) == group(parts[start]):
+            end += 1
+        if group(parts[start])[1] >= 0:
+            for at in range(start, end - fanout + 1):
+                run = parts[at:at + fanout]
+                if sum(p.rows for p in run) <= cap:
+                    return list(run)
+        start = end
+    return None
+
+
+def merge(store: object, run: Sequence[PartInfo]) -> Snapshot | None:
+    """Merge ``run`` (neighbouring parts of ``store``, an :class:`~exact.store.EventStore`) into one part and
+    publish it in their place; returns the snapshot published, or None when the run is no longer the store's
+    (a retention or another merge took some of it meanwhile: nothing changes)."""
+    from exact.store import EventStore
+
+    assert isinstance(store, EventStore)
+    snap = store.snapshot()
+    table = store.read_table(run[0].first_seq, run[-1].last_seq, snapshot=snap)
+    part = store.write_part(table, run[0].first_seq, row_group_size=snap.row_group_size)
+    try:
+        return store.commit([part], replace=[p.file for p in run])
+    except Conflict:
+        for f in part.files:
+            (store.root / PARTS / f).unlink(missing_ok=True)
+        return None
+
+
+def merge_all(store: object, *, fanout: int = FANOUT, cap: int = DEFAULT_PART_ROWS, most: int | None = None,
+              seconds: float | None = None) -> int:
+    """Merge until the plan is empty (or ``most`` merges were made, or ``seconds`` have passed); returns how
+    many were made."""
+    from exact.store import EventStore
+
+    assert isinstance(store, EventStore)
+    made = missed = 0
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while (most is None or made < most) and missed < 3 and (deadline is None or time.monotonic() < deadline):
+        run = merge_plan(store.snapshot(), fanout=fanout, cap=cap)
+        if run is None:
+            break
+        if merge(store, run) is not None:
+            made, missed = made + 1, 0
+        else:
+            missed += 1  # (taken meanwhile: plan again, a few times)
+    return made
