@@ -187,6 +187,9 @@ def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
         if name == "hold" and "rows" in (rec.get("results") or {}):
             parts.append(head + "\n\n" + section_hold(rec["results"]))
             continue
+        if name == "live" and "bar" in (rec.get("results") or {}):
+            parts.append(head + "\n\n" + section_live(rec["results"]))
+            continue
         leaves = flatten(rec["results"])
         shown = leaves[:limit]
         parts.append(head + "\n\n" + table(("figure", "value"), shown)
@@ -319,6 +322,34 @@ def section_hold(r: dict[str, Any]) -> str:
         ("streams", "open", "slow bodies", "health p50 idle", "health p99 idle", "health p50 loaded",
          "health p99 loaded", "health max loaded", "query idle ms", "query loaded ms", "query loaded/idle",
          "streams the match reached"), rows)
+
+
+def section_live(r: dict[str, Any]) -> str:
+    """``python -m bench live``: a store fed by small appends, against fresh builds of the same events."""
+    bar, day = r["bar"], r["day"]
+    rows = [(when, *row) for when, moment in (("right after", bar["right_after"]),
+                                               (f"after {bar['after_idle_s']} s", bar["after_idle"]))
+            for row in [(k, v["count"], v["live_ms"], v["fresh_ms"], v["ratio"]) for k, v in moment.items()]]
+    out = [f"{bar['events_before']:,} events, then {bar['appends']:,} appends of {bar['events_per_append']} over HTTP "
+           f"(append p50 {bar['append_p50_ms']} ms, p99 {bar['append_p99_ms']} ms; median of the last 200 over the "
+           f"first 200: {bar['last200_over_first200']}; parts {bar['parts_right_after']} right after, "
+           f"{bar['parts_after_idle']} later). Questions against a fresh build of the same events, answers equal:",
+           table(("when", "question", "matches", "live ms", "fresh ms", "live/fresh"), rows),
+           f"Batches of 1,000 over HTTP: {r['throughput']['events_per_second']:,} events/s.",
+           f"A day: {day['events']:,} events in batches of 10–1,000 into a dataset keeping all and one keeping "
+           f"{day['retention']} ({day['events_per_second']:,} events/s for both; append p50 "
+           f"{day['append_p50_ms']} ms); "
+           f"a watch followed by {day['watch']['streams']} resumed streams: {day['watch']['matches']:,} matches, "
+           f"{day['watch']['lost']} lost, {day['watch']['repeated']} repeated.",
+           table(("events", "append p50 ms", "parts (all)", "parts (kept)", "MB (all)", "MB (kept)",
+                  "retained from", "decayed units", "decayed bytes"),
+                 [(t["events"], t["append_p50_ms_recent"], t["parts_all"], t["parts_retained"],
+                   round(t["disk_bytes_all"] / 1e6, 1), round(t["disk_bytes_retained"] / 1e6, 1), t["retained_from"],
+                   t["decayed_units"], t["decayed_bytes"]) for t in day["timeline"]]),
+           table(("events", "question", "live ms", "fresh ms", "live/fresh"),
+                 [(c["events"], k, v["live_ms"], v["fresh_ms"], v["ratio"]) for c in day["compared_to_fresh_builds"]
+                  for k, v in c.items() if isinstance(v, dict)])]
+    return "\n\n".join(out)
 
 
 def section_exact(r: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ around it) is caught up from the store before the new events are added.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -239,7 +240,7 @@ class Dataset:
     def compact(self, *, merges: bool = True) -> DatasetSnapshot:
         """Fold the events appended since the last build into the partition layout and tree (both built anew
         over every stored event: the same bits a build of these events makes), and with ``merges`` merge the
-        store's small parts until no tier holds enough to merge (:mod:`exact.store.merge`).  Appends go on
+        store's small parts until no balanced run is left (:mod:`exact.store.merge`).  Appends go on
         meanwhile: the layout covers the events stored when it began, the rest stay its tail.  What the
         retention policy no longer keeps is retired first (:meth:`retire`)."""
         while self.retire() is not None:
@@ -277,9 +278,18 @@ class Dataset:
                 for entry in update.values():
                     (self.root / entry["file"]).unlink(missing_ok=True)
                 raise
-        for old in (ref["file"], snap.extra[LAYOUT_KEY]["file"]):
-            (self.root / old).unlink(missing_ok=True)
+        self._replaced(ref["file"], snap.extra[LAYOUT_KEY]["file"])
         return True
+
+    def _replaced(self, *files: str) -> None:
+        """Files a commit no longer names: marked replaced now, and deleted by a sweep after the grace a
+        reader of an older snapshot gets (:meth:`_sweep`) — a query that opened the snapshot before still
+        reads them."""
+        for f in files:
+            try:
+                os.utime(self.root / f)
+            except FileNotFoundError:
+                continue
 
     # ------------------------------------------------------------------------------------------- retention
     def retain(self, policy: Retention | None) -> DatasetSnapshot:
@@ -353,10 +363,9 @@ class Dataset:
             self._prune(new_ref.version)
         old_decay = (snap.extra or {}).get(DECAY_KEY)
         if old_decay:
-            (self.root / old_decay["file"]).unlink(missing_ok=True)
+            self._replaced(old_decay["file"])
         if pref and layout_update:
-            for f in (pref["file"], snap.extra[LAYOUT_KEY]["file"]):
-                (self.root / f).unlink(missing_ok=True)
+            self._replaced(pref["file"], snap.extra[LAYOUT_KEY]["file"])
         return {"retired_parts": len(gone), "retired_events": sum(p.rows for p in gone),
                 "retained_from": kept_from, "decayed_units": len(summary)}
 
@@ -378,10 +387,10 @@ class Dataset:
         for entry in update.values():
             (self.root / entry["file"]).unlink(missing_ok=True)
 
-    def maintain(self, *, seconds: float = 0.25, layout_tail: float = 0.1, layout_least: int = 4096,
-                 quiet_s: float = 5.0) -> dict[str, Any]:
+    def maintain(self, *, seconds: float = 0.25, layout_tail: float = 0.02, layout_least: int = 4096,
+                 quiet_s: float = 1.0) -> dict[str, Any]:
         """One round of upkeep for a live dataset: merges of its small parts for about ``seconds`` (until no
-        tier holds enough to merge), and the partition layout folded when its tail holds more than
+        balanced run is left), and the partition layout folded when its tail holds more than
         ``layout_tail`` of the events (and at least ``layout_least``), or holds any once no commit came for
         ``quiet_s`` seconds.  What was done."""
         retired = self.retire()

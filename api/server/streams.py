@@ -236,11 +236,12 @@ class _Writer:
     async def _live(self, hub: Any, joined: Joined, cursor: Cursor) -> tuple[Cursor, bool]:
         """The hub's matches after the stream's cursor, until the stream is over (True) or must catch up
         on its own again (False)."""
-        pending = [i for i in joined.pending
-                   if not (i.kind is StreamEvent.MATCH and i.after.order() <= joined.upto.order())]
+        pending = joined.pending
         cursor = max(cursor, joined.upto, key=Cursor.order)
         while True:
             for item in pending:
+                if not Joined.unseen(item, cursor):
+                    continue
                 await self._say(event_text(item.kind, item.after, item.data))
                 if item.kind is StreamEvent.END:
                     return cursor, True  # (the dataset went away: said, and over)

@@ -163,6 +163,13 @@ class Joined:
     pending: list[HubItem] = field(default_factory=list)
     seen: int = -1
 
+    @staticmethod
+    def unseen(item: HubItem, cursor: Cursor) -> bool:
+        """Whether a stream at ``cursor`` (at or past where it joined) is still to send ``item``.  The hub
+        may be behind that place when the stream joins, so matches it keeps at or before the cursor — the
+        stream found them on its own — are passed over in every batch the stream takes, not only the first."""
+        return not (item.kind is StreamEvent.MATCH and item.after.order() <= cursor.order())
+
 
 class Hub:
     """One follower of a standing query in this process (see the module docstring)."""
@@ -353,9 +360,10 @@ def shared_follow(home: Path, name: str, query: str, cursor: Cursor, *, stop: th
                 return
             rejoin = False
             pending = joined.pending
+            last = max(last, joined.upto, key=Cursor.order)
             while not rejoin:
                 for item in pending:
-                    if item.kind is StreamEvent.MATCH and item.after.order() <= joined.upto.order():
+                    if not Joined.unseen(item, last):
                         continue  # (the stream found it on its own)
                     yield item.kind, item.after, item.data
                     if item.kind is StreamEvent.END:

@@ -1,9 +1,8 @@
-"""Merging parts: the small parts of many appends folded into few, size-tiered, and published atomically.
+"""Merging parts: the small parts of many appends folded into few, and published atomically.
 
-Every append writes a part of its own, and a read pays per part it opens.  A part's **tier** is the power of
-:data:`FANOUT` its rows reach (:func:`tier`); whenever :data:`FANOUT` neighbouring parts share a tier (and
-together stay within a part's size, :data:`~exact.store.manifest.DEFAULT_PART_ROWS`), they are merged into one
-part of the next tier — as a log-structured merge tree merges its runs.  So a stream of appends keeps
+Every append writes a part of its own, and a read pays per part it opens.  Neighbouring parts are merged into
+one as a log-structured merge tree merges its runs: a run of at least :data:`FANOUT` parts in which no part
+holds more than half of the rows (:func:`merge_plan`).  So a stream of appends of any sizes keeps
 ``O(FANOUT · log N)`` parts, and each event is rewritten ``O(log N)`` times.  Under a retention policy
 merges stay within stretches of a sixteenth of the span kept (:func:`buckets`), so that whole parts fall out
 of the span as it moves.
@@ -20,20 +19,14 @@ stream's leaves, not its parts: a merge leaves them as they are.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 
 from exact.errors import Conflict
 from exact.store.manifest import DEFAULT_PART_ROWS, PARTS, PartInfo, Snapshot
 
-#: parts of one tier merged into one
+#: the fewest neighbouring parts merged into one
 FANOUT = 8
-
-
-def tier(rows: int, fanout: int = FANOUT) -> int:
-    """The tier of a part of ``rows`` rows: ``floor(log_fanout(rows))``."""
-    return int(math.log(max(rows, 1), fanout) + 1e-9)
 
 
 def buckets(snap: Snapshot) -> Callable[[PartInfo], int] | None:
@@ -54,27 +47,37 @@ def buckets(snap: Snapshot) -> Callable[[PartInfo], int] | None:
 
 
 def merge_plan(snap: Snapshot, *, fanout: int = FANOUT, cap: int = DEFAULT_PART_ROWS) -> list[PartInfo] | None:
-    """The next run of parts to merge into one: the oldest run of ``fanout`` neighbouring parts of one tier
-    (and, under a retention policy, of one stretch: :func:`buckets`) whose rows together stay within
-    ``cap``; None when there is none."""
+    """The next run of neighbouring parts to merge into one: of the **balanced** runs — at least ``fanout``
+    and at most ``4 · fanout`` parts, within ``cap`` rows, under a retention policy within one stretch
+    (:func:`buckets`), and no part holding more than half of the run's rows — the one with the fewest rows
+    (the oldest of those); None when there is none.
+
+    Balance bounds the work: an event's part at least doubles each time it is rewritten, so it is rewritten
+    at most ``log2 N`` times.  It also bounds the parts: where no balanced run is left, every run's largest
+    part outweighs the rest of it, so the parts shrink geometrically from the oldest, and there are
+    ``O(fanout · log N)`` of them — whatever sizes the appends come in."""
     parts = snap.parts
+    if len(parts) < fanout:
+        return None
     stretch = buckets(snap)
-
-    def group(p: PartInfo) -> tuple[int, int]:
-        return tier(p.rows, fanout), (stretch(p) if stretch is not None else 0)
-
-    start = 0
-    while start < len(parts):
-        end = start
-        while end < len(parts) and group(parts[end]) == group(parts[start]):
-            end += 1
-        if group(parts[start])[1] >= 0:
-            for at in range(start, end - fanout + 1):
-                run = parts[at:at + fanout]
-                if sum(p.rows for p in run) <= cap:
-                    return list(run)
-        start = end
-    return None
+    where = [stretch(p) if stretch is not None else 0 for p in parts]
+    best: tuple[int, int, int] | None = None  # (rows, first index, length)
+    for at in range(len(parts) - fanout + 1):
+        if where[at] == -1:
+            continue
+        total = largest = 0
+        for length in range(1, min(4 * fanout, len(parts) - at) + 1):
+            part = parts[at + length - 1]
+            if where[at + length - 1] != where[at]:
+                break
+            total += part.rows
+            largest = max(largest, part.rows)
+            if total > cap or (best is not None and total >= best[0]):
+                break
+            if length >= fanout and 2 * largest <= total:
+                best = (total, at, length)
+                break
+    return None if best is None else list(parts[best[1]:best[1] + best[2]])
 
 
 def merge(store: object, run: Sequence[PartInfo]) -> Snapshot | None:

@@ -5,6 +5,7 @@ goes on on its own and joins again."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -80,3 +81,96 @@ def test_streams_of_one_query_share_a_follower(built: Path, monkeypatch: pytest.
     while any(h.readers for h in mine) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert all(h.readers == 0 for h in mine)
+
+
+def test_a_stream_that_joins_a_follower_still_behind_it_repeats_nothing(built: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared follower may be behind the place where a stream joins it (the stream caught up on its own,
+    faster): the matches it then brings, up to that place, were sent already and are passed over — in every
+    batch the stream takes, not only the first."""
+    home = built
+    real = follower.follow
+
+    def lagging(*args: Any, **kwargs: Any) -> Any:
+        for event in real(*args, **kwargs):
+            if threading.current_thread().name.startswith("seqsketch-watch-") and \
+                    event[0] is follower.StreamEvent.MATCH:
+                time.sleep(0.4)  # (only the shared follower's thread lags)
+            yield event
+
+    monkeypatch.setattr(follower, "follow", lagging)
+    history = certain(home)
+    first = Reader(home, Cursor.start())  # (it keeps the follower, which is then up to date)
+    first.wait_for(len(history))
+    days = ["2011-03-01", "2011-04-01", "2011-05-01"]
+    for i, day in enumerate(days):
+        service.append_records(home, "running", new_case(f"lag{i}", day))
+    reader = Reader(home, Cursor.start())  # it catches up past the lagging follower, then joins it
+    expected = certain(home)
+    reader.wait_for(len(expected))
+    time.sleep(2.0)  # the follower catches up and offers what the reader already had
+    for r in (first, reader):
+        r.close()
+    assert [key(m) for m in reader.matches] == expected
+
+
+def test_a_served_stream_that_joins_a_follower_still_behind_it_repeats_nothing(
+        built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same on the event loop, as ``seqsketch serve`` writes a stream (:mod:`api.server.streams`): the
+    stream catches up on its own, joins the lagging follower, and sends each match once.  The stream is
+    written to a connection that keeps what it is sent."""
+    import asyncio
+
+    from api.server.streams import Streams, _Open, _Writer
+    from api.streaming import StreamSpec
+
+    home = built
+    real = follower.follow
+
+    def lagging(*args: Any, **kwargs: Any) -> Any:
+        for event in real(*args, **kwargs):
+            if threading.current_thread().name.startswith("seqsketch-watch-") and \
+                    event[0] is follower.StreamEvent.MATCH:
+                time.sleep(0.4)
+            yield event
+
+    monkeypatch.setattr(follower, "follow", lagging)
+
+    class Kept:
+        """Where the stream's text goes."""
+
+        def __init__(self) -> None:
+            self.text: list[str] = []
+
+        async def send(self, text: str) -> None:
+            self.text.append(text)
+
+    def writer(conn: Kept, gone: asyncio.Future[Any]) -> asyncio.Future[Any]:
+        spec = StreamSpec(home, "running", {"id": "w", "query": QUERY}, Cursor.start(), None, lambda: None)
+        return asyncio.ensure_future(_Writer(conn, _Open(spec), gone, 15.0).run())  # type: ignore[arg-type]
+
+    async def sent_all(conn: Kept, count: int) -> None:
+        deadline = time.monotonic() + 30
+        while sum("event: match\n" in t for t in conn.text) < count and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        first, late = Kept(), Kept()
+        gone = loop.create_future()
+        history = len(certain(home))
+        running = [writer(first, gone)]  # (it keeps the follower, which is then up to date)
+        await sent_all(first, history)
+        for i, day in enumerate(["2011-03-01", "2011-04-01", "2011-05-01"]):
+            await asyncio.to_thread(service.append_records, home, "running", new_case(f"lag{i}", day))
+        running.append(writer(late, gone))  # it catches up past the lagging follower, then joins it
+        await sent_all(late, history + 3)
+        await asyncio.sleep(3.0)  # the follower catches up and offers the new matches again
+        gone.set_result(None)
+        await asyncio.gather(*running)
+        return late.text
+
+    assert Streams  # (the class that makes these writers under `seqsketch serve`)
+    text = asyncio.run(main())
+    sent = [json.loads(t.split("data: ", 1)[1].split("\n", 1)[0]) for t in text if "event: match\n" in t]
+    assert [key(m) for m in sent] == certain(home)
