@@ -341,11 +341,12 @@ def section_live(r: dict[str, Any]) -> str:
            f"{day['append_p50_ms']} ms); "
            f"a watch followed by {day['watch']['streams']} resumed streams: {day['watch']['matches']:,} matches, "
            f"{day['watch']['lost']} lost, {day['watch']['repeated']} repeated.",
-           table(("events", "append p50 ms", "parts (all)", "parts (kept)", "MB (all)", "MB (kept)",
-                  "retained from", "decayed units", "decayed bytes"),
+           table(("events", "append p50 ms", "parts (all)", "parts (kept)", "disk MB (all)", "disk MB (kept)",
+                  "live parts MB (all)", "live parts MB (kept)", "retained from", "decayed units", "decayed bytes"),
                  [(t["events"], t["append_p50_ms_recent"], t["parts_all"], t["parts_retained"],
-                   round(t["disk_bytes_all"] / 1e6, 1), round(t["disk_bytes_retained"] / 1e6, 1), t["retained_from"],
-                   t["decayed_units"], t["decayed_bytes"]) for t in day["timeline"]]),
+                   round(t["disk_bytes_all"] / 1e6, 1), round(t["disk_bytes_retained"] / 1e6, 1),
+                   round(t.get("store_bytes_all", 0) / 1e6, 1), round(t.get("store_bytes_retained", 0) / 1e6, 1),
+                   t["retained_from"], t["decayed_units"], t["decayed_bytes"]) for t in day["timeline"]]),
            table(("events", "question", "live ms", "fresh ms", "live/fresh"),
                  [(c["events"], k, v["live_ms"], v["fresh_ms"], v["ratio"]) for c in day["compared_to_fresh_builds"]
                   for k, v in c.items() if isinstance(v, dict)])]

@@ -62,6 +62,10 @@ from sketch.tree.decay import save as save_decayed
 
 #: What the rest of the project imports from here: this module's own names and those of the index and
 #: partition files (:mod:`sketch.index_files`, :mod:`sketch.partition.files`).
+#: a fold of a dataset under a steady feed waits this many times as long as its last fold took
+FOLD_SPACING = 10.0
+#: when each dataset's last fold under upkeep ended (monotonic) and how long it took, by dataset folder
+_FOLDS: dict[str, tuple[float, float]] = {}
 #: files of a dataset's index and partition folders a sweep may delete when no commit names them
 _SWEPT = re.compile(r"\.|ptree-|layout-|decay-")
 
@@ -392,7 +396,9 @@ class Dataset:
         """One round of upkeep for a live dataset: merges of its small parts for about ``seconds`` (until no
         balanced run is left), and the partition layout folded when its tail holds more than
         ``layout_tail`` of the events (and at least ``layout_least``), or holds any once no commit came for
-        ``quiet_s`` seconds.  What was done."""
+        ``quiet_s`` seconds — but a fold of a fed dataset waits :data:`FOLD_SPACING` times as long as the last
+        one took (it reads every event's type, ts and key: under a steady feed it then takes at most a tenth of
+        a core, and leaves few replaced layouts behind).  What was done."""
         retired = self.retire()
         merged = merge_all(self.store, seconds=seconds)
         folded = False
@@ -401,8 +407,12 @@ class Dataset:
             covered = int((snap.extra or {}).get(LAYOUT_KEY, {}).get("events", 0))
             tail = snap.events - covered
             quiet = snap.committed and time.time() - snap.committed > quiet_s
-            if tail >= max(layout_least, layout_tail * snap.events) or (tail and quiet and not merged):
+            ended, took = _FOLDS.get(str(self.root), (0.0, 0.0))
+            spaced = time.monotonic() - ended >= FOLD_SPACING * took
+            if (spaced and tail >= max(layout_least, layout_tail * snap.events)) or (tail and quiet and not merged):
+                started = time.monotonic()
                 folded = self.fold_layout()
+                _FOLDS[str(self.root)] = (time.monotonic(), time.monotonic() - started)
         return {"merged": merged, "layout_folded": folded, "retired": retired}
 
     def index_info(self) -> dict[str, Any] | None:
