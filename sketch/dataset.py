@@ -20,13 +20,11 @@ around it) is caught up from the store before the new events are added.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +36,20 @@ from exact.ingest import order_by_time
 from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir
 from exact.store.grouping import LAYOUT_KEY, Layout, default_key, layout_of
 from exact.store.manifest import INDEX_ATTRS_KEY, REMOVED_GRACE_S, check_index_attrs
-from exact.store.merge import merge_all
-from exact.store.retention import RETAIN_KEY, Retention, counts_of, policy_of, retirable
+from exact.store.retention import policy_of
 from sketch import persist
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
-from sketch.evaluate import TreeIndex
-from sketch.index_files import _INDEX_FILE, INDEX_DIR, INDEX_KEY, IndexRef, _index_ref, index_file_name, write_index
+from sketch.index_files import (
+    _INDEX_FILE,
+    INDEX_DIR,
+    INDEX_KEY,
+    LOADED,
+    DatasetSnapshot,
+    IndexRef,
+    _index_ref,
+    index_file_name,
+    write_index,
+)
 from sketch.partition.files import (
     AUTO_KEY,
     PARTITION_DIR,
@@ -56,16 +62,11 @@ from sketch.partition.files import (
 )
 from sketch.partition.index import PartitionIndex
 from sketch.tree import BloomTree, TreeConfig
-from sketch.tree.decay import DECAY_KEY, MOST_UNITS, Decayed
-from sketch.tree.decay import load as load_decayed
-from sketch.tree.decay import save as save_decayed
+from sketch.tree.decay import DECAY_KEY
+from sketch.upkeep import Upkeep
 
 #: What the rest of the project imports from here: this module's own names and those of the index and
 #: partition files (:mod:`sketch.index_files`, :mod:`sketch.partition.files`).
-#: a fold of a dataset under a steady feed waits this many times as long as its last fold took
-FOLD_SPACING = 10.0
-#: when each dataset's last fold under upkeep ended (monotonic) and how long it took, by dataset folder
-_FOLDS: dict[str, tuple[float, float]] = {}
 #: files of a dataset's index and partition folders a sweep may delete when no commit names them
 _SWEPT = re.compile(r"\.|ptree-|layout-|decay-")
 
@@ -76,78 +77,6 @@ __all__ = ["AUTO_KEY", "INDEX_DIR", "INDEX_KEY", "KEEP_PREVIOUS", "PARTITION_DIR
 
 #: Index versions kept besides the live one, for readers that took a snapshot just before an append.
 KEEP_PREVIOUS = 1
-
-
-@dataclass(frozen=True)
-class DatasetSnapshot:
-    """A consistent pair: the store snapshot and the tree that covers exactly its events (None: no index)."""
-
-    store: Snapshot
-    tree: BloomTree | None
-    index: IndexRef | None
-
-    @property
-    def events(self) -> int:
-        return self.store.events
-
-    @property
-    def index_version(self) -> int | None:
-        return None if self.index is None else self.index.version
-
-
-class _LoadedIndexes:
-    """Index files already mapped and verified in this process, by (path, inode, size, mtime).
-
-    Index version files are immutable once published, so a file that still has the same identity holds the
-    same tree: a server answering many queries maps and checks each version once instead of per request.
-    Bounded (the most recently used few), and the trees it hands out are never modified (appends load a
-    private copy).
-    """
-
-    def __init__(self, capacity: int = 8) -> None:
-        self.capacity = capacity
-        self._trees: OrderedDict[tuple[str, int, int, int], BloomTree] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def load(self, path: Path) -> BloomTree:
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return persist.load(path)  # reports the missing file as IndexCorrupt
-        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
-        with self._lock:
-            tree = self._trees.get(key)
-            if tree is not None:
-                self._trees.move_to_end(key)
-                return tree
-        tree = persist.load(path)
-        TreeIndex.prepare(tree)  # once per version, not on its first query
-        self._keep(key, tree)
-        return tree
-
-    def put(self, path: Path, tree: BloomTree) -> None:
-        """Remember ``tree`` as the one in the file ``path`` just written (it is not loaded again); the
-        caller no longer changes it."""
-        st = path.stat()
-        self._keep((str(path), st.st_ino, st.st_size, st.st_mtime_ns), tree)
-
-    def _keep(self, key: tuple[str, int, int, int], tree: BloomTree) -> None:
-        with self._lock:
-            self._trees[key] = tree
-            while len(self._trees) > self.capacity:
-                self._trees.popitem(last=False)
-
-    def latest(self, path: Path) -> BloomTree | None:
-        """The tree of ``path`` if this process holds it (by the file's identity), else None."""
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return None
-        with self._lock:
-            return self._trees.get((str(path), st.st_ino, st.st_size, st.st_mtime_ns))
-
-
-_LOADED = _LoadedIndexes()
 
 
 def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions = DEFAULT_OPTIONS, *,
@@ -178,7 +107,7 @@ def store_extra(options: BuildOptions, table: pa.Table | None = None) -> dict[st
     return {INDEX_ATTRS_KEY: list(options.index_attrs)}
 
 
-class Dataset:
+class Dataset(Upkeep):
     """One dataset: :meth:`build`, :meth:`open`, :meth:`append`, :meth:`snapshot`, :meth:`reindex`."""
 
     def __init__(self, root: Path, store: EventStore, name: str) -> None:
@@ -224,7 +153,7 @@ class Dataset:
     def _load(self, ref: IndexRef, snap: Snapshot) -> BloomTree:
         tree = self._trees.get(ref.file)
         if tree is None:
-            tree = _LOADED.load(self.root / ref.file)
+            tree = LOADED.load(self.root / ref.file)
             if tree.n_events != ref.events or tree.n_events != snap.events:
                 raise IndexCorrupt(f"index version {ref.version} covers {tree.n_events} events; the manifest "
                                    f"says {ref.events} of {snap.events}", where=str(self.root / ref.file))
@@ -238,182 +167,8 @@ class Dataset:
             return None
         layout = layout_of(self.store.root, snap.extra)
         assert layout is not None  # (a partition build publishes its layout with its tree)
-        tree = _LOADED.load(self.root / ref["file"])
+        tree = LOADED.load(self.root / ref["file"])
         return _PARTITIONS.get(tree, layout)
-
-    def compact(self, *, merges: bool = True) -> DatasetSnapshot:
-        """Fold the events appended since the last build into the partition layout and tree (both built anew
-        over every stored event: the same bits a build of these events makes), and with ``merges`` merge the
-        store's small parts until no balanced run is left (:mod:`exact.store.merge`).  Appends go on
-        meanwhile: the layout covers the events stored when it began, the rest stay its tail.  What the
-        retention policy no longer keeps is retired first (:meth:`retire`)."""
-        while self.retire() is not None:
-            pass
-        if merges:
-            merge_all(self.store)
-        if (self.store.snapshot().extra or {}).get(PARTITION_KEY):
-            self.fold_layout()
-        elif not merges:
-            raise NotFound(f"dataset {self.name!r} has no partition key to compact by; rebuild it with "
-                           "`seqsketch build … --partition-key ATTR`", where=self.name)
-        return self.snapshot()
-
-    def fold_layout(self) -> bool:
-        """Build the partition layout and tree anew over every event stored now, and publish them unless a
-        fold of as many events or more was published meanwhile; False when there was nothing to fold."""
-        snap = self.store.snapshot()
-        ref = (snap.extra or {}).get(PARTITION_KEY)
-        if not ref:
-            raise NotFound(f"dataset {self.name!r} has no partition key to compact by; rebuild it with "
-                           "`seqsketch build … --partition-key ATTR`", where=self.name)
-        if snap.events == (snap.extra or {}).get(LAYOUT_KEY, {}).get("events"):
-            return False  # nothing appended since
-        update = self._layout_files(snap, ref, start_seq=snap.retained_from)
-        with self.store.writing():  # (only the publication waits for the lock: appends went on meanwhile)
-            now = self.store.snapshot()
-            current = (now.extra or {}).get(LAYOUT_KEY, {})
-            if int(current.get("events", 0)) >= snap.events or (now.extra or {}).get(PARTITION_KEY) != ref:
-                for entry in update.values():
-                    (self.root / entry["file"]).unlink(missing_ok=True)
-                return False
-            try:
-                self.store.commit((), update)
-            except BaseException:
-                for entry in update.values():
-                    (self.root / entry["file"]).unlink(missing_ok=True)
-                raise
-        self._replaced(ref["file"], snap.extra[LAYOUT_KEY]["file"])
-        return True
-
-    def _replaced(self, *files: str) -> None:
-        """Files a commit no longer names: marked replaced now, and deleted by a sweep after the grace a
-        reader of an older snapshot gets (:meth:`_sweep`) — a query that opened the snapshot before still
-        reads them."""
-        for f in files:
-            try:
-                os.utime(self.root / f)
-            except FileNotFoundError:
-                continue
-
-    # ------------------------------------------------------------------------------------------- retention
-    def retain(self, policy: Retention | None) -> DatasetSnapshot:
-        """Keep ``policy`` (None: keep everything) from now on; the parts past it go at the next upkeep
-        (:meth:`retire`, run by the job runner and by ``seqsketch retain``)."""
-        self.store.commit((), {RETAIN_KEY: None if policy is None else policy.to_json()})
-        return self.snapshot()
-
-    def decayed(self, snap: Snapshot | None = None) -> Decayed | None:
-        """The decayed summary of the history retention retired (None: nothing was)."""
-        snap = snap or self.store.snapshot()
-        ref = (snap.extra or {}).get(DECAY_KEY)
-        if not ref:
-            return None
-        return _DECAYED.load(self.root / ref["file"])
-
-    def retire(self, *, most_units: int = MOST_UNITS) -> dict[str, Any] | None:
-        """Retire the parts past the retention policy, if any: in one commit, the parts go, the stream tree
-        is kept from the first leaf that holds a retained event (the same bits a build of the events from
-        there makes), the retired stretch of the old tree joins the decayed summary (:mod:`sketch.tree.decay`),
-        and the partition layout is built anew over the retained events.  Appends go on meanwhile: what they
-        add is caught up under the lock.  What was retired, or None."""
-        snap = self.store.snapshot()
-        gone = retirable(snap, policy_of(snap))
-        ref = _index_ref(snap)
-        if not gone or ref is None:
-            return None
-        kept_from = gone[-1].last_seq + 1
-        counts = counts_of(self.store, gone, snap)
-        old = self._load(ref, snap)
-        config = old.config
-        first_leaf = kept_from // config.leaf_size
-        start = max(first_leaf * config.leaf_size, old.first_seq)
-        first_leaf = start // config.leaf_size
-        tree = BloomTree(config, first_leaf=first_leaf)
-        table = self.store.read_table(start, snap.events - 1, columns=["seq", "ts", "type"], snapshot=snap)
-        tree.update(table.column("type"), table.column("ts"))
-        before = self.decayed(snap) or Decayed.empty(config.m, config.k)
-        summary = before.absorb(old, start).decayed(most=most_units)
-        layout_update: dict[str, Any] = {}
-        pref = (snap.extra or {}).get(PARTITION_KEY)
-        if pref:
-            layout_update = self._layout_files(snap, pref, start_seq=kept_from)
-        with self.store.writing():
-            now = self.store.snapshot()
-            if [p.file for p in now.parts[:len(gone)]] != [p.file for p in gone] or _index_ref(now) is None:
-                self._discard(layout_update)
-                return None  # (taken meanwhile)
-            if now.events > snap.events:  # appended meanwhile: the tree catches up
-                more = self.store.read_table(snap.events, now.events - 1, columns=["ts", "type"], snapshot=now)
-                tree.update(more.column("type"), more.column("ts"))
-            version = (_index_ref(now) or ref).version + 1
-            while (self.root / index_file_name(version)).exists():
-                version += 1
-            new_ref = write_index(self.root, tree, version)
-            decay_name = f"{INDEX_DIR}/decay-{version:06d}.sqd"
-            size = save_decayed(summary, self.root / decay_name)
-            update = {INDEX_KEY: new_ref.to_json(),
-                      DECAY_KEY: {"file": decay_name, "units": len(summary), "bytes": size,
-                                  "first_seq": int(summary.lo_seq[0]) if len(summary) else 0,
-                                  "end_seq": summary.end_seq},
-                      **layout_update}
-            try:
-                self.store.commit((), update, retire=[p.file for p in gone], retired_counts=counts)
-            except BaseException:
-                for f in (new_ref.file, decay_name):
-                    (self.root / f).unlink(missing_ok=True)
-                self._discard(layout_update)
-                raise
-            _LOADED.put(self.root / new_ref.file, tree)
-            self._prune(new_ref.version)
-        old_decay = (snap.extra or {}).get(DECAY_KEY)
-        if old_decay:
-            self._replaced(old_decay["file"])
-        if pref and layout_update:
-            self._replaced(pref["file"], snap.extra[LAYOUT_KEY]["file"])
-        return {"retired_parts": len(gone), "retired_events": sum(p.rows for p in gone),
-                "retained_from": kept_from, "decayed_units": len(summary)}
-
-    def _layout_files(self, snap: Snapshot, ref: Mapping[str, Any], *, start_seq: int = 0) -> dict[str, Any]:
-        """The partition layout and tree of the events of ``snap`` from ``start_seq`` on, written (not yet
-        published); their manifest entries."""
-        key = ref["key"]
-        config = TreeConfig.from_dict(ref["config"])
-        assert config.fpq is not None  # (a build records the target it sized the tree for)
-        options = BuildOptions(leaf_size=config.leaf_size // PARTITION_LEAVES, fpq=config.fpq,
-                               fanout=config.fanout, fold=config.fold, query_length=config.query_length)
-        version = _file_version(ref["file"]) + 1
-        while (self.root / f"{INDEX_DIR}/ptree-{version:06d}.sqt").exists():
-            version += 1
-        table = self.store.read_table(start_seq, None, snapshot=snap, columns=["seq", "ts", "type", f"attrs.{key}"])
-        return build_partition_into(self.root, table, key, options, version=version)
-
-    def _discard(self, update: Mapping[str, Any]) -> None:
-        for entry in update.values():
-            (self.root / entry["file"]).unlink(missing_ok=True)
-
-    def maintain(self, *, seconds: float = 0.25, layout_tail: float = 0.02, layout_least: int = 4096,
-                 quiet_s: float = 1.0) -> dict[str, Any]:
-        """One round of upkeep for a live dataset: merges of its small parts for about ``seconds`` (until no
-        balanced run is left), and the partition layout folded when its tail holds more than
-        ``layout_tail`` of the events (and at least ``layout_least``), or holds any once no commit came for
-        ``quiet_s`` seconds — but a fold of a fed dataset waits :data:`FOLD_SPACING` times as long as the last
-        one took (it reads every event's type, ts and key: under a steady feed it then takes at most a tenth of
-        a core, and leaves few replaced layouts behind).  What was done."""
-        retired = self.retire()
-        merged = merge_all(self.store, seconds=seconds)
-        folded = False
-        snap = self.store.snapshot()
-        if (snap.extra or {}).get(PARTITION_KEY):
-            covered = int((snap.extra or {}).get(LAYOUT_KEY, {}).get("events", 0))
-            tail = snap.events - covered
-            quiet = snap.committed and time.time() - snap.committed > quiet_s
-            ended, took = _FOLDS.get(str(self.root), (0.0, 0.0))
-            spaced = time.monotonic() - ended >= FOLD_SPACING * took
-            if (spaced and tail >= max(layout_least, layout_tail * snap.events)) or (tail and quiet and not merged):
-                started = time.monotonic()
-                folded = self.fold_layout()
-                _FOLDS[str(self.root)] = (time.monotonic(), time.monotonic() - started)
-        return {"merged": merged, "layout_folded": folded, "retired": retired}
 
     def index_info(self) -> dict[str, Any] | None:
         """The ``index`` section of ``info`` (docs/contract.md §4) with the version, or None without an index."""
@@ -446,7 +201,7 @@ class Dataset:
             except BaseException:
                 (self.root / ref.file).unlink(missing_ok=True)
                 raise
-            _LOADED.put(self.root / ref.file, tree)  # (the next append and query take it as it is in memory)
+            LOADED.put(self.root / ref.file, tree)  # (the next append and query take it as it is in memory)
             self._prune(ref.version)
         return self.snapshot()
 
@@ -477,7 +232,7 @@ class Dataset:
                 return BloomTree(_empty_config(options or DEFAULT_OPTIONS))
             table = self.store.read_table(snapshot=snap, columns=["seq", "ts", "type"])
             return build_from_table(table, options or DEFAULT_OPTIONS)[0]
-        held = _LOADED.latest(self.root / ref.file)
+        held = LOADED.latest(self.root / ref.file)
         # a private copy: the cached one stays as published
         tree = held.copy() if held is not None else persist.load(self.root / ref.file)
         if tree.n_events > snap.events:
@@ -590,10 +345,10 @@ def index_section(dataset_root: Path, snap: Snapshot) -> dict[str, Any] | None:
     ref = _index_ref(snap)
     if ref is None:
         return None
-    info = _info_of(_LOADED.load(dataset_root / ref.file), ref)
+    info = _info_of(LOADED.load(dataset_root / ref.file), ref)
     pref = (snap.extra or {}).get(PARTITION_KEY)
     if pref:
-        ptree = _LOADED.load(dataset_root / pref["file"])
+        ptree = LOADED.load(dataset_root / pref["file"])
         part = ptree.info()
         part.update(key=pref["key"], groups=pref["groups"], events=pref["events"],
                     tail_events=snap.events - pref["events"], bytes=pref["bytes"],
@@ -602,32 +357,6 @@ def index_section(dataset_root: Path, snap: Snapshot) -> dict[str, Any] | None:
     return info
 
 
-def _file_version(name: str) -> int:
-    return int(re.search(r"(\d{6,})", name).group(1))  # type: ignore[union-attr]
-
-
-class _DecayedCache:
-    """Decayed summaries loaded in this process, by file (a summary file is never changed once written)."""
-
-    def __init__(self, capacity: int = 8) -> None:
-        self.capacity = capacity
-        self._held: OrderedDict[str, Decayed] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def load(self, path: Path) -> Decayed:
-        with self._lock:
-            found = self._held.get(str(path))
-            if found is not None:
-                return found
-        summary = load_decayed(path)
-        with self._lock:
-            self._held[str(path)] = summary
-            while len(self._held) > self.capacity:
-                self._held.popitem(last=False)
-        return summary
-
-
-_DECAYED = _DecayedCache()
 
 
 class _PartitionCache:

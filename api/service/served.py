@@ -63,16 +63,21 @@ def served_dataset(catalog: Catalog, home: Path, name: str) -> DatasetView:
     raise NotFound(f"dataset {name!r} does not exist", where=name)
 
 
-def append_to_served_dataset(catalog: Catalog, home: Path, locks: DatasetLocks, name: str,
-                             records: Sequence[Mapping[str, Any]], *, watermark: Any = None) -> AppendResult:
-    """Append API ``records`` to dataset ``name`` (all or nothing) under its lock, with ``watermark`` after
-    them, and publish the index version covering them; :class:`~exact.errors.Conflict` while a build of it
-    is queued or running."""
+def _check_writable(catalog: Catalog, home: Path, name: str) -> None:
+    """Dataset ``name`` exists and no build of it is queued or running (:class:`~exact.errors.Conflict`)."""
     if not dataset_exists(home, name):
         raise NotFound(f"dataset {name!r} does not exist; build it first", where=name)
     active = catalog.active_job(name)
     if active is not None:
         raise Conflict(f"dataset {name!r} has a build in progress (job {active['id']})", where=name)
+
+
+def append_to_served_dataset(catalog: Catalog, home: Path, locks: DatasetLocks, name: str,
+                             records: Sequence[Mapping[str, Any]], *, watermark: Any = None) -> AppendResult:
+    """Append API ``records`` to dataset ``name`` (all or nothing) under its lock, with ``watermark`` after
+    them, and publish the index version covering them; :class:`~exact.errors.Conflict` while a build of it
+    is queued or running."""
+    _check_writable(catalog, home, name)
     with locks.hold(name):
         result = append_records(home, name, records, watermark=watermark)
         now = time.monotonic()
@@ -95,11 +100,7 @@ def retain_served_dataset(catalog: Catalog, home: Path, locks: DatasetLocks, nam
     """Set dataset ``name``'s retention (:func:`~api.service.datasets.set_retention`) under its lock, retire
     what is past it, and record both in the catalog; :class:`~exact.errors.Conflict` while a build of it is
     queued or running."""
-    if not dataset_exists(home, name):
-        raise NotFound(f"dataset {name!r} does not exist", where=name)
-    active = catalog.active_job(name)
-    if active is not None:
-        raise Conflict(f"dataset {name!r} has a build in progress (job {active['id']})", where=name)
+    _check_writable(catalog, home, name)
     with locks.hold(name):
         info = set_retention(home, name, keep)
         publish_build(catalog, name, info)

@@ -458,10 +458,7 @@ def write_change(root: Path, change: Change) -> None:
     final = root / log_name(change.version)
     tmp = folder / f".{change.version:012d}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(change.to_json(), fh, separators=(",", ":"))
-            fh.flush()
-            os.fsync(fh.fileno())
+        _write_json_synced(tmp, change.to_json())
         try:
             os.link(tmp, final)
         except FileExistsError:
@@ -493,14 +490,19 @@ def write_manifest(root: Path, snap: Snapshot) -> None:
     path = root / MANIFEST
     tmp = root / f".{MANIFEST}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(snap.to_json(), fh, separators=(",", ":"))
-            fh.flush()
-            os.fsync(fh.fileno())
+        _write_json_synced(tmp, snap.to_json())
         os.replace(tmp, path)
         fsync_dir(root)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _write_json_synced(path: Path, value: Any) -> None:
+    """Write ``value`` as compact JSON to ``path`` and fsync it (the caller then publishes it by name)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(value, fh, separators=(",", ":"))
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def fsync_file(path: Path) -> None:

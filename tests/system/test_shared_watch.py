@@ -83,22 +83,27 @@ def test_streams_of_one_query_share_a_follower(built: Path, monkeypatch: pytest.
     assert all(h.readers == 0 for h in mine)
 
 
-def test_a_stream_that_joins_a_follower_still_behind_it_repeats_nothing(built: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shared follower may be behind the place where a stream joins it (the stream caught up on its own,
-    faster): the matches it then brings, up to that place, were sent already and are passed over — in every
-    batch the stream takes, not only the first."""
-    home = built
+def lag_the_shared_follower(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the shared follower's thread (only it) take 0.4 s over each match it finds."""
     real = follower.follow
 
     def lagging(*args: Any, **kwargs: Any) -> Any:
         for event in real(*args, **kwargs):
             if threading.current_thread().name.startswith("seqsketch-watch-") and \
                     event[0] is follower.StreamEvent.MATCH:
-                time.sleep(0.4)  # (only the shared follower's thread lags)
+                time.sleep(0.4)
             yield event
 
     monkeypatch.setattr(follower, "follow", lagging)
+
+
+def test_a_stream_that_joins_a_follower_still_behind_it_repeats_nothing(built: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared follower may be behind the place where a stream joins it (the stream caught up on its own,
+    faster): the matches it then brings, up to that place, were sent already and are passed over — in every
+    batch the stream takes, not only the first."""
+    home = built
+    lag_the_shared_follower(monkeypatch)
     history = certain(home)
     first = Reader(home, Cursor.start())  # (it keeps the follower, which is then up to date)
     first.wait_for(len(history))
@@ -125,16 +130,7 @@ def test_a_served_stream_that_joins_a_follower_still_behind_it_repeats_nothing(
     from api.streaming import StreamSpec
 
     home = built
-    real = follower.follow
-
-    def lagging(*args: Any, **kwargs: Any) -> Any:
-        for event in real(*args, **kwargs):
-            if threading.current_thread().name.startswith("seqsketch-watch-") and \
-                    event[0] is follower.StreamEvent.MATCH:
-                time.sleep(0.4)
-            yield event
-
-    monkeypatch.setattr(follower, "follow", lagging)
+    lag_the_shared_follower(monkeypatch)
 
     class Kept:
         """Where the stream's text goes."""
