@@ -3,15 +3,20 @@
 Layout under ``$SEQSKETCH_HOME/datasets/<name>/``::
 
     store/                  the event store (exact.store), whose manifest is the one snapshot pointer
-    index/tree-<v>.sqt      index version v (sketch.persist), immutable once written
+    index/tree-<v>.sqt      the tree as index version v wrote it whole (sketch.persist), immutable once written
 
-The store manifest's ``extra["index"]`` names the index version that covers exactly the manifest's events
-(``{version, file, events, index_digest, bytes, config}``).  An append writes the new index version under a
-temporary name, renames it into place (still unreferenced), then commits the new event parts and the new
-``extra["index"]`` in ONE atomic manifest replace: a reader sees the old events with the old index or the new
-events with the new index, never a mix.  A failure before the commit leaves the dataset as it was (the
-unreferenced file is removed); older index files are deleted once two newer versions exist (a reader that
-still maps one keeps its mapping: unlinking does not invalidate it).
+The store manifest's ``extra["index"]`` names the live index version: the events it covers and the tree file
+that holds the first ``file_events`` of them (``{version, file, events, index_digest, bytes, config}``, plus
+``file_events`` when they differ; :class:`~sketch.index_files.IndexRef`).  Every append is a new version,
+published with its events in ONE commit of the store: a reader sees the old events with the old version or
+the new events with the new one, never a mix.  Most appends do not write the tree: the version names the
+last file written and a process that loads it adds the events after it from the store (kept in memory,
+:data:`~sketch.index_files.LOADED`); every :data:`~sketch.index_files.CHECKPOINT_VERSIONS` versions or
+:data:`~sketch.index_files.CHECKPOINT_EVENTS` events, and when upkeep finds the dataset quiet, the tree is
+written whole under a temporary name, renamed into place (still unreferenced) and published with the commit.
+A failure before the commit leaves the dataset as it was (the unreferenced file is removed); older tree
+files are deleted once two newer ones exist (a reader that still maps one keeps its mapping: unlinking does
+not invalidate it).
 
 A dataset whose store has no index (built before the index existed, or by hand) is indexed on the first
 append, or explicitly with :meth:`Dataset.reindex`; one whose index lags behind its store (events appended
@@ -20,6 +25,7 @@ around it) is caught up from the store before the new events are added.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -34,10 +40,10 @@ from exact.errors import IndexCorrupt, NotFound
 from exact.events import attr_types
 from exact.ingest import order_by_time
 from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir
+from exact.store import writer as store_writer
 from exact.store.grouping import LAYOUT_KEY, Layout, default_key, layout_of
 from exact.store.manifest import INDEX_ATTRS_KEY, REMOVED_GRACE_S, check_index_attrs
 from exact.store.retention import policy_of
-from sketch import persist
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
 from sketch.index_files import (
     _INDEX_FILE,
@@ -47,6 +53,7 @@ from sketch.index_files import (
     DatasetSnapshot,
     IndexRef,
     _index_ref,
+    checkpoint_due,
     index_file_name,
     write_index,
 )
@@ -63,7 +70,7 @@ from sketch.partition.files import (
 from sketch.partition.index import PartitionIndex
 from sketch.tree import BloomTree, TreeConfig
 from sketch.tree.decay import DECAY_KEY
-from sketch.upkeep import Upkeep
+from sketch.upkeep import _PRUNED, Upkeep
 
 #: What the rest of the project imports from here: this module's own names and those of the index and
 #: partition files (:mod:`sketch.index_files`, :mod:`sketch.partition.files`).
@@ -75,7 +82,7 @@ __all__ = ["AUTO_KEY", "INDEX_DIR", "INDEX_KEY", "KEEP_PREVIOUS", "PARTITION_DIR
            "dataset_info", "index_file_name", "index_section", "partition_from_columns", "partition_options",
            "require_index", "write_index", "write_partition"]
 
-#: Index versions kept besides the live one, for readers that took a snapshot just before an append.
+#: Index checkpoints kept besides the live one, for readers that took a snapshot just before an append.
 KEEP_PREVIOUS = 1
 
 
@@ -144,21 +151,36 @@ class Dataset(Upkeep):
             ref = _index_ref(snap)
             if ref is None:
                 return DatasetSnapshot(snap, None, None)
-            if (self.root / ref.file).exists() or ref.file in self._trees:
+            if _held_key(ref) in self._trees or (self.root / ref.file).exists():
                 return DatasetSnapshot(snap, self._load(ref, snap), ref)
-            # Appends published two newer versions since the manifest was read and pruned this one: reread.
+            # Appends published two newer checkpoints since the manifest was read and pruned this one: reread.
         assert ref is not None  # (the loop returned when the manifest named no index)
         return DatasetSnapshot(snap, self._load(ref, snap), ref)  # a missing file is reported as such
 
     def _load(self, ref: IndexRef, snap: Snapshot) -> BloomTree:
-        tree = self._trees.get(ref.file)
+        """The tree of index version ``ref`` (of ``snap``): its checkpoint file with the events after it
+        added from the store."""
+        tree = self._trees.get(_held_key(ref))
         if tree is None:
-            tree = LOADED.load(self.root / ref.file)
+            tree = self._extended(ref, snap, ref.events)
             if tree.n_events != ref.events or tree.n_events != snap.events:
                 raise IndexCorrupt(f"index version {ref.version} covers {tree.n_events} events; the manifest "
                                    f"says {ref.events} of {snap.events}", where=str(self.root / ref.file))
-            self._trees = {ref.file: tree}  # keep only the live version in memory
+            self._trees = {_held_key(ref): tree}  # keep only the live version in memory
         return tree
+
+    def _extended(self, ref: IndexRef, snap: Snapshot, events: int) -> BloomTree:
+        """The tree of ``ref``'s checkpoint extended to ``events`` events of ``snap`` (shared: not to be
+        changed)."""
+
+        def extend(tree: BloomTree) -> None:
+            if tree.n_events < ref.covered:
+                raise IndexCorrupt(f"index file {ref.file} holds {tree.n_events} events; the manifest says "
+                                   f"{ref.covered}", where=str(self.root / ref.file))
+            missing = self.store.read_table(tree.n_events, events - 1, columns=["ts", "type"], snapshot=snap)
+            tree.update(missing.column("type"), missing.column("ts"))
+
+        return LOADED.at(self.root / ref.file, events, extend)
 
     def partition(self, snap: Snapshot) -> PartitionIndex | None:
         """The partition index (tree and layout) ``snap``'s manifest names, or None without a key."""
@@ -195,15 +217,44 @@ class Dataset(Upkeep):
             snap = self.store.snapshot()
             tree = self._tree_for_update(snap, None)
             tree.update(table.column("type"), table.column("ts"))
-            ref = self._write_next(tree, snap)
+            live = _index_ref(snap)
+            written = live is None or live.events != snap.events or checkpoint_due(live, tree.n_events)
+            if live is None or written:
+                ref = self._write_next(tree, snap)
+            else:
+                ref = live.extended(live.version + 1, tree.n_events)
             try:
                 self.store.append(table, extra_update={INDEX_KEY: ref.to_json()}, watermark=watermark)
             except BaseException:
-                (self.root / ref.file).unlink(missing_ok=True)
+                if written:
+                    (self.root / ref.file).unlink(missing_ok=True)
                 raise
-            LOADED.put(self.root / ref.file, tree)  # (the next append and query take it as it is in memory)
-            self._prune(ref.version)
+            # (the next append and query take it as it is in memory)
+            LOADED.put(self.root / ref.file, tree, written=written)
+            self._trees = {_held_key(ref): tree}
+            if written or time.monotonic() - _PRUNED.get(str(self.root), -math.inf) >= store_writer.CLEAN_EVERY_S:
+                self._prune(ref.file_version)
         return self.snapshot()
+
+    def checkpoint(self) -> bool:
+        """Write the live index whole when appends left its checkpoint behind, and publish it (the same
+        events and tree: only readers that load it later add nothing from the store); False when the
+        checkpoint was current."""
+        with self.store.writing():
+            snap = self.store.snapshot()
+            ref = _index_ref(snap)
+            if ref is None or ref.covered == ref.events:
+                return False
+            tree = self._load(ref, snap)
+            new = self._write_next(tree, snap)
+            try:
+                self.store.commit((), {INDEX_KEY: new.to_json()}, expect_version=snap.version)
+            except BaseException:
+                (self.root / new.file).unlink(missing_ok=True)
+                raise
+            LOADED.put(self.root / new.file, tree, written=True)
+            self._prune(new.version)
+        return True
 
     def reindex(self, options: BuildOptions = DEFAULT_OPTIONS, *, config: TreeConfig | None = None
                 ) -> DatasetSnapshot:
@@ -232,17 +283,16 @@ class Dataset(Upkeep):
                 return BloomTree(_empty_config(options or DEFAULT_OPTIONS))
             table = self.store.read_table(snapshot=snap, columns=["seq", "ts", "type"])
             return build_from_table(table, options or DEFAULT_OPTIONS)[0]
-        held = LOADED.latest(self.root / ref.file)
-        # a private copy: the cached one stays as published
-        tree = held.copy() if held is not None else persist.load(self.root / ref.file)
-        if tree.n_events > snap.events:
-            raise IndexCorrupt(f"index version {ref.version} covers {tree.n_events} events but the store has "
+        if ref.events > snap.events or ref.covered > snap.events:
+            raise IndexCorrupt(f"index version {ref.version} covers {ref.events} events but the store has "
                                f"{snap.events}", where=str(self.root / ref.file))
-        if tree.n_events < snap.events:  # events were appended around the index: catch up from the store
-            missing = self.store.read_table(tree.n_events, snap.events - 1, columns=["ts", "type"],
-                                            snapshot=snap)
-            tree.update(missing.column("type"), missing.column("ts"))
-        return tree
+        # the live tree, caught up if events were appended around the index; a private copy: the shared one
+        # stays as published
+        tree = self._extended(ref, snap, snap.events)
+        if tree.n_events != snap.events:
+            raise IndexCorrupt(f"index file {ref.file} covers {tree.n_events} events but the store has "
+                               f"{snap.events}", where=str(self.root / ref.file))
+        return tree.copy()
 
     def _write_next(self, tree: BloomTree, snap: Snapshot) -> IndexRef:
         ref = _index_ref(snap)
@@ -258,14 +308,16 @@ class Dataset(Upkeep):
         return sorted(int(m.group(1)) for p in folder.iterdir() if (m := _INDEX_FILE.fullmatch(p.name)))
 
     def _prune(self, live: int) -> None:
-        """Delete index versions older than the live one minus :data:`KEEP_PREVIOUS`, and temp leftovers."""
+        """Delete the index checkpoints older than the live one's file (version ``live``) but the
+        :data:`KEEP_PREVIOUS` newest of them, temp leftovers, and (:meth:`_sweep`) what commits replaced."""
         folder = self.root / INDEX_DIR
-        for version in self._versions_on_disk():
-            if version < live - KEEP_PREVIOUS:
-                (self.root / index_file_name(version)).unlink(missing_ok=True)
+        older = [v for v in self._versions_on_disk() if v < live]
+        for version in older[:len(older) - KEEP_PREVIOUS]:
+            (self.root / index_file_name(version)).unlink(missing_ok=True)
         for leftover in folder.glob(".tree-*.sqt.tmp-*"):  # (trees are written under the lock: a dead one's)
             leftover.unlink(missing_ok=True)
         self._sweep()
+        _PRUNED[str(self.root)] = time.monotonic()
 
     def _sweep(self) -> None:
         """Delete the partition trees, layouts, decayed summaries and temp files no commit names, once they
@@ -345,7 +397,8 @@ def index_section(dataset_root: Path, snap: Snapshot) -> dict[str, Any] | None:
     ref = _index_ref(snap)
     if ref is None:
         return None
-    info = _info_of(LOADED.load(dataset_root / ref.file), ref)
+    dataset = Dataset(dataset_root, EventStore.open(store_dir(dataset_root)), dataset_root.name)
+    info = _info_of(dataset._load(ref, snap), ref)
     pref = (snap.extra or {}).get(PARTITION_KEY)
     if pref:
         ptree = LOADED.load(dataset_root / pref["file"])
@@ -386,9 +439,16 @@ _PARTITIONS = _PartitionCache()
 def _info_of(tree: BloomTree, ref: IndexRef | None) -> dict[str, Any]:
     info = tree.info()
     if ref is not None:
-        info.update(version=ref.version, bytes=ref.bytes,
-                    bytes_per_event=ref.bytes / tree.n_events if tree.n_events else 0.0)
+        info["version"] = ref.version
+        info["file"] = ref.file
+        if ref.covered == ref.events:  # (the file's size; a tree extended since is told by its stored form)
+            info.update(bytes=ref.bytes, bytes_per_event=ref.bytes / tree.n_events if tree.n_events else 0.0)
     return info
+
+
+def _held_key(ref: IndexRef) -> str:
+    """How a dataset object keeps the tree of index version ``ref``: its checkpoint and events."""
+    return f"{ref.file}@{ref.events}"
 
 
 def _empty_config(options: BuildOptions) -> TreeConfig:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,13 @@ _INDEX_FILE = re.compile(r"tree-(\d{6,})\.sqt")
 
 @dataclass(frozen=True)
 class IndexRef:
-    """What the store manifest records about the live index version."""
+    """What the store manifest records about the live index version.
+
+    The version covers ``events`` events; its file (a checkpoint) holds the tree of the first
+    ``file_events`` of them, and ``index_digest`` and ``bytes`` describe that file.  The events after the
+    checkpoint are added to the tree from the store when it is loaded (:meth:`LoadedIndexes.at`): an append
+    publishes a new version without writing the whole tree again (:func:`checkpoint_due`).
+    """
 
     version: int
     file: str  # relative to the dataset directory
@@ -33,15 +39,48 @@ class IndexRef:
     index_digest: str
     bytes: int
     config: Mapping[str, Any]
+    file_events: int | None = None  # None: the file covers all ``events``
+
+    @property
+    def covered(self) -> int:
+        """The events the file's tree holds."""
+        return self.events if self.file_events is None else self.file_events
+
+    @property
+    def file_version(self) -> int:
+        """The version that wrote the file."""
+        return int(_INDEX_FILE.search(self.file).group(1))  # type: ignore[union-attr]
+
+    def extended(self, version: int, events: int) -> IndexRef:
+        """This checkpoint named by version ``version``, covering ``events`` events."""
+        return replace(self, version=version, events=events, file_events=self.covered)
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "file": self.file, "events": self.events,
-                "index_digest": self.index_digest, "bytes": self.bytes, "config": dict(self.config)}
+        out = {"version": self.version, "file": self.file, "events": self.events,
+               "index_digest": self.index_digest, "bytes": self.bytes, "config": dict(self.config)}
+        if self.covered != self.events:
+            out["file_events"] = self.covered
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> IndexRef:
+        file_events = d.get("file_events")
         return cls(int(d["version"]), str(d["file"]), int(d["events"]), str(d["index_digest"]),
-                   int(d["bytes"]), dict(d.get("config", {})))
+                   int(d["bytes"]), dict(d.get("config", {})), None if file_events is None else int(file_events))
+
+
+#: An append writes the tree whole (a checkpoint) once this many events, or this many versions, were added
+#: since the last one; in between it publishes the checkpoint with the number of events it covers, and a
+#: reader adds the rest from the store (a few small parts at most).  Writing the tree whole costs in its size:
+#: done per append it made a small append's cost grow with the dataset.
+CHECKPOINT_EVENTS = 65_536
+CHECKPOINT_VERSIONS = 64
+
+
+def checkpoint_due(ref: IndexRef | None, events: int) -> bool:
+    """Whether the next version, covering ``events`` events, writes its tree whole."""
+    return (ref is None or events - ref.covered >= CHECKPOINT_EVENTS
+            or ref.version + 1 - ref.file_version >= CHECKPOINT_VERSIONS)
 
 
 def index_file_name(version: int) -> str:
@@ -85,55 +124,90 @@ class DatasetSnapshot:
 
 
 class LoadedIndexes:
-    """Index files already mapped and verified in this process, by (path, inode, size, mtime).
+    """Index trees already mapped and verified in this process: each checkpoint file by its identity (path,
+    inode, size, mtime) and the number of events, and the same checkpoint extended by later events.
 
-    Index version files are immutable once published, so a file that still has the same identity holds the
-    same tree: a server answering many queries maps and checks each version once instead of per request.
-    Bounded (the most recently used few), and the trees it hands out are never modified (appends load a
-    private copy).
+    Index files are immutable once published, so a file that still has the same identity holds the same
+    tree: a server answering many queries maps and checks each version once instead of per request.  Bounded
+    (the most recently used few), and the trees it hands out are never modified (an append and an extension
+    work on a private copy).
     """
 
     def __init__(self, capacity: int = 8) -> None:
         self.capacity = capacity
-        self._trees: OrderedDict[tuple[str, int, int, int], BloomTree] = OrderedDict()
+        # by (path, inode, size, mtime, events): a checkpoint's own tree, and the same extended
+        self._trees: OrderedDict[tuple[str, int, int, int, int], BloomTree] = OrderedDict()
+        self._file_events: dict[tuple[str, int, int, int], int] = {}  # what each held file's own tree covers
         self._lock = threading.Lock()
 
-    def load(self, path: Path) -> BloomTree:
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return persist.load(path)  # reports the missing file as IndexCorrupt
-        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
-        with self._lock:
-            tree = self._trees.get(key)
-            if tree is not None:
-                self._trees.move_to_end(key)
-                return tree
-        tree = persist.load(path)
-        TreeIndex.prepare(tree)  # once per version, not on its first query
-        self._keep(key, tree)
-        return tree
-
-    def put(self, path: Path, tree: BloomTree) -> None:
-        """Remember ``tree`` as the one in the file ``path`` just written (it is not loaded again); the
-        caller no longer changes it."""
-        st = path.stat()
-        self._keep((str(path), st.st_ino, st.st_size, st.st_mtime_ns), tree)
-
-    def _keep(self, key: tuple[str, int, int, int], tree: BloomTree) -> None:
-        with self._lock:
-            self._trees[key] = tree
-            while len(self._trees) > self.capacity:
-                self._trees.popitem(last=False)
-
-    def latest(self, path: Path) -> BloomTree | None:
-        """The tree of ``path`` if this process holds it (by the file's identity), else None."""
+    @staticmethod
+    def _identity(path: Path) -> tuple[str, int, int, int] | None:
         try:
             st = path.stat()
         except FileNotFoundError:
             return None
+        return str(path), st.st_ino, st.st_size, st.st_mtime_ns
+
+    def load(self, path: Path) -> BloomTree:
+        """The tree the checkpoint file ``path`` holds."""
+        ident = self._identity(path)
+        if ident is None:
+            return persist.load(path)  # reports the missing file as IndexCorrupt
         with self._lock:
-            return self._trees.get((str(path), st.st_ino, st.st_size, st.st_mtime_ns))
+            held = self._trees.get(ident + (self._file_events.get(ident, -1),))
+            if held is not None:
+                self._trees.move_to_end(ident + (held.n_events,))
+                return held
+        tree = persist.load(path)
+        TreeIndex.prepare(tree)  # once per version, not on its first query
+        with self._lock:
+            self._file_events[ident] = tree.n_events
+        self._keep(ident, tree)
+        return tree
+
+    def at(self, path: Path, events: int, extend: Callable[[BloomTree], None]) -> BloomTree:
+        """The tree of checkpoint ``path`` extended to ``events`` events: the closest one held (or the file's
+        own) is copied and ``extend`` adds the events it lacks (from the store).  ``events`` fewer than the
+        checkpoint holds is the caller's to refuse."""
+        ident = self._identity(path)
+        base = None
+        if ident is not None:
+            with self._lock:
+                for key, tree in self._trees.items():
+                    if key[:4] == ident and key[4] <= events and (base is None or key[4] > base.n_events):
+                        base = tree
+                if base is not None:
+                    self._trees.move_to_end(ident + (base.n_events,))
+        if base is None:
+            base = self.load(path)
+        if base.n_events >= events:
+            return base
+        tree = base.copy()
+        extend(tree)
+        TreeIndex.prepare(tree)
+        if ident is not None:
+            self._keep(ident, tree)
+        return tree
+
+    def put(self, path: Path, tree: BloomTree, *, written: bool = False) -> None:
+        """Remember ``tree`` as the tree of checkpoint ``path`` at its number of events: the file's own
+        (``written``: it was just written from it) or the file's extended by an append; the caller no longer
+        changes it."""
+        ident = self._identity(path)
+        if ident is not None:
+            if written:
+                with self._lock:
+                    self._file_events[ident] = tree.n_events
+            self._keep(ident, tree)
+
+    def _keep(self, ident: tuple[str, int, int, int], tree: BloomTree) -> None:
+        with self._lock:
+            self._trees[ident + (tree.n_events,)] = tree
+            self._trees.move_to_end(ident + (tree.n_events,))
+            while len(self._trees) > self.capacity:
+                gone, _ = self._trees.popitem(last=False)
+                if not any(key[:4] == gone[:4] for key in self._trees):
+                    self._file_events.pop(gone[:4], None)
 
 
 #: the trees of this process, shared by every dataset object

@@ -8,6 +8,7 @@ are marked and swept after the grace readers of older snapshots get.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -19,6 +20,7 @@ from typing import Any
 
 from exact.errors import NotFound
 from exact.store import EventStore, Snapshot
+from exact.store import writer as store_writer
 from exact.store.grouping import LAYOUT_KEY
 from exact.store.merge import merge_all
 from exact.store.retention import RETAIN_KEY, Retention, counts_of, policy_of, retirable
@@ -43,6 +45,9 @@ from sketch.tree.decay import save as save_decayed
 FOLD_SPACING = 10.0
 #: when each dataset's last fold under upkeep ended (monotonic) and how long it took, by dataset folder
 _FOLDS: dict[str, tuple[float, float]] = {}
+#: when this process last pruned each dataset's index folder (monotonic), by dataset folder: an append that
+#: writes no checkpoint, and upkeep, prune once every :data:`~exact.store.writer.CLEAN_EVERY_S`
+_PRUNED: dict[str, float] = {}
 
 class Upkeep:
     """The upkeep of :class:`~sketch.dataset.Dataset` (its base): what it needs of the dataset is named here."""
@@ -60,6 +65,9 @@ class Upkeep:
     def _prune(self, live: int) -> None:
         raise NotImplementedError
 
+    def checkpoint(self) -> bool:
+        raise NotImplementedError
+
     def compact(self, *, merges: bool = True) -> DatasetSnapshot:
         """Fold the events appended since the last build into the partition layout and tree (both built anew
         over every stored event: the same bits a build of these events makes), and with ``merges`` merge the
@@ -75,6 +83,7 @@ class Upkeep:
         elif not merges:
             raise NotFound(f"dataset {self.name!r} has no partition key to compact by; rebuild it with "
                            "`seqsketch build … --partition-key ATTR`", where=self.name)
+        self.checkpoint()
         return self.snapshot()
 
     def fold_layout(self) -> bool:
@@ -182,7 +191,7 @@ class Upkeep:
                     (self.root / f).unlink(missing_ok=True)
                 self._discard(layout_update)
                 raise
-            LOADED.put(self.root / new_ref.file, tree)
+            LOADED.put(self.root / new_ref.file, tree, written=True)
             self._prune(new_ref.version)
         old_decay = (snap.extra or {}).get(DECAY_KEY)
         if old_decay:
@@ -232,7 +241,13 @@ class Upkeep:
                 started = time.monotonic()
                 folded = self.fold_layout()
                 _FOLDS[str(self.root)] = (time.monotonic(), time.monotonic() - started)
-        return {"merged": merged, "layout_folded": folded, "retired": retired}
+        # a quiet dataset's tree is written whole, so that a process loading it adds nothing from the store
+        checkpointed = bool(snap.committed and time.time() - snap.committed > quiet_s and self.checkpoint())
+        ref = _index_ref(self.store.snapshot())
+        if ref is not None and time.monotonic() - _PRUNED.get(str(self.root), -math.inf) >= store_writer.CLEAN_EVERY_S:
+            with self.store.writing():
+                self._prune(ref.file_version)
+        return {"merged": merged, "layout_folded": folded, "retired": retired, "checkpointed": checkpointed}
 
 
 class _DecayedCache:

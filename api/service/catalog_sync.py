@@ -34,10 +34,10 @@ def publish_build(catalog: Catalog, dataset: str, info: Mapping[str, Any]) -> No
         number = (known[-1]["number"] + 1) if known else 1
         if known and known[-1]["digest"] == index.get("index_digest") and known[-1]["events"] == events:
             number = known[-1]["number"]  # nothing new was published
-    files = list(index.get("files") or [index_file_name(int(number))] if index else [])
+    files = list(index.get("files") or [index.get("file") or index_file_name(int(number))] if index else [])
     catalog.record_index_version(
         dataset, number=int(number), events=events, files=files, digest=index.get("index_digest"),
-        config={k: v for k, v in index.items() if k not in ("files", "index_digest", "version")})
+        config={k: v for k, v in index.items() if k not in ("files", "file", "index_digest", "version")})
 
 
 def recover_abandoned_jobs(catalog: Catalog, home: Path, jobs: Sequence[Mapping[str, Any]],

@@ -12,8 +12,10 @@ from exact.errors import Conflict, IndexCorrupt
 from exact.events import TS_TYPE
 from exact.ingest import ingest
 from exact.store import EventStore, dataset_dir, staged_dataset, store_dir
+from sketch import index_files
 from sketch.build import BuildOptions, build_from_table
 from sketch.dataset import INDEX_KEY, Dataset
+from sketch.index_files import LOADED
 from sketch.tree import BloomTree
 from tests.generators import zipf_types
 
@@ -62,9 +64,44 @@ def test_appends_equal_building_at_once_and_publish_together(home: Path) -> None
     assert final.tree.digest() == at_once.digest() and final.index_version == 4
     # A reader holding the snapshot taken before the appends still has a whole, usable tree.
     assert before.tree.n_events == 1234 and before.tree.probe(before.tree.top_nodes(), ["T1"]).shape[0] > 0
-    # Old versions are pruned, keeping the live one and its predecessor.
+    # Small appends did not write the tree whole: each version names the build's checkpoint, and a process
+    # that holds no tree yet adds the appended events to it from the store.
+    assert final.store.extra[INDEX_KEY]["file"] == "index/tree-000001.sqt"
+    assert final.store.extra[INDEX_KEY]["file_events"] == 1234
+    LOADED._trees.clear()
+    cold = Dataset.open(home, "s").snapshot()
+    assert cold.tree is not final.tree and cold.tree.digest() == at_once.digest() and cold.events == 5000
+    assert Dataset.open(home, "s").index_info()["index_digest"] == at_once.digest()
+
+
+def test_appends_write_the_tree_whole_at_checkpoints_and_prune_older_ones(home: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_files, "CHECKPOINT_VERSIONS", 2)
+    whole = stream(3000, seed=3)
+    Dataset.build(home, "s", with_seq(whole.slice(0, 1000)), OPTIONS)
+    dataset = Dataset.open(home, "s")
+    written = []
+    for lo in range(1000, 2500, 250):
+        snap = dataset.append(whole.slice(lo, 250))
+        written.append((snap.index_version, snap.index.file, snap.index.covered))
+    # every second version writes its tree whole; the one between names the one before
+    assert written[:4] == [(2, "index/tree-000001.sqt", 1000), (3, "index/tree-000003.sqt", 1500),
+                           (4, "index/tree-000003.sqt", 1500), (5, "index/tree-000005.sqt", 2000)]
+    # as does a version that adds more events than a checkpoint may leave behind
+    monkeypatch.setattr(index_files, "CHECKPOINT_VERSIONS", 100)
+    monkeypatch.setattr(index_files, "CHECKPOINT_EVENTS", 400)
+    assert written[-1] == (7, "index/tree-000007.sqt", 2500)
+    assert dataset.append(whole.slice(2500, 250)).index.covered == 2500
+    assert dataset.append(whole.slice(2750, 250)).index.file == "index/tree-000009.sqt"
+    snap = Dataset.open(home, "s").snapshot()
+    at_once = BloomTree(snap.tree.config)
+    at_once.update(whole.column("type"), whole.column("ts"))
+    LOADED._trees.clear()
+    final = Dataset.open(home, "s").snapshot()
+    assert final.tree.digest() == at_once.digest() and final.events == 3000
+    # the live checkpoint and the one before stay; older ones are gone
     files = sorted(p.name for p in (dataset_dir("s", home) / "index").iterdir() if p.name.startswith("tree-"))
-    assert files == ["tree-000003.sqt", "tree-000004.sqt"]
+    assert files == ["tree-000007.sqt", "tree-000009.sqt"]
 
 
 def test_an_append_going_back_in_time_changes_nothing(home: Path) -> None:
@@ -129,9 +166,10 @@ def test_a_refused_budget_leaves_no_dataset(home: Path) -> None:
     assert not dataset_dir("s", home).exists()
 
 
-def test_an_orphan_from_a_crashed_append_is_never_read(home: Path) -> None:
+def test_an_orphan_from_a_crashed_append_is_never_read(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A crash between writing the next index version and committing it leaves an unreferenced file: readers
     keep using the version the manifest names, and the next append publishes a fresh version number."""
+    monkeypatch.setattr(index_files, "CHECKPOINT_VERSIONS", 1)  # (every append writes its tree whole)
     whole = stream(900, seed=6)
     Dataset.build(home, "s", with_seq(whole.slice(0, 500)), OPTIONS)
     orphan = dataset_dir("s", home) / "index" / "tree-000002.sqt"
