@@ -163,12 +163,14 @@ def write(path: Path, ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | p
     return write_bytes(path, encode(ts, types, attrs, chosen))
 
 
-def write_bytes(path: Path, data: bytes) -> int:
-    """Write and fsync an encoded seek file at ``path``; its size."""
+def write_bytes(path: Path, data: bytes, *, sync: bool = True) -> int:
+    """Write an encoded seek file at ``path`` and fsync it (unless not ``sync``: the caller does); its
+    size."""
     with open(path, "wb") as fh:
         fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+        if sync:
+            fh.flush()
+            os.fsync(fh.fileno())
     return len(data)
 
 

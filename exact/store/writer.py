@@ -7,13 +7,14 @@ file (:mod:`exact.store.seek`) beside it, each written under a temporary name, f
 :meth:`StoreWriter.commit` publishes parts and the ``extra`` that goes with them (the index version) in
 one manifest replace (:func:`~exact.store.manifest.write_manifest`); :meth:`StoreWriter.append` orders a
 batch by time, numbers it after the stream and writes and commits it, all or nothing.  Files in
-``parts/`` that the manifest does not name are deleted by the next write.
+``parts/`` that the manifest does not name are deleted by a later write (:data:`CLEAN_EVERY_S`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fcntl
+import math
 import os
 import shutil
 import threading
@@ -56,8 +57,7 @@ from exact.store.manifest import (
     Snapshot,
     StoreBase,
     drop_log,
-    fsync_dir,
-    fsync_file,
+    fsync_all,
     write_change,
     write_manifest,
 )
@@ -67,6 +67,12 @@ from exact.store.seek import seek_name, served_bytes
 from exact.store.seek import write_bytes as write_seek_bytes
 
 _LOCK = ".lock"
+#: A commit deletes the files no snapshot needs (:meth:`StoreWriter._clean_orphans`, a listing of the parts'
+#: folder) at a checkpoint, and otherwise when this many seconds passed since this process last did for the
+#: store: a feed of small appends does not list the folder per append.
+CLEAN_EVERY_S = 10.0
+#: when this process last cleaned each store (monotonic), by store folder
+_CLEANED: dict[str, float] = {}
 
 
 class StoreWriter(StoreBase):
@@ -78,6 +84,18 @@ class StoreWriter(StoreBase):
         self._lock = threading.RLock()
         self._lock_depth = 0
         self._lock_file: Any = None
+        self._held: Snapshot | None = None  # the committed state, known while the lock is held
+
+    def snapshot(self) -> Snapshot:
+        """The current committed state; while this object holds the lock nobody else commits, so the state
+        it read or published under the lock is the current one (not read again)."""
+        held = self._held
+        if held is not None and self._lock_depth:
+            return held
+        snap = super().snapshot()
+        if self._lock_depth and self._lock._is_owned():  # type: ignore[attr-defined]
+            self._held = snap
+        return snap
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -87,12 +105,14 @@ class StoreWriter(StoreBase):
                 self.root.mkdir(parents=True, exist_ok=True)
                 self._lock_file = open(self.root / _LOCK, "a+")  # noqa: SIM115 - held across the block
                 fcntl.flock(self._lock_file, fcntl.LOCK_EX)
+                self._held = None
             self._lock_depth += 1
             try:
                 yield
             finally:
                 self._lock_depth -= 1
                 if self._lock_depth == 0:
+                    self._held = None
                     fcntl.flock(self._lock_file, fcntl.LOCK_UN)
                     self._lock_file.close()
                     self._lock_file = None
@@ -124,8 +144,7 @@ class StoreWriter(StoreBase):
             attrs = table.column(ATTRS) if ATTRS in table.column_names else None
             seek_data = encode_seek(table.column(TS).combine_chunks().view(pa.int64()).to_numpy(),
                                     table.column(TYPE).combine_chunks(), attrs, chosen)
-            seek_bytes = write_seek_bytes(seek_tmp, seek_data)
-            os.replace(seek_tmp, seek_final)
+            seek_bytes = write_seek_bytes(seek_tmp, seek_data, sync=False)
             # Page checksums (CRC-32) let a read detect damaged data pages instead of decoding them.  seq and
             # ts only grow, so delta encoding stores them in a few bits per row (a dictionary of unique
             # values would store each twice); type and attribute values repeat, so they keep dictionaries.
@@ -138,9 +157,10 @@ class StoreWriter(StoreBase):
             pq.write_table(table, tmp, row_group_size=size, compression=compression, write_statistics=True,
                            write_page_checksum=True, use_dictionary=dictionary,
                            column_encoding={SEQ: "DELTA_BINARY_PACKED", TS: "DELTA_BINARY_PACKED"})
-            fsync_file(tmp)
+            fsync_all([seek_tmp, tmp])
+            os.replace(seek_tmp, seek_final)
             os.replace(tmp, final)
-            fsync_dir(parts_dir)
+            # (the folder's new entries are flushed by the commit that names the part, with its log entry)
         except BaseException:
             for f in (tmp, final, seek_tmp, seek_final):
                 f.unlink(missing_ok=True)
@@ -311,19 +331,29 @@ class StoreWriter(StoreBase):
         """Publish ``snap`` — as the next logged commit after ``before``, or as a checkpoint when there is no
         ``before`` (a new store) or enough commits were logged — then delete files no snapshot needs.
         Returns the snapshot as a reader sees it."""
-        if before is not None and before.version > 0:
+        self._held = None  # (read again should this fail half-way)
+        had = {p.file for p in before.parts} if before is not None else set()
+        # a commit that names new parts flushes their folder's entries with its own file, before publishing
+        sync = [self.root / PARTS] if any(p.file not in had for p in snap.parts) else []
+        logged = before is not None and before.version > 0
+        if logged:
+            assert before is not None
             change = Change.between(before, snap, time.time())
-            write_change(self.root, change)
+            write_change(self.root, change, sync_dirs=sync)
             snap = before.apply(change)
         checkpoint = before is None or before.version == 0 or snap.version - snap.checkpoint >= CHECKPOINT_EVERY
-        self._clean_orphans(snap)  # (a listing of the parts' folder: merges keep it short)
+        key = str(self.root)
+        if checkpoint or time.monotonic() - _CLEANED.get(key, -math.inf) >= CLEAN_EVERY_S:
+            self._clean_orphans(snap)  # (a listing of the parts' folder: once in a while, not per append)
+            _CLEANED[key] = time.monotonic()
         if checkpoint:
             here = {f.name for f in (self.root / PARTS).iterdir()} if (self.root / PARTS).is_dir() else set()
             kept = tuple(r for r in snap.removed if r[0] in here)
             snap = dataclasses.replace(snap, removed=kept, checkpoint=snap.version,
                                        committed=snap.committed or time.time())
-            write_manifest(self.root, snap)
+            write_manifest(self.root, snap, sync_dirs=() if logged else sync)
             drop_log(self.root, snap.version)
+        self._held = snap
         return snap
 
     def _clean_orphans(self, snap: Snapshot | None = None) -> None:

@@ -370,9 +370,13 @@ def test_failed_append_leaves_the_store_as_it_was(tmp_path: Path, monkeypatch: p
     assert store.read_table().num_rows == 1
 
 
-def test_uncommitted_parts_are_invisible_and_cleaned_by_the_next_write(tmp_path: Path) -> None:
-    """A part no commit names is never read; the next write deletes it once it is older than the grace a
-    write or merge under way gets (younger, it may be one: it stays)."""
+def test_uncommitted_parts_are_invisible_and_cleaned_by_the_next_write(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A part no commit names is never read; the next write (here: every write cleans) deletes it once it is
+    older than the grace a write or merge under way gets (younger, it may be one: it stays)."""
+    import exact.store.writer as writer_module
+
+    monkeypatch.setattr(writer_module, "CLEAN_EVERY_S", 0.0)
     root = tmp_path / "s"
     store = EventStore.create(root, records_to_table([{"ts": 1, "type": "A"}]))
     orphan = store.write_part(records_to_table([{"ts": 2, "type": "B"}], first_seq=1), 1)
