@@ -20,7 +20,9 @@ from __future__ import annotations
 import datetime as dt
 import http.client
 import json
+import select
 import socket
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -126,12 +128,31 @@ def error_for(status: int, body: Any) -> SeqsketchAPIError:
 
 def _error_answer(err: urllib.error.HTTPError) -> SeqsketchAPIError:
     """The typed exception of an HTTP error answer (its JSON error object, or its text)."""
-    payload = err.read()
+    return _error_of(err.code, err.read())
+
+
+def _error_of(status: int, payload: bytes) -> SeqsketchAPIError:
+    """The typed exception of an answer with error status ``status`` and body ``payload``."""
     try:
         decoded = json.loads(payload) if payload else None
     except ValueError:
         decoded = payload.decode("utf-8", "replace")
-    return error_for(err.code, decoded)
+    return error_for(status, decoded)
+
+
+def _proxied(parts: urllib.parse.SplitResult) -> bool:
+    """Whether the environment names a proxy for this address (then urllib takes the request)."""
+    proxies = urllib.request.getproxies()
+    return parts.scheme in proxies and not urllib.request.proxy_bypass(parts.hostname or "")
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """Whether a kept-alive connection's socket was closed by the server (it reads as ready, at its end)."""
+    try:
+        ready, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(ready)
 
 
 def _json_default(value: Any) -> Any:
@@ -177,6 +198,19 @@ class Client:
     def __repr__(self) -> str:
         return f"Client({self.base!r}, token={'…' if self.token else None})"
 
+    def close(self) -> None:
+        """Close this thread's kept-alive connection to the server (the next request opens another)."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # --- transport -----------------------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, *, body: Any = None, raw: bytes | None = None,
@@ -192,23 +226,65 @@ class Client:
         url = self.base + path
         attempts = 1 + (self.retries if idempotent else 0)
         for attempt in range(attempts):
-            req = urllib.request.Request(url, data=data, method=method, headers=headers)
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    payload = resp.read()
-                    if accept != "application/json":
-                        return payload
-                    return json.loads(payload) if payload else None
-            except urllib.error.HTTPError as err:
-                raise _error_answer(err) from None
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as err:
+                status, payload = self._send(method, url, data, headers)
+            except (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException) as err:
                 if attempt + 1 < attempts:
                     time.sleep(self.backoff * (2 ** attempt))
                     continue
                 reason = getattr(err, "reason", err)
                 raise ServiceUnavailableError("connection_error",
                                               f"cannot reach {self.base}: {reason}") from None
+            if status >= 400:
+                raise _error_of(status, payload) from None
+            if accept != "application/json":
+                return payload
+            return json.loads(payload) if payload else None
         raise AssertionError("unreachable")
+
+    def _send(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        """One request and its whole answer (status, body), on this thread's kept-alive connection to the
+        server (a proxy the environment names for it is used as urllib uses it)."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or _proxied(parts):
+            req = urllib.request.Request(url, data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    return resp.status, resp.read()
+            except urllib.error.HTTPError as err:
+                return err.code, err.read()
+        conn = self._connection(parts)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        try:
+            conn.request(method, target, body=data, headers=headers)
+            resp = conn.getresponse()
+            payload = resp.read()
+        except BaseException:
+            self._local.conn = None
+            conn.close()
+            raise
+        if resp.will_close:
+            self._local.conn = None
+            conn.close()
+        return resp.status, payload
+
+    def _connection(self, parts: urllib.parse.SplitResult) -> http.client.HTTPConnection:
+        """This thread's connection to the server: kept alive between requests, opened again when the server
+        closed it meanwhile (an idle connection the server let go reads as closed before it is used)."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is not None and (conn.sock is None or _closed_by_peer(conn.sock)):
+            conn.close()
+            conn = None
+        if conn is None:
+            kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+            conn = kind(parts.hostname or "localhost", parts.port, timeout=self.timeout)
+            local.conn = conn
+        return conn
+
+    @property
+    def _local(self) -> threading.local:
+        return self.__dict__.setdefault("_local_state", threading.local())
 
     @staticmethod
     def _name(name: str) -> str:

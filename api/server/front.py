@@ -367,15 +367,25 @@ class Connection:
             started["status"], started["headers"] = status, headers
             return lambda _data: None  # (the legacy write callable: unused by Flask)
 
-        def first() -> tuple[Iterator[bytes], bytes | None]:
+        def first() -> tuple[Iterator[bytes] | None, list[bytes]]:
+            """Run the application up to its first two pieces: an answer of one piece (most are) is then
+            whole — and closed here, in this one trip to the pool (no iterator is left: None)."""
             body = self.app(environ, start_response)
             chunks = iter(body)
-            closer = getattr(body, "close", None)
-            started["close"] = closer
-            return chunks, next(chunks, None)
+            started["close"] = getattr(body, "close", None)
+            pieces: list[bytes] = []
+            for _ in range(1 if environ.get(STREAM_KEY) is not None else 2):
+                piece = next(chunks, None)
+                if piece is None:
+                    closer = started.pop("close")
+                    if closer is not None:
+                        closer()
+                    return None, pieces
+                pieces.append(piece)
+            return chunks, pieces
 
         try:
-            chunks, head = await loop.run_in_executor(self.executor, first)
+            chunks, pieces = await loop.run_in_executor(self.executor, first)
         except Exception:  # (the app answers its own errors; this is the front's last word)
             await self._refuse(Refused(500, "internal", "internal server error; see the server log"))
             return False
@@ -394,12 +404,18 @@ class Connection:
                 return False
             self.writer.write(self.h11.send(h11.Response(status_code=status, headers=headers,
                                                          reason=reason.encode("latin-1", "replace"))))
-            piece = head
-            while piece is not None:
+            for made in pieces:
+                if made:
+                    self.writer.write(self.h11.send(h11.Data(data=made)))
+            if chunks is not None:
+                await asyncio.wait_for(self.writer.drain(), self.limits.write_s)
+            while chunks is not None:  # (more pieces may follow)
+                piece = await loop.run_in_executor(self.executor, _next_piece, chunks)
+                if piece is None:
+                    break
                 if piece:
                     self.writer.write(self.h11.send(h11.Data(data=piece)))
                     await asyncio.wait_for(self.writer.drain(), self.limits.write_s)
-                piece = await loop.run_in_executor(self.executor, next, chunks, None)
             self.writer.write(self.h11.send(h11.EndOfMessage()))
             await asyncio.wait_for(self.writer.drain(), self.limits.write_s)
         finally:
@@ -468,3 +484,8 @@ class Connection:
             data = await self.reader.read(4096)
             if not data:
                 return
+
+
+def _next_piece(chunks: Iterator[bytes]) -> bytes | None:
+    """An answer's next piece, or None at its end."""
+    return next(chunks, None)
