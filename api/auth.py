@@ -109,8 +109,9 @@ def list_tokens(catalog: Catalog) -> list[dict[str, object]]:
 
 
 def has_active_tokens(catalog: Catalog) -> bool:
-    with catalog.session() as s:
-        return s.scalar(select(Token.id).where(Token.revoked.is_(None)).limit(1)) is not None
+    """Whether any token is active (then every request needs one); asked per request, on a plain connection."""
+    with catalog.engine.connect() as conn:
+        return conn.execute(select(Token.id).where(Token.revoked.is_(None)).limit(1)).scalar() is not None
 
 
 def authenticate(catalog: Catalog, secret: str) -> Principal | None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 import pyarrow as pa
 
-from api.service.datasets import dataset_exists
+from api.service.datasets import dataset_exists, warm_up_appends
 from api.service.limits import call_with_timeout
 from exact.engine import Budget, answer, evaluate_table, warm_up
 from exact.engine.columns import bound_columns_of
@@ -57,7 +57,12 @@ def prepare_queries() -> None:
     the engine's compiled kernels — so that a server's first query is not charged for them (nor refused by
     its time limit for them)."""
     parse("PATTERN SEQ(A a)")
-    threading.Thread(target=warm_up, name="seqsketch-warm-up", daemon=True).start()
+    threading.Thread(target=_warm_up, name="seqsketch-warm-up", daemon=True).start()
+
+
+def _warm_up() -> None:
+    warm_up()
+    warm_up_appends()
 
 
 def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified",

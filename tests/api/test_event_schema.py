@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.schemas.base import RequestInvalid
-from api.schemas.bodies import check_text, event_fits, parse_json_body
+from api.schemas.bodies import _NON_FINITE, _batch_fits, _may_be_odd, check_text, event_fits, parse_json_body
 from api.schemas.definitions import EVENT
 
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=3))
@@ -51,6 +51,30 @@ def _schema_says(record: Any) -> bool:
 @given(records())
 def test_the_quick_check_is_the_schema(record: Any) -> None:
     assert event_fits(record) == _schema_says(record), record
+
+
+@given(st.lists(records(), min_size=1, max_size=3), st.booleans())
+def test_the_batch_check_is_the_quick_check_of_each(batch: list[Any], same_fields: bool) -> None:
+    if same_fields and all(isinstance(r, dict) for r in batch):  # (the batches a feed sends: one shape)
+        shape = batch[0]
+        batch = [{k: (r.get(k, v) if isinstance(r, dict) else v) for k, v in shape.items()} for r in batch]
+    if _batch_fits(batch):
+        assert all(event_fits(r) for r in batch), batch
+
+
+def test_a_feed_batch_is_checked_at_once() -> None:
+    batch = [{"type": "A", "ts": 1.5 + i, "case": "c", "attrs": {"x": i}} for i in range(3)]
+    assert _batch_fits(batch)
+    assert not _batch_fits(batch + [{"type": "A", "ts": 9, "case": "c"}])  # (fields differ: one by one)
+    assert not _batch_fits([{"type": "A", "ts": True}])
+
+
+@given(st.binary(max_size=40) | st.text(alphabet="0123456789eE+-.NaInfity\" ", max_size=400).map(str.encode))
+def test_the_quick_number_scan_misses_nothing_the_pattern_finds(raw: bytes) -> None:
+    if _NON_FINITE.search(raw):
+        assert _may_be_odd(raw), raw
+    assert _may_be_odd(b"[1e400]") and _may_be_odd(b"NaN") and _may_be_odd(b"1" * 300)
+    assert not _may_be_odd(b'[{"type": "A", "ts": 1.5e9, "x": 12}]')
 
 
 def test_examples() -> None:
