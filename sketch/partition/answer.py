@@ -13,13 +13,16 @@ match; every event a match's strategy or negation looks at lies in its own group
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from exact.arrays import sorted_ints
 from exact.engine import Budget, answer, evaluate_table, iso_ts_many
@@ -68,12 +71,39 @@ def runs_of(seqs: np.ndarray) -> np.ndarray:
 
 
 def tail_of(source: Any, layout: Layout) -> Tail | None:
-    """The events appended after ``layout`` (None when there are none)."""
+    """The events appended after ``layout`` (None when there are none): their seq, type and key, read a
+    part at a time and kept per part (parts never change; under a live feed each new part is read once, not
+    by every question until the next fold)."""
     if source.events_total <= layout.events:
         return None
-    table = source.store.read_table(layout.events, None, ["seq", "type", f"attrs.{layout.key}"],
-                                    snapshot=source.snapshot)
+    columns = ["seq", "type", f"attrs.{layout.key}"]
+    snap = source.snapshot
+    pieces = []
+    for part in snap.parts:
+        if part.last_seq < layout.events:
+            continue
+        key = (str(source.store.root), part.file, layout.key)
+        with _TAIL_LOCK:
+            piece = _TAIL_PARTS.get(key)
+            if piece is not None:
+                _TAIL_PARTS.move_to_end(key)
+        if piece is None:
+            piece = source.store.read_table(part.first_seq, part.last_seq, columns, snapshot=snap)
+            with _TAIL_LOCK:
+                _TAIL_PARTS[key] = piece
+                while len(_TAIL_PARTS) > _TAIL_PARTS_KEPT:
+                    _TAIL_PARTS.popitem(last=False)
+        if part.first_seq < layout.events:
+            piece = piece.slice(layout.events - part.first_seq)
+        pieces.append(piece)
+    table = pa.concat_tables(pieces, promote_options="permissive") if len(pieces) > 1 else pieces[0]
     return read_tail(layout, table)
+
+
+#: the tail columns of the parts read lately, by (store, part file, key): the parts after a layout
+_TAIL_PARTS: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
+_TAIL_PARTS_KEPT = 256
+_TAIL_LOCK = threading.Lock()
 
 
 def group_numbers(layout: Layout, tail: Tail | None, seqs: np.ndarray) -> np.ndarray:
@@ -325,22 +355,19 @@ def _group_spans(layout: Layout, tail: Tail | None, groups: np.ndarray) -> list[
     if tail is not None:
         in_tail = np.isin(tail.group, groups)
         if in_tail.any():
-            g, s = tail.group[in_tail], tail.seq[in_tail]
-            last = {int(a): int(b) for a, b in zip(g.tolist(), s.tolist(), strict=True)}
-            first: dict[int, int] = {}
-            for a, b in zip(g.tolist(), s.tolist(), strict=True):
-                first.setdefault(a, b)
-            index = {int(x): i for i, x in enumerate(old.tolist())}
+            g, seqs = tail.group[in_tail], tail.seq[in_tail]  # (seqs increase)
+            named, first_at = np.unique(g, return_index=True)
+            last_at = len(g) - 1 - np.unique(g[::-1], return_index=True)[1]
+            first, last = seqs[first_at], seqs[last_at]
+            # a layout group that goes on in the tail ends later; a group new in the tail is a span of its own
+            order = np.argsort(old, kind="stable")  # (``old`` is in the order of the groups' first events)
+            ranked = old[order]
+            where = np.minimum(np.searchsorted(ranked, named), max(len(ranked) - 1, 0))
+            known = (ranked[where] == named) if len(ranked) else np.zeros(len(named), dtype=bool)
             hi = hi.copy()
-            new_lo, new_hi = [], []
-            for grp, end in last.items():
-                if grp in index:
-                    hi[index[grp]] = max(hi[index[grp]], end)
-                else:
-                    new_lo.append(first[grp])
-                    new_hi.append(end)
-            lo = np.concatenate([lo, np.asarray(new_lo, dtype=_I64)])
-            hi = np.concatenate([hi, np.asarray(new_hi, dtype=_I64)])
+            np.maximum.at(hi, order[where[known]], last[known])
+            lo = np.concatenate([lo, first[~known]])
+            hi = np.concatenate([hi, last[~known]])
     return [(a, b) for a, b in merge_spans(lo, hi).tolist()]
 
 
