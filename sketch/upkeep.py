@@ -22,7 +22,7 @@ from exact.errors import NotFound
 from exact.store import EventStore, Snapshot
 from exact.store import writer as store_writer
 from exact.store.grouping import LAYOUT_KEY
-from exact.store.merge import merge_all
+from exact.store.merge import QUIET_FANOUT, QUIET_SHARE, merge_all
 from exact.store.retention import RETAIN_KEY, Retention, counts_of, policy_of, retirable
 from sketch.build import BuildOptions
 from sketch.index_files import (
@@ -43,6 +43,9 @@ from sketch.tree.decay import save as save_decayed
 
 #: a fold of a dataset under a steady feed waits this many times as long as its last fold took
 FOLD_SPACING = 10.0
+#: a dataset no commit came to for this long (seconds) is merged down to a part per cap
+#: (:data:`~exact.store.merge.QUIET_SHARE`), as a fresh build lays it out
+QUIET_S = 10.0
 #: when each dataset's last fold under upkeep ended (monotonic) and how long it took, by dataset folder
 _FOLDS: dict[str, tuple[float, float]] = {}
 #: when this process last pruned each dataset's index folder (monotonic), by dataset folder: an append that
@@ -78,6 +81,7 @@ class Upkeep:
             pass
         if merges:
             merge_all(self.store)
+            merge_all(self.store, fanout=QUIET_FANOUT, share=QUIET_SHARE)
         if (self.store.snapshot().extra or {}).get(PARTITION_KEY):
             self.fold_layout()
         elif not merges:
@@ -222,13 +226,18 @@ class Upkeep:
     def maintain(self, *, seconds: float = 0.25, layout_tail: float = 0.02, layout_least: int = 4096,
                  quiet_s: float = 1.0) -> dict[str, Any]:
         """One round of upkeep for a live dataset: merges of its small parts for about ``seconds`` (until no
-        balanced run is left), and the partition layout folded when its tail holds more than
+        balanced run is left; once no commit came for :data:`QUIET_S`, down to a part per cap, as a fresh
+        build lays the events out), and the partition layout folded when its tail holds more than
         ``layout_tail`` of the events (and at least ``layout_least``), or holds any once no commit came for
         ``quiet_s`` seconds — but a fold of a fed dataset waits :data:`FOLD_SPACING` times as long as the last
         one took (it reads every event's type, ts and key: under a steady feed it then takes at most a tenth of
         a core, and leaves few replaced layouts behind).  What was done."""
         retired = self.retire()
         merged = merge_all(self.store, seconds=seconds)
+        snap = self.store.snapshot()
+        if not merged and snap.committed and time.time() - snap.committed > QUIET_S:
+            # (at once, not a merge per round: each commit would start the wait for quiet again)
+            merged = merge_all(self.store, seconds=20 * seconds, fanout=QUIET_FANOUT, share=QUIET_SHARE)
         folded = False
         snap = self.store.snapshot()
         if (snap.extra or {}).get(PARTITION_KEY):

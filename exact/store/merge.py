@@ -27,6 +27,12 @@ from exact.store.manifest import DEFAULT_PART_ROWS, PARTS, PartInfo, Snapshot
 
 #: the fewest neighbouring parts merged into one
 FANOUT = 8
+#: how a dataset no commit came to for a while is merged (:data:`QUIET_S` in :mod:`sketch.upkeep`): any two or
+#: more neighbouring parts of which the largest holds at most this share — a quiet dataset ends with a part per
+#: ``cap`` rows (per stretch under retention), as a fresh build has, and a part is rewritten only once the
+#: parts after it have added a sixteenth of its rows
+QUIET_FANOUT = 2
+QUIET_SHARE = 16 / 17
 
 
 def buckets(snap: Snapshot) -> Callable[[PartInfo], int] | None:
@@ -46,11 +52,12 @@ def buckets(snap: Snapshot) -> Callable[[PartInfo], int] | None:
     return lambda p: p.min_ts // span if p.min_ts // span == p.max_ts // span else -1
 
 
-def merge_plan(snap: Snapshot, *, fanout: int = FANOUT, cap: int = DEFAULT_PART_ROWS) -> list[PartInfo] | None:
+def merge_plan(snap: Snapshot, *, fanout: int = FANOUT, cap: int = DEFAULT_PART_ROWS,
+               share: float = 0.5) -> list[PartInfo] | None:
     """The next run of neighbouring parts to merge into one: of the **balanced** runs — at least ``fanout``
-    and at most ``4 · fanout`` parts, within ``cap`` rows, under a retention policy within one stretch
-    (:func:`buckets`), and no part holding more than half of the run's rows — the one with the fewest rows
-    (the oldest of those); None when there is none.
+    and at most ``4 · max(fanout, FANOUT)`` parts, within ``cap`` rows, under a retention policy within one
+    stretch (:func:`buckets`), and no part holding more than ``share`` (half) of the run's rows — the one with
+    the fewest rows (the oldest of those); None when there is none.
 
     Balance bounds the work: an event's part at least doubles each time it is rewritten, so it is rewritten
     at most ``log2 N`` times.  It also bounds the parts: where no balanced run is left, every run's largest
@@ -66,7 +73,7 @@ def merge_plan(snap: Snapshot, *, fanout: int = FANOUT, cap: int = DEFAULT_PART_
         if where[at] == -1:
             continue
         total = largest = 0
-        for length in range(1, min(4 * fanout, len(parts) - at) + 1):
+        for length in range(1, min(4 * max(fanout, FANOUT), len(parts) - at) + 1):
             part = parts[at + length - 1]
             if where[at + length - 1] != where[at]:
                 break
@@ -74,7 +81,7 @@ def merge_plan(snap: Snapshot, *, fanout: int = FANOUT, cap: int = DEFAULT_PART_
             largest = max(largest, part.rows)
             if total > cap or (best is not None and total >= best[0]):
                 break
-            if length >= fanout and 2 * largest <= total:
+            if length >= fanout and largest <= share * total:
                 best = (total, at, length)
                 break
     return None if best is None else list(parts[best[1]:best[1] + best[2]])
@@ -99,7 +106,7 @@ def merge(store: object, run: Sequence[PartInfo]) -> Snapshot | None:
 
 
 def merge_all(store: object, *, fanout: int = FANOUT, cap: int = DEFAULT_PART_ROWS, most: int | None = None,
-              seconds: float | None = None) -> int:
+              seconds: float | None = None, share: float = 0.5) -> int:
     """Merge until the plan is empty (or ``most`` merges were made, or ``seconds`` have passed); returns how
     many were made."""
     from exact.store import EventStore
@@ -108,7 +115,7 @@ def merge_all(store: object, *, fanout: int = FANOUT, cap: int = DEFAULT_PART_RO
     made = missed = 0
     deadline = None if seconds is None else time.monotonic() + seconds
     while (most is None or made < most) and missed < 3 and (deadline is None or time.monotonic() < deadline):
-        run = merge_plan(store.snapshot(), fanout=fanout, cap=cap)
+        run = merge_plan(store.snapshot(), fanout=fanout, cap=cap, share=share)
         if run is None:
             break
         if merge(store, run) is not None:

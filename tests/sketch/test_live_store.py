@@ -26,7 +26,7 @@ from api.service.queries import run_query
 from exact.errors import QuerySemanticError
 from exact.query.ast import WithinEvents, WithinTime
 from exact.reference import reference_matches, stream_table
-from exact.store.merge import merge_all
+from exact.store.merge import QUIET_FANOUT, QUIET_SHARE, merge_all, merge_plan
 from exact.store.retention import Retention, policy_of
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
@@ -50,6 +50,7 @@ def plans(draw: st.DrawFn) -> list[tuple[str, Any]]:
         st.tuples(st.just("append"), keyed_streams(max_events=4)),
         st.tuples(st.just("append"), keyed_streams(max_events=4)),
         st.tuples(st.just("merge"), st.sampled_from((2, 3))),
+        st.tuples(st.just("quiet merge"), st.none()),
         st.tuples(st.just("retain"), st.one_of(st.builds(Retention, events=st.integers(1, 20)),
                                                st.builds(Retention, span_us=st.integers(1, 24)),
                                                st.builds(Retention, events=st.integers(1, 20)),
@@ -109,6 +110,8 @@ def test_merges_retention_and_folds_keep_the_answers_of_the_retained_events(
                 every += batch
             elif kind == "merge":
                 merge_all(dataset.store, fanout=value)
+            elif kind == "quiet merge":  # (as upkeep merges a dataset no commit came to for a while)
+                merge_all(dataset.store, fanout=QUIET_FANOUT, share=QUIET_SHARE)
             elif kind == "retain":
                 dataset.retain(value)
                 floor = kept
@@ -146,3 +149,21 @@ def test_merges_retention_and_folds_keep_the_answers_of_the_retained_events(
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
+
+def test_a_quiet_dataset_is_merged_down_to_a_part_and_a_big_part_waits_for_a_sixteenth_more(tmp_path: Path) -> None:
+    """Balanced merges leave a large part and the smaller ones after it; once quiet, runs of two or more
+    merge whenever the largest holds at most 16/17 of the run: the parts of a fresh build, without
+    rewriting a large part for every few events added to it."""
+    rows = [{"type": "A", "ts": i, "case": "c"} for i in range(1700)]
+    Dataset.build(tmp_path, "d", table_of(rows[:1600]), TINY)
+    dataset = Dataset.open(tmp_path, "d")
+    dataset.append(table_of(rows[1600:1650]).drop_columns(["seq"]))  # 50 more: under a sixteenth of 1,600
+    assert merge_plan(dataset.store.snapshot(), fanout=QUIET_FANOUT, share=QUIET_SHARE) is None
+    assert merge_plan(dataset.store.snapshot()) is None
+    dataset.append(table_of(rows[1650:1700]).drop_columns(["seq"]))  # 100: a sixteenth
+    run = merge_plan(dataset.store.snapshot(), fanout=QUIET_FANOUT, share=QUIET_SHARE)
+    assert run is not None and [p.rows for p in run] == [50, 50]  # (the fewest rows first)
+    assert merge_all(dataset.store, fanout=QUIET_FANOUT, share=QUIET_SHARE) == 2  # then [1600, 100]
+    snap = dataset.snapshot()
+    assert [p.rows for p in snap.store.parts] == [1700]
+    assert dataset.store.read_table(columns=["seq"]).column("seq").to_pylist() == list(range(1700))
