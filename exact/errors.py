@@ -96,3 +96,11 @@ class StoreCorrupt(SeqsketchError):
 
     code = "store_corrupt"
     http_status = 500
+
+
+class StorageUnavailable(SeqsketchError):
+    """The object store holding a dataset could not be reached (or refused the request): nothing is damaged,
+    and the same request answers once it is back."""
+
+    code = "storage_unavailable"
+    http_status = 503

@@ -1,0 +1,422 @@
+"""Object storage: a store root that is a bucket prefix (``s3://bucket/prefix``), read by byte ranges through a
+bounded local cache.
+
+An :class:`ObjectStore` names a prefix of a bucket on an S3-compatible service, reached through pyarrow's S3
+filesystem with the usual environment: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION`` (or
+``AWS_DEFAULT_REGION``; default ``us-east-1``) and ``AWS_ENDPOINT_URL`` for a service other than AWS.  Every
+file a store writes is immutable once written and named uniquely (parts, seek files, trees, layouts), so what
+a server fetched of one stays true: reads go through a :class:`BlockCache` of fixed-size blocks on local disk.
+
+The cache is bounded (:data:`DEFAULT_CACHE_BYTES`, ``SEQSKETCH_CACHE_BYTES``) and evicts the blocks used
+longest ago.  A block file carries its length and CRC-32 and is written under a temporary name then renamed:
+a block that is partly written, truncated or damaged on disk fails its check, is deleted and fetched again —
+never used.  :func:`fetch_counts` tells how many bytes were fetched and how many block reads the cache
+answered, per thread, for a query's ``stats``.
+
+A service that cannot be reached is :class:`~exact.errors.StorageUnavailable` (HTTP 503), naming the
+location, after a short connect timeout and a few retries — not a hang, and not a damaged store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import threading
+import uuid
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from exact.errors import InputError, NotFound, StorageUnavailable
+
+#: the scheme of an object-store location
+SCHEME = "s3"
+#: the bytes a fetch brings at least (an aligned block of the object)
+BLOCK_BYTES = 1 << 20
+#: the default bound of a server's cache of fetched blocks
+DEFAULT_CACHE_BYTES = 2 << 30
+
+_MAGIC = b"SQBLK1\0\0"
+_HEAD = struct.Struct("<8sQQI")  # magic, block number, length, CRC-32
+
+
+def is_object_uri(root: str | os.PathLike[str]) -> bool:
+    """Whether a store root names object storage (``s3://…``) rather than a local folder."""
+    return str(root).startswith(f"{SCHEME}://")
+
+
+@dataclass(frozen=True)
+class ObjectLocation:
+    """A bucket and a key prefix (no leading or trailing slash; may be empty)."""
+
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, uri: str) -> ObjectLocation:
+        """``s3://bucket[/prefix]``; anything else is an :class:`~exact.errors.InputError` naming it."""
+        parts = urlsplit(uri)
+        if parts.scheme != SCHEME or not parts.netloc or parts.query or parts.fragment:
+            raise InputError(f"not an object-store location: {uri!r}; expected s3://bucket/prefix", where=uri)
+        bucket = parts.netloc
+        if not (3 <= len(bucket) <= 63) or not all(c.isalnum() or c in "-." for c in bucket) \
+                or not bucket[0].isalnum():
+            raise InputError(f"{bucket!r} is not a bucket name (3-63 letters, digits, '-' and '.')", where=uri)
+        prefix = parts.path.strip("/")
+        if any(p in ("", ".", "..") for p in prefix.split("/")) and prefix:
+            raise InputError(f"the prefix {prefix!r} has an empty, '.' or '..' segment", where=uri)
+        return cls(bucket, prefix)
+
+    @property
+    def uri(self) -> str:
+        return f"{SCHEME}://{self.bucket}" + (f"/{self.prefix}" if self.prefix else "")
+
+    def path(self, key: str) -> str:
+        """The filesystem path (``bucket/prefix/key``) of ``key`` under this location."""
+        return "/".join(p for p in (self.bucket, self.prefix, key.strip("/")) if p)
+
+    def child(self, key: str) -> ObjectLocation:
+        return ObjectLocation(self.bucket, "/".join(p for p in (self.prefix, key.strip("/")) if p))
+
+
+def s3_filesystem(*, create_buckets: bool = False) -> Any:
+    """pyarrow's S3 filesystem configured from the environment (see the module docstring), with short
+    timeouts so that an unreachable service is reported, not waited for."""
+    from pyarrow import fs
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+    options: dict[str, Any] = {
+        "region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        "connect_timeout": float(os.environ.get("SEQSKETCH_S3_CONNECT_TIMEOUT", "2")),
+        "request_timeout": float(os.environ.get("SEQSKETCH_S3_REQUEST_TIMEOUT", "30")),
+        "retry_strategy": fs.AwsStandardS3RetryStrategy(max_attempts=3),
+        "allow_bucket_creation": create_buckets,
+    }
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+        options["endpoint_override"] = parts.netloc
+        options["scheme"] = parts.scheme or "http"
+    return fs.S3FileSystem(**options)
+
+
+class BlockCache:
+    """Fixed-size blocks of immutable objects, kept in files under ``folder`` up to ``max_bytes`` (the least
+    recently used evicted first); each block file checked (length, CRC-32) whenever it is read."""
+
+    def __init__(self, folder: Path, max_bytes: int = DEFAULT_CACHE_BYTES, block_bytes: int = BLOCK_BYTES) -> None:
+        if max_bytes < block_bytes:
+            raise InputError(f"a cache of {max_bytes} bytes cannot hold one block of {block_bytes}",
+                             where="SEQSKETCH_CACHE_BYTES")
+        self.folder = Path(folder)
+        self.max_bytes = max_bytes
+        self.block_bytes = block_bytes
+        self._lock = threading.Lock()
+        self._held: OrderedDict[str, int] | None = None  # block file name -> bytes on disk, least recent first
+        self._bytes = 0
+        self.corrupt = 0  # block files found damaged (deleted, fetched again)
+
+    @classmethod
+    def from_env(cls, home: Path) -> BlockCache:
+        """The cache of a seqsketch home: ``home/cache/objects``, bounded by ``SEQSKETCH_CACHE_BYTES``."""
+        raw = os.environ.get("SEQSKETCH_CACHE_BYTES")
+        try:
+            size = DEFAULT_CACHE_BYTES if raw is None else int(raw)
+        except ValueError:
+            raise InputError(f"SEQSKETCH_CACHE_BYTES must be a number of bytes, not {raw!r}",
+                             where="SEQSKETCH_CACHE_BYTES") from None
+        return cls(home / "cache" / "objects", size)
+
+    def _scan(self) -> OrderedDict[str, int]:
+        if self._held is None:
+            found: list[tuple[float, str, int]] = []
+            if self.folder.is_dir():
+                for sub in self.folder.iterdir():
+                    for f in sub.iterdir() if sub.is_dir() else ():
+                        if f.name.endswith(".blk"):
+                            st = f.stat()
+                            found.append((st.st_atime, f"{sub.name}/{f.name}", st.st_size))
+                        elif ".tmp-" in f.name:
+                            f.unlink(missing_ok=True)  # (a write that died)
+            self._held = OrderedDict((name, size) for _, name, size in sorted(found))
+            self._bytes = sum(self._held.values())
+        return self._held
+
+    @staticmethod
+    def name(path: str, size: int, block: int) -> str:
+        digest = hashlib.sha256(f"{path}\0{size}\0{block}".encode()).hexdigest()
+        return f"{digest[:2]}/{digest[2:40]}.blk"
+
+    def get(self, name: str, block: int) -> bytes | None:
+        """The block's bytes if held and whole; a damaged block file is deleted (None)."""
+        with self._lock:
+            held = self._scan()
+            if name not in held:
+                return None
+            held.move_to_end(name)
+        path = self.folder / name
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            self._forget(name)
+            return None
+        if len(data) >= _HEAD.size:
+            magic, number, length, crc = _HEAD.unpack_from(data)
+            payload = data[_HEAD.size:]
+            if magic == _MAGIC and number == block and length == len(payload) and zlib.crc32(payload) == crc:
+                return payload
+        self.corrupt += 1
+        path.unlink(missing_ok=True)
+        self._forget(name)
+        return None
+
+    def put(self, name: str, block: int, payload: bytes) -> None:
+        """Keep a fetched block: written aside and renamed into place, then older blocks evicted to stay
+        within the bound."""
+        path = self.folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f"{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+        data = _HEAD.pack(_MAGIC, block, len(payload), zlib.crc32(payload)) + payload
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            return  # (a full or read-only disk: the block is answered, only not kept)
+        gone: list[str] = []
+        with self._lock:
+            held = self._scan()
+            self._bytes += len(data) - held.pop(name, 0)
+            held[name] = len(data)
+            while self._bytes > self.max_bytes and len(held) > 1:
+                old, size = held.popitem(last=False)
+                self._bytes -= size
+                gone.append(old)
+        for old in gone:
+            (self.folder / old).unlink(missing_ok=True)
+
+    def _forget(self, name: str) -> None:
+        with self._lock:
+            held = self._scan()
+            self._bytes -= held.pop(name, 0)
+
+    @property
+    def bytes_held(self) -> int:
+        with self._lock:
+            self._scan()
+            return self._bytes
+
+
+class _Counts(threading.local):
+    def __init__(self) -> None:
+        self.fetched_bytes = 0
+        self.fetches = 0
+        self.cache_hits = 0
+
+
+_COUNTS = _Counts()
+
+
+@contextmanager
+def fetch_counts() -> Iterator[dict[str, int]]:
+    """Count this thread's fetches within the block: ``fetched_bytes``, ``fetches`` (ranged GETs) and
+    ``cache_hits`` (block reads the local cache answered), in the dict yielded (filled in as it ends)."""
+    before = (_COUNTS.fetched_bytes, _COUNTS.fetches, _COUNTS.cache_hits)
+    out: dict[str, int] = {}
+    try:
+        yield out
+    finally:
+        out.update(fetched_bytes=_COUNTS.fetched_bytes - before[0], fetches=_COUNTS.fetches - before[1],
+                   cache_hits=_COUNTS.cache_hits - before[2])
+
+
+class ObjectStore:
+    """A location on object storage: whole objects written and read, immutable ones read by ranges through
+    ``cache`` (None: every read fetches)."""
+
+    def __init__(self, location: ObjectLocation | str, cache: BlockCache | None = None, *,
+                 filesystem: Any = None, create_bucket: bool = False) -> None:
+        self.location = location if isinstance(location, ObjectLocation) else ObjectLocation.parse(location)
+        self.cache = cache
+        self.fs = filesystem if filesystem is not None else s3_filesystem(create_buckets=create_bucket)
+        self._sizes: dict[str, int] = {}
+        if create_bucket:
+            self._call(lambda: self.fs.create_dir(self.location.bucket, recursive=False), "")
+
+    @property
+    def uri(self) -> str:
+        return self.location.uri
+
+    def _call(self, action: Any, key: str) -> Any:
+        """``action()``, with a service that cannot be reached reported as such and a missing object as
+        :class:`~exact.errors.NotFound`."""
+        where = f"{self.location.uri}/{key}" if key else self.location.uri
+        try:
+            return action()
+        except FileNotFoundError:
+            raise NotFound(f"no object {key!r} in {self.location.uri}", where=where) from None
+        except OSError as err:
+            text = str(err)
+            if "NoSuchKey" in text or "Path does not exist" in text or "does not exist" in text.lower():
+                raise NotFound(f"no object {key!r} in {self.location.uri}", where=where) from None
+            raise StorageUnavailable(f"the object store at {self.location.uri} could not be reached or "
+                                     f"refused the request: {_first_line(text)}", where=where) from None
+
+    # --- writing ----------------------------------------------------------------------------------------------
+    def put(self, key: str, data: bytes) -> None:
+        """Write object ``key`` whole (visible once the upload completes: an object store never shows half of
+        one)."""
+
+        def write() -> None:
+            with self.fs.open_output_stream(self.location.path(key)) as out:
+                out.write(data)
+
+        self._call(write, key)
+        self._sizes[key] = len(data)
+
+    def delete(self, key: str) -> None:
+        self._sizes.pop(key, None)
+        try:
+            self._call(lambda: self.fs.delete_file(self.location.path(key)), key)
+        except NotFound:
+            pass
+
+    # --- reading ----------------------------------------------------------------------------------------------
+    def size(self, key: str) -> int:
+        """The object's size (asked once per object: objects never change)."""
+        size = self._sizes.get(key)
+        if size is None:
+            info = self._call(lambda: self.fs.get_file_info(self.location.path(key)), key)
+            from pyarrow import fs
+
+            if info.type != fs.FileType.File:
+                raise NotFound(f"no object {key!r} in {self.location.uri}", where=f"{self.location.uri}/{key}")
+            size = self._sizes[key] = int(info.size)
+        return size
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.size(key)
+        except NotFound:
+            return False
+        return True
+
+    def list(self, folder: str = "") -> list[str]:
+        """The keys under ``folder`` (relative to the location), sorted."""
+        from pyarrow import fs
+
+        base = self.location.path(folder)
+        selector = fs.FileSelector(base, allow_not_found=True, recursive=True)
+        infos = self._call(lambda: self.fs.get_file_info(selector), folder)
+        start = len(self.location.path("")) + 1 if self.location.prefix else len(self.location.bucket) + 1
+        return sorted(i.path[start:] for i in infos if i.type == fs.FileType.File)
+
+    def get(self, key: str) -> bytes:
+        """Object ``key`` whole, fetched now (not cached: for objects that may be replaced)."""
+
+        def read() -> bytes:
+            with self.fs.open_input_stream(self.location.path(key)) as f:
+                return bytes(f.read())
+
+        data: bytes = self._call(read, key)
+        _COUNTS.fetched_bytes += len(data)
+        _COUNTS.fetches += 1
+        return data
+
+    def read_range(self, key: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of immutable object ``key`` from ``offset`` (fewer at its end), a block at a time
+        through the cache."""
+        size = self.size(key)
+        if offset < 0 or length < 0:
+            raise ValueError(f"a range of {length} bytes at {offset}")
+        end = min(size, offset + length)
+        if offset >= end:
+            return b""
+        if self.cache is None:
+            return self._fetch(key, offset, end - offset)
+        step = self.cache.block_bytes
+        path = self.location.path(key)
+        pieces = []
+        for block in range(offset // step, (end - 1) // step + 1):
+            name = self.cache.name(path, size, block)
+            data = self.cache.get(name, block)
+            if data is None:
+                data = self._fetch(key, block * step, min(step, size - block * step))
+                self.cache.put(name, block, data)
+            else:
+                _COUNTS.cache_hits += 1
+            lo = max(offset - block * step, 0)
+            hi = min(end - block * step, len(data))
+            pieces.append(data[lo:hi])
+        return b"".join(pieces)
+
+    def _fetch(self, key: str, offset: int, length: int) -> bytes:
+        def read() -> bytes:
+            with self.fs.open_input_file(self.location.path(key)) as f:
+                return bytes(f.read_at(length, offset))
+
+        data: bytes = self._call(read, key)
+        _COUNTS.fetched_bytes += len(data)
+        _COUNTS.fetches += 1
+        return data
+
+    def open(self, key: str) -> RangedFile:
+        """A read-only file object over immutable object ``key`` (for Parquet readers), reading by ranges."""
+        return RangedFile(self, key)
+
+
+class RangedFile:
+    """A seekable, read-only file over an object, each read a range (:meth:`ObjectStore.read_range`)."""
+
+    def __init__(self, store: ObjectStore, key: str) -> None:
+        self.store, self.key = store, key
+        self._size = store.size(key)
+        self._at = 0
+        self.closed = False
+
+    def size(self) -> int:
+        return self._size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._at, os.SEEK_END: self._size}[whence]
+        self._at = max(0, base + offset)
+        return self._at
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._size - self._at if n is None or n < 0 else n
+        data = self.store.read_range(self.key, self._at, n)
+        self._at += len(data)
+        return data
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        return self.store.read_range(self.key, offset, n)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __enter__(self) -> RangedFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:300] if text.strip() else "no reason given"
