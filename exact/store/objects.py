@@ -13,6 +13,10 @@ a block that is partly written, truncated or damaged on disk fails its check, is
 never used.  :func:`fetch_counts` tells how many bytes were fetched and how many block reads the cache
 answered, per thread, for a query's ``stats``.
 
+Object storage has no rename: what a commit needs instead is :meth:`ObjectStore.put_if_absent`, a
+conditional put (``If-None-Match: *``, which AWS S3 and SeaweedFS honour) of which exactly one of any number
+of racing writers wins.
+
 A service that cannot be reached is :class:`~exact.errors.StorageUnavailable` (HTTP 503), naming the
 location, after a short connect timeout and a few retries — not a hang, and not a damaged store.
 """
@@ -279,6 +283,21 @@ class ObjectStore:
         self._call(write, key)
         self._sizes[key] = len(data)
 
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Write object ``key`` only if no object of that name exists (a conditional put, ``If-None-Match:
+        *``): True if this write made it, False if one existed or a concurrent one won.  Of any number of
+        writers racing to one name exactly one gets True — the primitive a commit needs where there is no
+        rename (the commit log's next version: :mod:`exact.store.manifest`)."""
+        status, body = _signed_put(self.location, key, data, {"If-None-Match": "*"})
+        if status in (200, 201):
+            self._sizes[key] = len(data)
+            return True
+        if status in (409, 412):  # (412: it exists; 409: a concurrent conditional write to it is under way)
+            return False
+        raise StorageUnavailable(f"the object store at {self.location.uri} refused a write of {key!r}: HTTP "
+                                 f"{status} {_first_line(body.decode('utf-8', 'replace'))}",
+                                 where=f"{self.location.uri}/{key}")
+
     def delete(self, key: str) -> None:
         self._sizes.pop(key, None)
         try:
@@ -416,6 +435,61 @@ class RangedFile:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _signed_put(location: ObjectLocation, key: str, data: bytes, extra: dict[str, str]) -> tuple[int, bytes]:
+    """One PUT of ``data`` to ``key`` with the headers ``extra``, signed with AWS Signature Version 4 from the
+    environment's credentials (pyarrow's S3 filesystem has no conditional write); its status and body."""
+    import datetime as dt
+    import hmac
+    import http.client
+    from urllib.parse import quote
+
+    access = os.environ.get("AWS_ACCESS_KEY_ID")
+    secret = os.environ.get("AWS_SECRET_ACCESS_KEY")
+    if not access or not secret:
+        raise StorageUnavailable("a commit to object storage needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                                 "in the environment", where=location.uri)
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+    object_path = "/".join(quote(p, safe="-_.~") for p in location.path(key).split("/")[1:])
+    if endpoint:  # (path style: the bucket in the path, as S3-compatible services expect)
+        parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+        scheme, host = parts.scheme or "http", parts.netloc
+        target = f"/{quote(location.bucket, safe='-_.~')}/{object_path}"
+    else:  # (AWS: virtual-hosted style)
+        scheme, host = "https", f"{location.bucket}.s3.{region}.amazonaws.com"
+        target = f"/{object_path}"
+    now = dt.datetime.now(dt.UTC)
+    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    headers = {"host": host, "x-amz-date": stamp, "x-amz-content-sha256": hashlib.sha256(data).hexdigest(),
+               **{k.lower(): v for k, v in extra.items()}}
+    token = os.environ.get("AWS_SESSION_TOKEN")
+    if token:
+        headers["x-amz-security-token"] = token
+    names = sorted(headers)
+    canonical = "\n".join(["PUT", target, "", "".join(f"{n}:{headers[n].strip()}\n" for n in names),
+                           ";".join(names), headers["x-amz-content-sha256"]])
+    scope = f"{day}/{region}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    signing = f"AWS4{secret}".encode()
+    for piece in (day, region, "s3", "aws4_request"):
+        signing = hmac.new(signing, piece.encode(), hashlib.sha256).digest()
+    signature = hmac.new(signing, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={access}/{scope}, SignedHeaders={';'.join(names)}, "
+                                f"Signature={signature}")
+    kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+    timeout = float(os.environ.get("SEQSKETCH_S3_REQUEST_TIMEOUT", "30"))
+    conn = kind(host, timeout=timeout)
+    try:
+        conn.request("PUT", target, body=data, headers={k: v for k, v in headers.items() if k != "host"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    except OSError as err:
+        raise StorageUnavailable(f"the object store at {location.uri} could not be reached: {err}",
+                                 where=f"{location.uri}/{key}") from None
+    finally:
+        conn.close()
 
 
 def _first_line(text: str) -> str:

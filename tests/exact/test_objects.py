@@ -127,3 +127,38 @@ def test_missing_objects_and_a_stopped_store_are_named(seaweed: Seaweed, tmp_pat
     finally:
         seaweed.start()
     assert ObjectStore(store.uri, BlockCache(tmp_path / "again")).read_range("k.bin", 0, len(data)) == data
+
+
+def test_of_writers_racing_to_one_name_exactly_one_wins(seaweed: Seaweed) -> None:
+    """The conditional put a commit needs: many threads write ``log/7.json`` at once; one is told it won,
+    every other that it lost, and the object holds the winner's bytes."""
+    import threading
+
+    store = store_at("race")
+    outcome: dict[int, bool] = {}
+    start = threading.Barrier(8)
+
+    def write(i: int) -> None:
+        start.wait()
+        outcome[i] = store.put_if_absent("log/7.json", f"writer {i}".encode())
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [i for i, won in outcome.items() if won]
+    assert len(outcome) == 8 and len(winners) == 1
+    assert store.get("log/7.json") == f"writer {winners[0]}".encode()
+    assert not store.put_if_absent("log/7.json", b"late") and store.get("log/7.json") == f"writer {winners[0]}".encode()
+    assert store.put_if_absent("log/8 with space.json", b"next")  # (a key that needs escaping, signed as sent)
+    assert store.get("log/8 with space.json") == b"next"
+
+
+def test_a_conditional_put_with_wrong_credentials_is_refused(seaweed: Seaweed, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = store_at("auth")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    with pytest.raises(StorageUnavailable, match="refused a write"):
+        store.put_if_absent("log/1.json", b"x")
+    monkeypatch.undo()
+    assert not store.exists("log/1.json")
