@@ -245,15 +245,7 @@ class Dataset(Upkeep):
             ref = _index_ref(snap)
             if ref is None or ref.covered == ref.events:
                 return False
-            tree = self._load(ref, snap)
-            new = self._write_next(tree, snap)
-            try:
-                self.store.commit((), {INDEX_KEY: new.to_json()}, expect_version=snap.version)
-            except BaseException:
-                (self.root / new.file).unlink(missing_ok=True)
-                raise
-            LOADED.put(self.root / new.file, tree, written=True)
-            self._prune(new.version)
+            self._publish_tree(self._load(ref, snap), snap)
         return True
 
     def reindex(self, options: BuildOptions = DEFAULT_OPTIONS, *, config: TreeConfig | None = None
@@ -266,14 +258,21 @@ class Dataset(Upkeep):
             else:
                 table = self.store.read_table(snapshot=snap, columns=["seq", "ts", "type"])
                 tree, _ = build_from_table(table, options, config=config)
-            ref = self._write_next(tree, snap)
-            try:
-                self.store.commit((), {INDEX_KEY: ref.to_json()}, expect_version=snap.version)
-            except BaseException:
-                (self.root / ref.file).unlink(missing_ok=True)
-                raise
-            self._prune(ref.version)
+            self._publish_tree(tree, snap)
         return self.snapshot()
+
+    def _publish_tree(self, tree: BloomTree, snap: Snapshot) -> IndexRef:
+        """Write ``tree`` whole as the next index version over ``snap``'s events and publish it alone (under
+        the lock; a refused commit leaves no file), then prune older versions."""
+        ref = self._write_next(tree, snap)
+        try:
+            self.store.commit((), {INDEX_KEY: ref.to_json()}, expect_version=snap.version)
+        except BaseException:
+            (self.root / ref.file).unlink(missing_ok=True)
+            raise
+        LOADED.put(self.root / ref.file, tree, written=True)
+        self._prune(ref.version)
+        return ref
 
     def _tree_for_update(self, snap: Snapshot, options: BuildOptions | None) -> BloomTree:
         """A private, writable tree covering ``snap``'s events: the live index (caught up if it lags)."""

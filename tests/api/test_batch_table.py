@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.service.datasets import batch_table, check_attr_kinds, records_for_append
+from api.service.batches import batch_table, check_attr_kinds, records_for_append
 from exact.errors import InputError
 from exact.events import records_to_table
 
