@@ -21,7 +21,7 @@ from typing import Any
 from exact.errors import NotFound
 from exact.store import EventStore, Snapshot
 from exact.store import writer as store_writer
-from exact.store.grouping import LAYOUT_KEY
+from exact.store.grouping import LAYOUT_KEY, layout_file_name
 from exact.store.merge import QUIET_FANOUT, QUIET_SHARE, merge_all
 from exact.store.retention import RETAIN_KEY, Retention, counts_of, policy_of, retirable
 from sketch.build import BuildOptions
@@ -35,7 +35,7 @@ from sketch.index_files import (
     index_file_name,
     write_index,
 )
-from sketch.partition.files import PARTITION_KEY, PARTITION_LEAVES, build_partition_into
+from sketch.partition.files import PARTITION_DIR, PARTITION_KEY, PARTITION_LEAVES, build_partition_into
 from sketch.tree import BloomTree, TreeConfig
 from sketch.tree.decay import DECAY_KEY, MOST_UNITS, Decayed
 from sketch.tree.decay import load as load_decayed
@@ -213,11 +213,30 @@ class Upkeep:
         assert config.fpq is not None  # (a build records the target it sized the tree for)
         options = BuildOptions(leaf_size=config.leaf_size // PARTITION_LEAVES, fpq=config.fpq,
                                fanout=config.fanout, fold=config.fold, query_length=config.query_length)
-        version = _file_version(ref["file"]) + 1
-        while (self.root / f"{INDEX_DIR}/ptree-{version:06d}.sqt").exists():
-            version += 1
+        version = self._claim_layout_version(_file_version(ref["file"]) + 1)
         table = self.store.read_table(start_seq, None, snapshot=snap, columns=["seq", "ts", "type", f"attrs.{key}"])
         return build_partition_into(self.root, table, key, options, version=version)
+
+    def _claim_layout_version(self, version: int) -> int:
+        """The first version from ``version`` on whose partition tree and layout names this call could create
+        (empty, exclusively): a fold and a retirement write their files before they take the lock, and two
+        that picked one name would write, or discard, each other's published file.  The placeholders are
+        replaced by the files' atomic writes; a dead writer's are swept like its temp files."""
+        (self.root / INDEX_DIR).mkdir(parents=True, exist_ok=True)
+        (self.root / PARTITION_DIR).mkdir(parents=True, exist_ok=True)
+        while True:
+            names = (self.root / f"{INDEX_DIR}/ptree-{version:06d}.sqt",
+                     self.root / PARTITION_DIR / layout_file_name(version))
+            made: list[Path] = []
+            try:
+                for path in names:
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                    made.append(path)
+                return version
+            except FileExistsError:
+                for path in made:
+                    path.unlink(missing_ok=True)
+                version += 1
 
     def _discard(self, update: Mapping[str, Any]) -> None:
         for entry in update.values():

@@ -26,10 +26,11 @@ from api.service.queries import run_query
 from exact.errors import QuerySemanticError
 from exact.query.ast import WithinEvents, WithinTime
 from exact.reference import reference_matches, stream_table
+from exact.store.grouping import LAYOUT_KEY
 from exact.store.merge import QUIET_FANOUT, QUIET_SHARE, merge_all, merge_plan
 from exact.store.retention import Retention, policy_of
 from sketch.build import BuildOptions
-from sketch.dataset import Dataset
+from sketch.dataset import PARTITION_KEY, Dataset
 from sketch.tree import BloomTree
 from tests.generators import engine_queries, keyed_streams, scaled
 from tests.sketch.test_standing import key, windowed
@@ -167,3 +168,43 @@ def test_a_quiet_dataset_is_merged_down_to_a_part_and_a_big_part_waits_for_a_six
     snap = dataset.snapshot()
     assert [p.rows for p in snap.store.parts] == [1700]
     assert dataset.store.read_table(columns=["seq"]).column("seq").to_pylist() == list(range(1700))
+
+
+def test_folds_and_retirements_racing_from_threads_never_lose_a_file_the_store_names(tmp_path: Path) -> None:
+    """A fold and a retirement write their partition files before they take the lock to publish them; run
+    from several threads at once (the job runner's upkeep beside a request's), each writes under names of its
+    own, so the loser's clean-up never deletes, and no writer overwrites, the file the winner published."""
+    import threading
+
+    rows = [{"type": "AB"[i % 2], "ts": i, "case": f"c{i % 7}"} for i in range(400)]
+    Dataset.build(tmp_path, "d", table_of(rows[:200]), TINY, partition_key="case")
+    dataset = Dataset.open(tmp_path, "d")
+    for start in range(200, 400, 20):
+        dataset.append(table_of(rows[start:start + 20]).drop_columns(["seq"]))
+        barrier = threading.Barrier(4)
+        errors: list[BaseException] = []
+        if start == 300:
+            dataset.retain(Retention(events=150))
+        threads = [threading.Thread(target=race, args=(tmp_path, s, barrier, errors))
+                   for s in ("fold", "fold", "fold", "retire")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        extra = dataset.store.snapshot().extra
+        for entry in (PARTITION_KEY, LAYOUT_KEY):
+            named = dataset.root / extra[entry]["file"]
+            assert named.is_file() and named.stat().st_size > 0, (start, entry, named)
+        kept = check_store(dataset, rows[:start + 20], 0)
+        assert kept == dataset.store.snapshot().retained_from
+
+
+def race(home: Path, step: str, barrier: Any, errors: list[BaseException]) -> None:
+    """One of the racing upkeep steps, on a dataset of its own opening, started with the others."""
+    try:
+        barrier.wait()
+        dataset = Dataset.open(home, "d")
+        dataset.fold_layout() if step == "fold" else dataset.retire()
+    except BaseException as e:  # (reported by the test)
+        errors.append(e)
