@@ -81,13 +81,16 @@ class Catalog:
             return [row.to_dict() for row in s.scalars(stmt)]
 
     def upsert_dataset(self, name: str, *, state: DatasetState, events: int | None = None,
-                       live_version: int | None = None, retention: str | None | object = ...) -> dict[str, Any]:
+                       live_version: int | None = None, retention: str | None | object = ...,
+                       location: str | None | object = ...) -> dict[str, Any]:
         """Create or update the dataset's row; ``None`` leaves a field as it is (``retention``: ``...`` does,
-        None records keeping everything)."""
+        None records keeping everything; ``location``: ``...`` does, None records the server's disk)."""
         with self.session() as s:
             row = _upsert_dataset(s, name, state=state, events=events, live_version=live_version)
             if retention is not ...:
                 row.retention = retention  # type: ignore[assignment]
+            if location is not ...:
+                row.location = location  # type: ignore[assignment]
             return row.to_dict()
 
     def record_index_version(self, name: str, *, number: int, events: int, files: list[Any],

@@ -104,6 +104,8 @@ class Dataset(Base):
     updated: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     #: how much history it keeps (``90 days``, ``1000000 events``; None: everything)
     retention: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: where it lives on object storage (``s3://…``; None: on the disk of the server that built it)
+    location: Mapped[str | None] = mapped_column(String(1024), nullable=True)
 
     versions: Mapped[list[IndexVersion]] = relationship(
         back_populates="dataset", cascade="all, delete-orphan", order_by="IndexVersion.number"
@@ -116,6 +118,7 @@ class Dataset(Base):
             "events": self.events,
             "index_version": self.live_version,
             "retention": self.retention,
+            "location": self.location,
             "created": self.created.isoformat(),
             "updated": self.updated.isoformat(),
         }

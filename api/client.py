@@ -392,7 +392,8 @@ class Client:
     def build(self, name: str, inputs: Iterable[str], **options: Any) -> JSON:
         """Start a build from server-side ``inputs``; options as ``seqsketch build`` (``format``,
         ``type_field``, ``time_field``, ``engine``, ``leaf_size``, ``fpq``, ``memory``, ``replace``,
-        ``index_attrs``: a list of attribute names, ``[]`` for none; ``keep``: a retention).
+        ``index_attrs``: a list of attribute names, ``[]`` for none; ``keep``: a retention; ``store``: an
+        object-storage location, ``s3://bucket/prefix``).
         Returns the job: ``{"job_id", "state", "url"}``."""
         body = {"inputs": list(inputs), **options}
         return self._request("POST", f"/datasets/{self._name(name)}/builds", body=body)

@@ -85,6 +85,8 @@ def checked_name(name: str) -> str:
     if not NAME.fullmatch(name):
         raise sc.RequestInvalid("dataset names are 1-64 characters: a-z, 0-9, '_' and '-', starting with a "
                                 "letter or digit", where=f"dataset name {name!r}")
+    st = state()
+    service.replicate(st.catalog, st.home, name)  # (a dataset on object storage this server serves too)
     return name
 
 

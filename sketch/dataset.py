@@ -26,6 +26,7 @@ around it) is caught up from the store before the new events are added.
 from __future__ import annotations
 
 import math
+import random
 import re
 import threading
 import time
@@ -39,10 +40,12 @@ import pyarrow as pa
 from exact.errors import IndexCorrupt, NotFound
 from exact.events import attr_types
 from exact.ingest import order_by_time
-from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir
+from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir, store_published
 from exact.store import writer as store_writer
 from exact.store.grouping import LAYOUT_KEY, Layout, default_key, layout_of
 from exact.store.manifest import INDEX_ATTRS_KEY, REMOVED_GRACE_S, check_index_attrs
+from exact.store.objectlog import LostRace
+from exact.store.replica import fetched, location_of
 from exact.store.retention import policy_of
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
 from sketch.index_files import (
@@ -81,6 +84,9 @@ __all__ = ["AUTO_KEY", "INDEX_DIR", "INDEX_KEY", "KEEP_PREVIOUS", "PARTITION_DIR
            "PARTITION_LEAVES", "Dataset", "DatasetSnapshot", "IndexRef", "build_index_into", "build_partition_into",
            "dataset_info", "index_file_name", "index_section", "partition_from_columns", "partition_options",
            "require_index", "write_index", "write_partition"]
+
+#: How often an append to a dataset on object storage tries again after another server published first.
+APPEND_TRIES = 50
 
 #: Index checkpoints kept besides the live one, for readers that took a snapshot just before an append.
 KEEP_PREVIOUS = 1
@@ -127,13 +133,14 @@ class Dataset(Upkeep):
     @classmethod
     def build(cls, home: Path, name: str, table: pa.Table, options: BuildOptions = DEFAULT_OPTIONS, *,
               config: TreeConfig | None = None, replace: bool = False,
-              partition_key: str | None = AUTO_KEY) -> Dataset:
+              partition_key: str | None = AUTO_KEY, store: str | None = None) -> Dataset:
         """Create dataset ``name`` from a stream table (``seq`` from 0, in stream order) with its index (and
         partition index, see :func:`build_index_into`).
 
         The index is built before anything is published; a refused budget or any failure leaves nothing.
+        With ``store`` (``s3://bucket/prefix``) the dataset lives there (:mod:`exact.store.replica`).
         """
-        with staged_dataset(name, home, replace=replace) as stage:
+        with staged_dataset(name, home, replace=replace, store=store) as stage:
             extra = build_index_into(stage, table, options, config=config, partition_key=partition_key)
             EventStore.create(store_dir(stage), table, extra=extra | store_extra(options, table))
         return cls.open(home, name)
@@ -151,7 +158,7 @@ class Dataset(Upkeep):
             ref = _index_ref(snap)
             if ref is None:
                 return DatasetSnapshot(snap, None, None)
-            if _held_key(ref) in self._trees or (self.root / ref.file).exists():
+            if _held_key(ref) in self._trees or (self.root / ref.file).exists() or fetched(self.root / ref.file):
                 return DatasetSnapshot(snap, self._load(ref, snap), ref)
             # Appends published two newer checkpoints since the manifest was read and pruned this one: reread.
         assert ref is not None  # (the loop returned when the manifest named no index)
@@ -213,6 +220,16 @@ class Dataset(Upkeep):
                 self.store.commit((), watermark=watermark)
             return self.snapshot()
         table = order_by_time(table)
+        for attempt in range(APPEND_TRIES):
+            try:
+                return self._append_sorted(table, watermark)
+            except LostRace:  # (another server over the same bucket published first: go again on its state)
+                if attempt == APPEND_TRIES - 1:
+                    raise
+                time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+        raise AssertionError("unreachable")
+
+    def _append_sorted(self, table: pa.Table, watermark: int | None) -> DatasetSnapshot:
         with self.store.writing():
             snap = self.store.snapshot()
             tree = self._tree_for_update(snap, None)
@@ -296,23 +313,27 @@ class Dataset(Upkeep):
     def _write_next(self, tree: BloomTree, snap: Snapshot) -> IndexRef:
         ref = _index_ref(snap)
         version = (ref.version if ref else max(self._versions_on_disk(), default=0)) + 1
-        while (self.root / index_file_name(version)).exists():  # an orphan of a failed append: skip it
-            version += 1
         return write_index(self.root, tree, version)
 
     def _versions_on_disk(self) -> list[int]:
+        return sorted(version for version, _ in self._index_files())
+
+    def _index_files(self) -> list[tuple[int, Path]]:
+        """The index files on disk, with the version that wrote each."""
         folder = self.root / INDEX_DIR
         if not folder.is_dir():
             return []
-        return sorted(int(m.group(1)) for p in folder.iterdir() if (m := _INDEX_FILE.fullmatch(p.name)))
+        return [(int(m.group(1)), p) for p in folder.iterdir() if (m := _INDEX_FILE.fullmatch(p.name))]
 
     def _prune(self, live: int) -> None:
         """Delete the index checkpoints older than the live one's file (version ``live``) but the
         :data:`KEEP_PREVIOUS` newest of them, temp leftovers, and (:meth:`_sweep`) what commits replaced."""
         folder = self.root / INDEX_DIR
-        older = [v for v in self._versions_on_disk() if v < live]
-        for version in older[:len(older) - KEEP_PREVIOUS]:
-            (self.root / index_file_name(version)).unlink(missing_ok=True)
+        older = sorted({v for v in self._versions_on_disk() if v < live})
+        doomed = set(older[:len(older) - KEEP_PREVIOUS])
+        for version, path in self._index_files():
+            if version in doomed:
+                path.unlink(missing_ok=True)
         for leftover in folder.glob(".tree-*.sqt.tmp-*"):  # (trees are written under the lock: a dead one's)
             leftover.unlink(missing_ok=True)
         self._sweep()
@@ -344,7 +365,8 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
 
     ``name, events, start_ts, end_ts, watermark`` (how far event time has come, or None), ``retention`` (how
     much history it keeps, or None), ``retained_from`` (the first seq kept: 0 unless retention retired some),
-    ``decayed`` (the summary of the retired history: units, bytes, until which seq; or None), ``types`` (type
+    ``location`` (where on object storage it lives, or None: on this server's disk), ``decayed`` (the
+    summary of the retired history: units, bytes, until which seq; or None), ``types`` (type
     → count, most frequent first), ``store_bytes``,
     ``attrs`` (attribute → type), ``partition_key``, ``attr_index`` (:func:`attr_index_section`) and ``index``
     (None without one).
@@ -352,7 +374,7 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
     from exact.events import iso_of_micros
 
     root = store_dir(dataset_dir(name, home))
-    if not (root / "manifest.json").is_file():
+    if store_published(dataset_dir(name, home)) is None:
         raise NotFound(f"no dataset {name!r}", where=str(dataset_dir(name, home)))
     store = EventStore.open(root)
     snap = store.snapshot()
@@ -363,6 +385,7 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
             "watermark": None if snap.watermark is None else iso_of_micros(snap.watermark),
             "retention": (policy.text() if (policy := policy_of(snap)) is not None else None),
             "retained_from": snap.retained_from,
+            "location": location_of(dataset_dir(name, home)),
             "decayed": ({k: v for k, v in decay.items() if k != "file"}
                         if (decay := (snap.extra or {}).get(DECAY_KEY)) else None),
             "types": types, "store_bytes": store.size_bytes(snap), "attrs": dict(snap.attrs),

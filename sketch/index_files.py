@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -14,13 +15,15 @@ from typing import Any
 
 from exact.errors import IndexCorrupt
 from exact.store import Snapshot
+from exact.store.replica import fetched
 from sketch import persist
 from sketch.evaluate import TreeIndex
 from sketch.tree import BloomTree
 
 INDEX_DIR = "index"
 INDEX_KEY = "index"
-_INDEX_FILE = re.compile(r"tree-(\d{6,})\.sqt")
+#: an index file's name: its version, and (since files got unique names) a token no other writer picks
+_INDEX_FILE = re.compile(r"tree-(\d{6,})(?:-[0-9a-f]{8})?\.sqt")
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,16 @@ def checkpoint_due(ref: IndexRef | None, events: int) -> bool:
 
 
 def index_file_name(version: int) -> str:
-    return f"{INDEX_DIR}/tree-{version:06d}.sqt"
+    """A new name for index version ``version``'s file: the version, then a token of its own.  Every file a
+    dataset writes beside its parts is named so (partition trees, layouts, decayed summaries too): two
+    writers that take one version number at once — a fold beside a retirement, two servers over one bucket
+    — never write, upload or discard each other's file."""
+    return f"{INDEX_DIR}/tree-{version:06d}-{file_token()}.sqt"
+
+
+def file_token() -> str:
+    """Eight random hex digits that make a written file's name its own."""
+    return uuid.uuid4().hex[:8]
 
 
 def write_index(dataset_root: Path, tree: BloomTree, version: int) -> IndexRef:
@@ -145,7 +157,9 @@ class LoadedIndexes:
         try:
             st = path.stat()
         except FileNotFoundError:
-            return None
+            if not fetched(path):  # (a replica's file is fetched on first use)
+                return None
+            st = path.stat()
         return str(path), st.st_ino, st.st_size, st.st_mtime_ns
 
     def load(self, path: Path) -> BloomTree:

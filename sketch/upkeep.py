@@ -21,7 +21,7 @@ from typing import Any
 from exact.errors import NotFound
 from exact.store import EventStore, Snapshot
 from exact.store import writer as store_writer
-from exact.store.grouping import LAYOUT_KEY, layout_file_name
+from exact.store.grouping import LAYOUT_KEY
 from exact.store.merge import QUIET_FANOUT, QUIET_SHARE, merge_all
 from exact.store.retention import RETAIN_KEY, Retention, counts_of, policy_of, retirable
 from sketch.build import BuildOptions
@@ -32,10 +32,10 @@ from sketch.index_files import (
     DatasetSnapshot,
     IndexRef,
     _index_ref,
-    index_file_name,
+    file_token,
     write_index,
 )
-from sketch.partition.files import PARTITION_DIR, PARTITION_KEY, PARTITION_LEAVES, build_partition_into
+from sketch.partition.files import PARTITION_KEY, PARTITION_LEAVES, build_partition_into
 from sketch.tree import BloomTree, TreeConfig
 from sketch.tree.decay import DECAY_KEY, MOST_UNITS, Decayed
 from sketch.tree.decay import load as load_decayed
@@ -178,10 +178,8 @@ class Upkeep:
                 more = self.store.read_table(snap.events, now.events - 1, columns=["ts", "type"], snapshot=now)
                 tree.update(more.column("type"), more.column("ts"))
             version = (_index_ref(now) or ref).version + 1
-            while (self.root / index_file_name(version)).exists():
-                version += 1
             new_ref = write_index(self.root, tree, version)
-            decay_name = f"{INDEX_DIR}/decay-{version:06d}.sqd"
+            decay_name = f"{INDEX_DIR}/decay-{version:06d}-{file_token()}.sqd"
             size = save_decayed(summary, self.root / decay_name)
             update = {INDEX_KEY: new_ref.to_json(),
                       DECAY_KEY: {"file": decay_name, "units": len(summary), "bytes": size,
@@ -213,30 +211,9 @@ class Upkeep:
         assert config.fpq is not None  # (a build records the target it sized the tree for)
         options = BuildOptions(leaf_size=config.leaf_size // PARTITION_LEAVES, fpq=config.fpq,
                                fanout=config.fanout, fold=config.fold, query_length=config.query_length)
-        version = self._claim_layout_version(_file_version(ref["file"]) + 1)
+        version = _file_version(ref["file"]) + 1  # (the files' names are their own: index_file_name)
         table = self.store.read_table(start_seq, None, snapshot=snap, columns=["seq", "ts", "type", f"attrs.{key}"])
         return build_partition_into(self.root, table, key, options, version=version)
-
-    def _claim_layout_version(self, version: int) -> int:
-        """The first version from ``version`` on whose partition tree and layout names this call could create
-        (empty, exclusively): a fold and a retirement write their files before they take the lock, and two
-        that picked one name would write, or discard, each other's published file.  The placeholders are
-        replaced by the files' atomic writes; a dead writer's are swept like its temp files."""
-        (self.root / INDEX_DIR).mkdir(parents=True, exist_ok=True)
-        (self.root / PARTITION_DIR).mkdir(parents=True, exist_ok=True)
-        while True:
-            names = (self.root / f"{INDEX_DIR}/ptree-{version:06d}.sqt",
-                     self.root / PARTITION_DIR / layout_file_name(version))
-            made: list[Path] = []
-            try:
-                for path in names:
-                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-                    made.append(path)
-                return version
-            except FileExistsError:
-                for path in made:
-                    path.unlink(missing_ok=True)
-                version += 1
 
     def _discard(self, update: Mapping[str, Any]) -> None:
         for entry in update.values():

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.generators import CI_EXAMPLES
+from tests.objectstore import Seaweed, apply_env, restore_env
 
 settings.register_profile("ci", max_examples=CI_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("quick", settings.get_profile("ci"), max_examples=CI_EXAMPLES // 10)
@@ -75,3 +76,17 @@ def spark():
     session.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seaweed]:
+    """A real S3-compatible server (SeaweedFS) on loopback for the whole run, with the environment pointing at
+    it (credentials, endpoint) while it runs; a test may stop and start it, and leaves it running."""
+    server = Seaweed(tmp_path_factory.mktemp("seaweed"))
+    server.start()
+    before = apply_env(server.env)
+    try:
+        yield server
+    finally:
+        restore_env(before)
+        server.stop()

@@ -57,6 +57,9 @@ def add_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep", default=None, metavar="SPAN",
                    help="keep this much history: a span of event time ('90 days', '12h') or a number of events "
                         "('1000000 events'); older parts are retired, a decayed summary stays (default: all)")
+    p.add_argument("--store", default=None, metavar="s3://BUCKET/PREFIX",
+                   help="keep the dataset on object storage there (default: $SEQSKETCH_STORE, else the home's "
+                        "disk); credentials and endpoint from AWS_* in the environment")
     common(p)
     p.set_defaults(handler=_build)
 
@@ -123,7 +126,7 @@ def _build(args: argparse.Namespace) -> int:
                                             job_progress=bar.job if bar else None,
                                             partition_key=args.partition_key or None,
                                             local_memory=args.local_memory, index_attrs=args.index_attrs,
-                                            keep=args.keep)
+                                            keep=args.keep, store=args.store)
     emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
          f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
          f"store {human_bytes(summary['store_bytes'])}, {summary['seconds']:.1f} s")

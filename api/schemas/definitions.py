@@ -61,6 +61,8 @@ _DATASET_PROPERTIES: JSON = {
     "watermark": {"type": ["string", "null"]},
     "retention": {"type": ["string", "null"]},
     "retained_from": {"type": "integer", "minimum": 0},
+    "location": {"type": ["string", "null"],
+                 "description": "where on object storage the dataset lives (s3://…); null: the server's disk"},
     "decayed": {"type": ["object", "null"]},
     "types": {"type": "object", "additionalProperties": {"type": "integer"}},
     "store_bytes": {"type": "integer"},
@@ -158,6 +160,9 @@ BUILD_REQUEST = Schema("BuildRequest", {
                                        "the cheapest within 24 bytes per event)"},
         "keep": {"type": "string", "maxLength": 64,
                  "description": "keep this much history ('90 days', '1000000 events'); default all"},
+        "store": {"type": "string", "maxLength": 1024, "pattern": "^s3://",
+                  "description": "the object-storage location the dataset lives at (s3://bucket/prefix); "
+                                 "default: the server's SEQSKETCH_STORE, else its disk"},
     },
 })
 

@@ -24,6 +24,7 @@ module                 holds
 ``webhook_policy``     where a webhook may post: one parser for the check and the send
 ``webhooks``           the job runner's deliverer: each webhook watch's matches posted in order, signed
 ``maintenance``        upkeep of live datasets: small parts merged, the partition layout folded
+``replicas``           datasets on object storage: a server's folder made a replica of where they live
 =====================  ==========================================================================
 
 Every public name is imported here explicitly, so that editors and type checkers see each function's own
@@ -80,6 +81,7 @@ from api.service.queries import (
     prepare_queries,
     run_query,
 )
+from api.service.replicas import replicate
 from api.service.served import (
     DatasetView,
     append_to_served_dataset,
@@ -151,6 +153,7 @@ __all__ = [
     "publish_build",
     "queue_build",
     "recover_abandoned_jobs",
+    "replicate",
     "request_build",
     "resolve_inputs",
     "run_job",

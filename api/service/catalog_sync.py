@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from exact.errors import SeqsketchError
-from exact.store import MANIFEST, dataset_dir, store_dir
-from sketch.dataset import dataset_info, index_file_name
+from exact.store import dataset_dir, store_published
+from sketch.dataset import dataset_info
 
 if TYPE_CHECKING:
     from api.catalog import Catalog
@@ -28,13 +28,14 @@ def publish_build(catalog: Catalog, dataset: str, info: Mapping[str, Any]) -> No
     index = info.get("index") or {}
     number = info.get("index_version") or index.get("version")
     catalog.upsert_dataset(dataset, state=DatasetState.READY, events=events,
-                           retention=info.get("retention") if "retention" in info else ...)
+                           retention=info.get("retention") if "retention" in info else ...,
+                           location=info.get("location") if "location" in info else ...)
     if number is None:
         known = catalog.index_versions(dataset)
         number = (known[-1]["number"] + 1) if known else 1
         if known and known[-1]["digest"] == index.get("index_digest") and known[-1]["events"] == events:
             number = known[-1]["number"]  # nothing new was published
-    files = list(index.get("files") or [index.get("file") or index_file_name(int(number))] if index else [])
+    files = list(index.get("files") or ([index["file"]] if index.get("file") else []))
     catalog.record_index_version(
         dataset, number=int(number), events=events, files=files, digest=index.get("index_digest"),
         config={k: v for k, v in index.items() if k not in ("files", "file", "index_digest", "version")})
@@ -69,8 +70,10 @@ def _published_after_start(home: Path, job: Mapping[str, Any]) -> bool:
     if not job.get("started"):
         return False  # it never began
     try:
-        written = (store_dir(dataset_dir(job["dataset"], home)) / MANIFEST).stat().st_mtime
-    except (OSError, SeqsketchError):
+        written = store_published(dataset_dir(job["dataset"], home))
+    except SeqsketchError:
+        return False
+    if written is None:
         return False  # nothing published
     return written >= dt.datetime.fromisoformat(job["started"]).timestamp()
 

@@ -27,13 +27,13 @@ from exact.events import (
 )
 from exact.ingest import IngestOptions, Progress, ingest, read_inputs
 from exact.store import (
-    MANIFEST,
     EventStore,
     check_dataset_name,
     dataset_dir,
     dataset_names,
     staged_dataset,
     store_dir,
+    store_published,
 )
 from exact.store.retention import Retention
 from sketch.build import DEFAULT_OPTIONS, BuildOptions
@@ -85,7 +85,7 @@ class Density(TypedDict):
 
 def dataset_exists(home: Path, name: str) -> bool:
     """True when dataset ``name`` has a committed event store under ``home``."""
-    return (store_dir(dataset_dir(check_dataset_name(name), home)) / MANIFEST).is_file()
+    return store_published(dataset_dir(check_dataset_name(name), home)) is not None
 
 
 def dataset_info(home: Path, name: str) -> DatasetInfo:
@@ -109,7 +109,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
                       progress: Progress | None = None, engine: str = "local",
                       job_progress: JobProgress | None = None, partition_key: str | None = AUTO_KEY,
                       local_memory: int | None = None, index_attrs: Sequence[str] | None = None,
-                      keep: str | None = None) -> BuildSummary:
+                      keep: str | None = None, store: str | None = None) -> BuildSummary:
     """Ingest ``inputs`` into a new dataset ``name`` under ``home`` (``seqsketch build``, and the body of a
     build job); nothing is left behind on failure.
 
@@ -121,7 +121,9 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
     attribute events are clustered by for per-group questions (``AUTO_KEY``: ``case`` when every event has
     it; None or ``""``: none).  The in-process engine first refuses inputs it estimates to need more memory
     than ``local_memory`` (:mod:`api.service.build_memory`).  ``index_attrs``: the attributes served in place
-    for conditions (``[]``: none; None: the cheapest within the default budget).
+    for conditions (``[]``: none; None: the cheapest within the default budget).  ``store``: the
+    object-storage location the dataset lives at (``s3://bucket/prefix``; default ``SEQSKETCH_STORE``, else
+    the home's disk; :mod:`exact.store.replica`).
     """
     check_dataset_name(name)
     partition_key = partition_key or None
@@ -133,7 +135,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
         summary = build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
                                       leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
                                       partition_key=partition_key, progress=job_progress or _unheard,
-                                      index_attrs=index_attrs)
+                                      index_attrs=index_attrs, location=store)
         return summary if keep is None else {**summary, **set_retention(home, name, keep)}
     options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
                            memory_bytes=memory,
@@ -143,7 +145,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
             raise InputError("no such file", where=str(path))
     check_local_build(inputs, fmt, local_memory)
     started = time.perf_counter()
-    with staged_dataset(name, home, replace=replace) as stage:
+    with staged_dataset(name, home, replace=replace, store=store) as stage:
         table = ingest(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field),
                        progress=progress)
         ingested = time.perf_counter()
@@ -163,7 +165,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
 #: Build options of the API and the keyword of :func:`build_from_inputs` that takes each.
 BUILD_OPTIONS = {"format": "fmt", "type_field": "type_field", "time_field": "time_field", "engine": "engine",
                  "leaf_size": "leaf_size", "fpq": "fpq", "memory": "memory", "replace": "replace",
-                 "partition_key": "partition_key", "index_attrs": "index_attrs", "keep": "keep"}
+                 "partition_key": "partition_key", "index_attrs": "index_attrs", "keep": "keep", "store": "store"}
 
 
 def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mapping[str, Any], *,

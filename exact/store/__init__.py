@@ -45,6 +45,7 @@ from exact.store.datasets import (
     seqsketch_home,
     staged_dataset,
     store_dir,
+    store_published,
     sweep_abandoned,
 )
 from exact.store.manifest import (
@@ -53,6 +54,7 @@ from exact.store.manifest import (
     INDEX_ATTRS_KEY,
     MANIFEST,
     PARTS,
+    REMOTE,
     TYPE_DICTIONARY,
     PartInfo,
     Snapshot,
@@ -63,7 +65,8 @@ from exact.store.writer import StoreWriter
 
 __all__ = ["DEFAULT_PART_ROWS", "DEFAULT_ROW_GROUP_SIZE", "INDEX_ATTRS_KEY", "MANIFEST", "PARTS", "TYPE_DICTIONARY",
            "EventStore", "PartInfo", "Snapshot", "check_dataset_name", "dataset_dir", "dataset_names",
-           "datasets_dir", "seqsketch_home", "staged_dataset", "store_dir", "sweep_abandoned", "type_mask"]
+           "datasets_dir", "seqsketch_home", "staged_dataset", "store_dir", "store_published", "sweep_abandoned",
+           "type_mask", "REMOTE"]
 
 
 # The writer comes first: its __init__ takes ``part_rows`` and hands the root on to the reader's.
@@ -101,7 +104,7 @@ class EventStore(StoreWriter, StoreReader):
     @classmethod
     def open(cls, root: str | Path, *, part_rows: int = DEFAULT_PART_ROWS) -> EventStore:
         root = Path(root)
-        if not (root / MANIFEST).is_file():
+        if not (root / MANIFEST).is_file() and not (root.parent / REMOTE).is_file():
             raise NotFound("no event store here", where=str(root))
         return cls(root, part_rows=part_rows)
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from exact.errors import Conflict, InputError
-from exact.store.manifest import MANIFEST, fsync_dir
+from exact.store.manifest import MANIFEST, REMOTE, fsync_dir
 
 _DATASET_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
@@ -52,24 +52,43 @@ def store_dir(dataset: Path) -> Path:
     return dataset / "store"
 
 
+def store_published(dataset: Path) -> float | None:
+    """When the dataset folder's store was published (the modification time of its manifest, or of its
+    ``remote.json`` for a replica of one on object storage); None if it has none."""
+    for path in (store_dir(dataset) / MANIFEST, dataset / REMOTE):
+        try:
+            return path.stat().st_mtime
+        except FileNotFoundError:
+            continue
+    return None
+
+
 def dataset_names(home: Path | None = None) -> list[str]:
     """Names of the datasets under ``home`` that have a committed store, sorted."""
     root = datasets_dir(home)
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir()
-                  if _DATASET_NAME.fullmatch(p.name) and (store_dir(p) / MANIFEST).is_file())
+                  if _DATASET_NAME.fullmatch(p.name) and store_published(p) is not None)
 
 
 @contextmanager
-def staged_dataset(name: str, home: Path | None = None, *, replace: bool = False) -> Iterator[Path]:
+def staged_dataset(name: str, home: Path | None = None, *, replace: bool = False,
+                   store: str | None = None) -> Iterator[Path]:
     """A fresh directory in which to build dataset ``name``; it becomes the dataset when the block succeeds.
+
+    With a ``store`` location on object storage (default: ``SEQSKETCH_STORE``, see
+    :func:`exact.store.replica.default_store`), the built stage is first published there
+    (:func:`exact.store.replica.publish_stage`) and becomes the dataset's replica on this server.
 
     A failing block removes the directory, so a failed build leaves nothing behind.  An existing dataset is
     refused with :class:`Conflict` unless ``replace``; then it is swapped out only once the new one is
     complete.  The stage is owned through a lock file beside it that the system releases when its process
     dies, so that what a killed build left is found and swept by the next one (:func:`sweep_abandoned`).
     """
+    from exact.store.replica import check_store, default_store, publish_stage
+
+    location = check_store(store) if store is not None else default_store()
     final = dataset_dir(name, home)
     if final.exists() and not replace:
         raise Conflict(f"dataset {name!r} exists already (use --replace to rebuild it)", where=str(final))
@@ -83,6 +102,8 @@ def staged_dataset(name: str, home: Path | None = None, *, replace: bool = False
             yield stage
             if final.exists() and not replace:
                 raise Conflict(f"dataset {name!r} was created meanwhile", where=str(final))
+            if location is not None:
+                publish_stage(stage, location, name)
             if final.exists():
                 if _exchange(stage, final):  # one atomic step: the stage now holds the old dataset
                     shutil.rmtree(stage, ignore_errors=True)

@@ -33,6 +33,7 @@ import mmap
 import os
 import struct
 import threading
+import uuid
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -309,7 +310,9 @@ def group_numbers(events: int, order: np.ndarray, group_off: np.ndarray) -> np.n
 
 
 def layout_file_name(version: int) -> str:
-    return f"layout-{version:06d}{SUFFIX}"
+    """A new name for layout version ``version``: the version and a token of its own (no two writers pick
+    one name)."""
+    return f"layout-{version:06d}-{uuid.uuid4().hex[:8]}{SUFFIX}"
 
 
 def write_layout(folder: Path, layout: Layout, version: int) -> dict[str, Any]:
@@ -361,10 +364,14 @@ _LOCK = threading.Lock()
 
 def load_layout(path: Path) -> Layout:
     """The layout in ``path``, mapped read-only, checked on its first open in this process."""
+    from exact.store.replica import fetched
+
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise StoreCorrupt("the partition layout file is missing", where=str(path)) from None
+        if not fetched(path):  # (a replica's file is fetched on first use)
+            raise StoreCorrupt("the partition layout file is missing", where=str(path)) from None
+        st = path.stat()
     ident = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
     with _LOCK:
         found = _LOADED.get(ident)

@@ -31,6 +31,11 @@ from exact.store.objects import ObjectStore
 CHECKPOINTS = "checkpoint"
 
 
+class LostRace(Conflict):
+    """Another writer published the version this commit was to be: nothing of it is visible; the writer reads
+    the new state and tries again (the service's ``409`` if it gives up)."""
+
+
 def _key(folder: str, version: int) -> str:
     return f"{folder}/{version:012d}.json"
 
@@ -43,12 +48,15 @@ class ObjectLog:
         self._latest: Snapshot | None = None  # the newest state this object has read or published
 
     def create(self, first: Snapshot) -> Snapshot:
-        """Publish the first state (version 1) of a new store; :class:`~exact.errors.Conflict` if the location
-        holds a store already."""
-        if first.version != 1:
-            raise ValueError(f"a store starts at version 1, not {first.version}")
+        """Publish the first state of a new store (as a checkpoint of its version: a store built on disk
+        arrives with the versions its build committed); :class:`~exact.errors.Conflict` if the location holds
+        a store already."""
+        if first.version < 1:
+            raise ValueError(f"a store starts at version 1 or later, not {first.version}")
+        if self.objects.list(CHECKPOINTS):
+            raise Conflict("an event store exists here already", where=self.objects.uri)
         snap = self._checkpointed(first)
-        if not self.objects.put_if_absent(_key(CHECKPOINTS, 1), _encode(snap.to_json())):
+        if not self.objects.put_if_absent(_key(CHECKPOINTS, snap.version), _encode(snap.to_json())):
             raise Conflict("an event store exists here already", where=self.objects.uri)
         self._latest = snap
         return snap
@@ -84,7 +92,7 @@ class ObjectLog:
         change = Change.between(before, after, time.time())
         if not self.objects.put_if_absent(_key(LOG, change.version), _encode(change.to_json())):
             self._latest = None  # (read again: another writer moved on)
-            raise Conflict(f"version {change.version} was committed meanwhile (by another writer); retry",
+            raise LostRace(f"version {change.version} was committed meanwhile (by another writer); retry",
                            where=self.objects.uri)
         snap = before.apply(change)
         if snap.version - snap.checkpoint >= CHECKPOINT_EVERY:

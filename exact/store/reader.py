@@ -27,6 +27,7 @@ from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
+from exact.store.replica import fetched, refetch
 from exact.store.rowfilter import JoinedValues, RowFilter, SeekValues, ValueProbe
 from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
 from exact.store.seek_attrs import numeric_values
@@ -286,8 +287,17 @@ class StoreReader(StoreBase):
 
     def _read_groups(self, part: PartInfo, groups: list[int], cols: list[str],
                      names: tuple[str, ...] | None = None) -> pa.Table:
+        path = self.root / PARTS / part.file
         try:
-            return _read_part(self.root / PARTS / part.file, part, groups, cols, names)
+            try:
+                return _read_part(path, part, groups, cols, names)
+            except _PartMissing:
+                raise
+            except StoreCorrupt:
+                if self.remote is None or not refetch(path):
+                    raise
+                _log.warning("a damaged local copy of %s was fetched again", path)
+                return _read_part(path, part, groups, cols, names)  # (a replica's copy was damaged)
         except _PartMissing:
             if any(p.file == part.file for p in self.snapshot().parts):
                 raise
@@ -360,7 +370,14 @@ def _read_part(path: Path, part: PartInfo, groups: list[int], cols: list[str],
     differs from the manifest's, whose pages fail their checksums or that cannot be decoded is
     :class:`StoreCorrupt`, never returned."""
     try:
-        size = path.stat().st_size
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            if not fetched(path):  # (a replica's part is fetched on first use)
+                raise
+            size = path.stat().st_size
+        if part.bytes and size != part.bytes and refetch(path):  # (a replica's copy damaged: fetched again)
+            size = path.stat().st_size
         if part.bytes and size != part.bytes:
             raise StoreCorrupt(f"damaged event-store part: {size} bytes, the manifest says {part.bytes}",
                                where=str(path))

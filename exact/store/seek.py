@@ -452,7 +452,11 @@ def open_seek(path: str | Path, rows: int) -> SeekFile:
     try:
         st = os.stat(path)
     except OSError:
-        raise SeekUnavailable("missing") from None
+        from exact.store.replica import fetched
+
+        if not fetched(path):  # (a replica's file is fetched on first use)
+            raise SeekUnavailable("missing") from None
+        st = os.stat(path)
     key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
     with _OPEN_LOCK:
         found = _OPEN.get(key)

@@ -97,6 +97,9 @@ class StoreWriter(StoreBase):
             self._held = snap
         return snap
 
+    def _fresh(self) -> bool:
+        return self._lock_depth > 0
+
     @contextmanager
     def writing(self) -> Iterator[None]:
         """Hold the store's writer lock (re-entrant within this object; exclusive across processes)."""
@@ -332,6 +335,8 @@ class StoreWriter(StoreBase):
         ``before`` (a new store) or enough commits were logged — then delete files no snapshot needs.
         Returns the snapshot as a reader sees it."""
         self._held = None  # (read again should this fail half-way)
+        if self.remote is not None:
+            return self._publish_remote(snap, before)
         had = {p.file for p in before.parts} if before is not None else set()
         # a commit that names new parts flushes their folder's entries with its own file, before publishing
         sync = [self.root / PARTS] if any(p.file not in had for p in snap.parts) else []
@@ -353,6 +358,25 @@ class StoreWriter(StoreBase):
                                        committed=snap.committed or time.time())
             write_manifest(self.root, snap, sync_dirs=() if logged else sync)
             drop_log(self.root, snap.version)
+        self._held = snap
+        return snap
+
+    def _publish_remote(self, snap: Snapshot, before: Snapshot | None) -> Snapshot:
+        """Publish ``snap`` after ``before`` on a replica's bucket: the files it names anew uploaded, then its
+        change as the log's next version (:class:`Conflict` if another server published that version first:
+        nothing of this commit is then visible)."""
+        from exact.store.replica import commit_files, upload
+
+        assert self.remote is not None
+        if before is None or before.version == 0:
+            raise Conflict("a store on object storage is created by a build, not by a commit",
+                           where=self.remote.uri)
+        upload(self.remote, self.root.parent, commit_files(before, snap))
+        snap = self.remote.commit(before, dataclasses.replace(snap, version=before.version + 1))
+        key = str(self.root)
+        if time.monotonic() - _CLEANED.get(key, -math.inf) >= CLEAN_EVERY_S:
+            self._clean_orphans(snap)  # (this server's copies of parts no commit names)
+            _CLEANED[key] = time.monotonic()
         self._held = snap
         return snap
 

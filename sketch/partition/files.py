@@ -16,7 +16,7 @@ from exact.store import EventStore
 from exact.store.grouping import LAYOUT_KEY, Layout, build_layout, write_layout
 from sketch import persist
 from sketch.build import BuildOptions
-from sketch.index_files import INDEX_DIR
+from sketch.index_files import INDEX_DIR, file_token
 from sketch.partition.columns import Columns
 from sketch.partition.index import build_partition_tree
 from sketch.tree import BloomTree
@@ -70,7 +70,7 @@ def write_partition(dataset_root: Path, layout: Layout, ptree: BloomTree, *, ver
     manifest entries."""
     layout_ref = write_layout(dataset_root / PARTITION_DIR, layout, version)
     layout_ref["file"] = f"{PARTITION_DIR}/{layout_ref['file']}"
-    name = f"{INDEX_DIR}/ptree-{version:06d}.sqt"
+    name = f"{INDEX_DIR}/ptree-{version:06d}-{file_token()}.sqt"
     (dataset_root / INDEX_DIR).mkdir(parents=True, exist_ok=True)
     size = persist.save(ptree, dataset_root / name)
     ptree_ref = {"file": name, "key": layout.key, "events": layout.events, "groups": layout.groups,

@@ -237,7 +237,11 @@ def save(summary: Decayed, path: Path) -> int:
 
 def load(path: Path) -> Decayed:
     """A summary written by :func:`save`; a damaged one is :class:`~exact.errors.IndexCorrupt`."""
+    from exact.store.replica import fetched
+
     try:
+        if not path.exists():
+            fetched(path)  # (a replica's file is fetched on first use)
         data = path.read_bytes()
         magic, _version, hlen = _PREFIX.unpack_from(data)
         if magic != MAGIC:

