@@ -23,6 +23,7 @@ from exact.store import EventStore, Snapshot
 from exact.store import writer as store_writer
 from exact.store.grouping import LAYOUT_KEY
 from exact.store.merge import QUIET_FANOUT, QUIET_SHARE, merge_all
+from exact.store.replica import sweep_bucket
 from exact.store.retention import RETAIN_KEY, Retention, counts_of, policy_of, retirable
 from sketch.build import BuildOptions
 from sketch.index_files import (
@@ -40,6 +41,10 @@ from sketch.tree import BloomTree, TreeConfig
 from sketch.tree.decay import DECAY_KEY, MOST_UNITS, Decayed
 from sketch.tree.decay import load as load_decayed
 from sketch.tree.decay import save as save_decayed
+
+#: how often upkeep sweeps a dataset's bucket of what no commit names (seconds)
+SWEEP_EVERY_S = 30.0
+_SWEPT_BUCKET: dict[str, float] = {}
 
 #: a fold of a dataset under a steady feed waits this many times as long as its last fold took
 FOLD_SPACING = 10.0
@@ -252,7 +257,13 @@ class Upkeep:
         if ref is not None and time.monotonic() - _PRUNED.get(str(self.root), -math.inf) >= store_writer.CLEAN_EVERY_S:
             with self.store.writing():
                 self._prune(ref.file_version)
-        return {"merged": merged, "layout_folded": folded, "retired": retired, "checkpointed": checkpointed}
+        remote = self.store.remote
+        swept = None
+        if remote is not None and time.monotonic() - _SWEPT_BUCKET.get(remote.uri, -math.inf) >= SWEEP_EVERY_S:
+            _SWEPT_BUCKET[remote.uri] = time.monotonic()
+            swept = sweep_bucket(remote)  # (what no commit names any more, from the bucket)
+        return {"merged": merged, "layout_folded": folded, "retired": retired, "checkpointed": checkpointed,
+                **({"bucket_swept": swept} if swept and any(swept.values()) else {})}
 
 
 class _DecayedCache:

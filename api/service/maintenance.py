@@ -11,18 +11,24 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from exact.errors import SeqsketchError
-from exact.store import dataset_names
+from exact.store import dataset_names, datasets_dir
+from exact.store.replica import trim
 from sketch.dataset import Dataset
 
 log = logging.getLogger(__name__)
 
 #: How long the job runner pauses between two rounds over every dataset (seconds).
 MAINTAIN_EVERY_S = 0.2
+#: How often it trims the home's replicas to the cache's bound (seconds).
+TRIM_EVERY_S = 10.0
+_TRIMMED: dict[str, float] = {}
 
 
 def maintain_dataset(home: Path, name: str) -> dict[str, Any] | None:
@@ -43,6 +49,9 @@ def maintain_dataset(home: Path, name: str) -> dict[str, Any] | None:
 def maintain_datasets(home: Path) -> dict[str, dict[str, Any]]:
     """One round of upkeep for every dataset of ``home``; what was done, by dataset (those with nothing)."""
     done: dict[str, dict[str, Any]] = {}
+    if time.monotonic() - _TRIMMED.get(str(home), -math.inf) >= TRIM_EVERY_S:
+        _TRIMMED[str(home)] = time.monotonic()
+        trim(datasets_dir(home))  # (the replicas of datasets on object storage within the cache's bound)
     for name in dataset_names(home):
         try:
             step = maintain_dataset(home, name)

@@ -31,6 +31,8 @@ from exact.events import iso_of_micros, to_records
 from exact.query.ast import Query
 from exact.query.language import attribute_kinds, check_kinds, load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
+from exact.store.objects import fetch_counts
+from exact.store.replica import location_of
 from sketch.answer.cases import case_lookup
 from sketch.answer.retired import with_history
 from sketch.answer.sources import StoreSource, TableSource, needed_columns
@@ -79,6 +81,19 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
                                  where="mode")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise QuerySemanticError(f"limit must be an integer ≥ 1, got {limit!r}", where="limit")
+    if location_of(dataset_dir(check_dataset_name(name), home)) is None:
+        return _run_query(home, name, query, mode=mode, limit=limit, granularity=granularity, budget=budget,
+                          columnar=columnar)
+    with fetch_counts() as fetched:  # a dataset on object storage: what answering it fetched
+        answer = _run_query(home, name, query, mode=mode, limit=limit, granularity=granularity, budget=budget,
+                            columnar=columnar)
+    if isinstance(answer.get("stats"), dict):
+        answer["stats"].update(fetched_bytes=fetched["fetched_bytes"], fetches=fetched["fetches"])
+    return answer
+
+
+def _run_query(home: Path, name: str, query: QueryInput, *, mode: str, limit: int | None,
+               granularity: int | None, budget: Budget | None, columnar: bool) -> QueryAnswer:
     if mode != "exact":
         return indexed_query(home, name, query, mode=mode, limit=limit, granularity=granularity,
                              budget=budget, columnar=columnar)

@@ -21,6 +21,7 @@ keeps one place.
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import Any
 
@@ -29,6 +30,9 @@ from exact.store.manifest import CHECKPOINT_EVERY, LOG, Change, Snapshot
 from exact.store.objects import ObjectStore
 
 CHECKPOINTS = "checkpoint"
+#: how often a reader lists the checkpoints again (seconds): the log behind the newest one may be swept
+#: (:func:`exact.store.replica.sweep_bucket`, which waits longer than this before it deletes)
+LIST_EVERY_S = 60.0
 
 
 class LostRace(Conflict):
@@ -46,6 +50,7 @@ class ObjectLog:
     def __init__(self, objects: ObjectStore) -> None:
         self.objects = objects
         self._latest: Snapshot | None = None  # the newest state this object has read or published
+        self._listed = -math.inf  # when the checkpoints were last listed (time.monotonic)
 
     def create(self, first: Snapshot) -> Snapshot:
         """Publish the first state of a new store (as a checkpoint of its version: a store built on disk
@@ -64,13 +69,15 @@ class ObjectLog:
     def snapshot(self) -> Snapshot:
         """The current state: the newest checkpoint (listed once), then the log after it."""
         snap = self._latest
-        if snap is None:
+        if snap is None or time.monotonic() - self._listed > LIST_EVERY_S:
+            # (listed again now and then: a sweep deletes the log well behind the newest checkpoint)
             versions = [int(k.rsplit("/", 1)[1].split(".")[0]) for k in self.objects.list(CHECKPOINTS)
                         if k.endswith(".json")]
+            self._listed = time.monotonic()
             if not versions:
                 raise NotFound("no event store here", where=self.objects.uri)
-            data = self._read(_key(CHECKPOINTS, max(versions)))
-            snap = Snapshot.from_json(data)
+            if snap is None or max(versions) > snap.version:
+                snap = Snapshot.from_json(self._read(_key(CHECKPOINTS, max(versions))))
         snap = self._follow(snap)
         self._latest = snap
         return snap

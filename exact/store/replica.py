@@ -28,13 +28,22 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from exact.errors import InputError, NotFound
-from exact.store.manifest import LOG, MANIFEST, PARTS, REMOTE, Snapshot, empty_snapshot
+from exact.store.manifest import (
+    CHECKPOINT_EVERY,
+    LOG,
+    MANIFEST,
+    PARTS,
+    REMOTE,
+    REMOVED_GRACE_S,
+    Snapshot,
+    empty_snapshot,
+)
 from exact.store.objectlog import ObjectLog
-from exact.store.objects import ObjectLocation, ObjectStore, is_object_uri
+from exact.store.objects import DEFAULT_CACHE_BYTES, ObjectLocation, ObjectStore, is_object_uri
 
 #: the environment's default store location for new datasets (unset: the home's local disk)
 STORE_ENV = "SEQSKETCH_STORE"
@@ -42,6 +51,14 @@ STORE_ENV = "SEQSKETCH_STORE"
 READ_AGE_S = 0.25
 #: parallel uploads of a commit's or a build's files
 UPLOADS = 8
+#: the environment's bound on the bytes a server's replicas hold (default :data:`DEFAULT_CACHE_BYTES`)
+CACHE_ENV = "SEQSKETCH_CACHE_BYTES"
+#: how long a file may sit in a replica unnamed, or a bucket object unnamed by any commit, before it goes:
+#: a commit under way writes (and uploads) its files before it publishes them
+UNNAMED_GRACE_S = REMOVED_GRACE_S
+#: commits kept in the bucket's log behind its newest checkpoint (a reader that listed an older checkpoint
+#: follows the log from there)
+LOG_KEPT = 2 * CHECKPOINT_EVERY
 
 
 def default_store() -> str | None:
@@ -68,6 +85,8 @@ class Remote:
     files: ObjectStore
     log: ObjectLog
     checked: float = 0.0  # when the log was last followed (time.monotonic)
+    #: bucket objects the last sweeps found named by no commit, with when first found so (time.monotonic)
+    unnamed: dict[str, float] = field(default_factory=dict)
 
     def snapshot(self, *, fresh: bool) -> Snapshot:
         with _LOCK:
@@ -168,6 +187,7 @@ def fetched(path: str | os.PathLike[str]) -> bool:
             data = remote.files.get(path.relative_to(root).as_posix())
         except NotFound:
             return False
+        _note_fetched(root.parent, len(data))
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.fetch-{uuid.uuid4().hex[:8]}")
         try:
@@ -177,6 +197,94 @@ def fetched(path: str | os.PathLike[str]) -> bool:
         finally:
             tmp.unlink(missing_ok=True)
     return True
+
+
+_SINCE_TRIM: dict[str, int] = {}
+
+
+def _note_fetched(datasets: Path, size: int) -> None:
+    """Count what a process fetched into a home's replicas; past an eighth of the bound, trim them (a server's
+    upkeep trims too, every few seconds: this keeps a process without one within bounds)."""
+    with _LOCK:
+        held = _SINCE_TRIM.get(str(datasets), 0) + size
+        due = held > cache_bytes() // 8
+        _SINCE_TRIM[str(datasets)] = 0 if due else held
+    if due:
+        trim(datasets)
+
+
+def cache_bytes() -> int:
+    """The bound on the bytes a server's replicas hold: ``SEQSKETCH_CACHE_BYTES``, default 2 GiB."""
+    raw = os.environ.get(CACHE_ENV)
+    try:
+        return DEFAULT_CACHE_BYTES if raw is None else int(raw)
+    except ValueError:
+        raise InputError(f"{CACHE_ENV} must be a number of bytes, not {raw!r}", where=CACHE_ENV) from None
+
+
+def trim(datasets: Path, max_bytes: int | None = None) -> int:
+    """Delete files of the replicas under ``datasets`` (a home's datasets folder), those used longest ago
+    first (by the later of their access and modification times), until the replicas hold at most
+    ``max_bytes`` (default :func:`cache_bytes`).  Every file a replica holds is in the bucket once a commit
+    names it, and is fetched again when read; files younger than :data:`UNNAMED_GRACE_S` are kept (a commit
+    under way may not have uploaded them yet).  Returns the bytes deleted."""
+    bound = cache_bytes() if max_bytes is None else max_bytes
+    held: list[tuple[float, int, Path]] = []
+    now = time.time()
+    for root in (p for p in datasets.iterdir() if (p / REMOTE).is_file()) if datasets.is_dir() else ():
+        for folder in (root / "store" / PARTS, root / "index", root / "partition"):
+            for f in folder.iterdir() if folder.is_dir() else ():
+                try:
+                    st = f.stat()
+                except FileNotFoundError:
+                    continue
+                if not f.name.startswith("."):
+                    held.append((max(st.st_atime, st.st_mtime), st.st_size, f))
+    total = sum(size for _, size, _ in held)
+    freed = 0
+    for used, size, f in sorted(held, key=lambda h: h[0]):
+        if total - freed <= bound:
+            break
+        if now - used < UNNAMED_GRACE_S:
+            continue
+        f.unlink(missing_ok=True)
+        freed += size
+    return freed
+
+
+def sweep_bucket(remote: Remote, *, now: float | None = None) -> dict[str, int]:
+    """Delete from the bucket what no commit needs: log entries more than :data:`LOG_KEPT` behind the newest
+    checkpoint, checkpoints older than the one before it, and files the current commit does not name (a lost
+    race's uploads, parts merged or retired away, trees replaced) — each once this process has found it so
+    for :data:`UNNAMED_GRACE_S` (a reader of an older snapshot may still fetch a file meanwhile, and a reader
+    lists the checkpoints again within :data:`~exact.store.objectlog.LIST_EVERY_S`).  Returns what was
+    deleted."""
+    now = time.monotonic() if now is None else now
+    snap = remote.snapshot(fresh=True)
+    keys = remote.files.list()
+    checkpoints = sorted(_version_of(k) for k in keys if k.startswith("store/checkpoint/") and k.endswith(".json"))
+    floor = checkpoints[-2] if len(checkpoints) >= 2 else 0  # (a reader may still follow from the one before)
+    named = set(commit_files(_EMPTY, snap))
+    done = {"log": 0, "checkpoints": 0, "files": 0}
+    unnamed = remote.unnamed
+    for key in keys:
+        if key.startswith("store/log/"):
+            kind, needed = "log", not key.endswith(".json") or _version_of(key) > snap.checkpoint - LOG_KEPT
+        elif key.startswith("store/checkpoint/"):
+            kind, needed = "checkpoints", not key.endswith(".json") or _version_of(key) >= floor
+        else:
+            kind, needed = "files", key in named
+        if needed:
+            unnamed.pop(key, None)
+        elif now - unnamed.setdefault(key, now) >= UNNAMED_GRACE_S:  # (found so at least that long)
+            remote.files.delete(key)
+            unnamed.pop(key, None)
+            done[kind] += 1
+    return done
+
+
+def _version_of(key: str) -> int:
+    return int(key.rsplit("/", 1)[1].split(".")[0])
 
 
 def refetch(path: str | os.PathLike[str]) -> bool:

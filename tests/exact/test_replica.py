@@ -17,7 +17,8 @@ import pytest
 from api.service.queries import run_query
 from exact.errors import StorageUnavailable
 from exact.reference import stream_table
-from exact.store import MANIFEST, REMOTE, dataset_dir, dataset_names, store_dir
+from exact.store import MANIFEST, REMOTE, dataset_dir, dataset_names, objectlog, replica, store_dir
+from exact.store.merge import merge_all
 from exact.store.objects import fetch_counts
 from exact.store.replica import attach, location_of
 from sketch.build import BuildOptions
@@ -81,6 +82,10 @@ def test_a_build_to_the_bucket_answers_as_on_local_disk_and_a_second_server_read
     with fetch_counts() as warm:
         assert answers(b, "d") == expected
     assert cold["fetched_bytes"] > 0 and warm["fetched_bytes"] < cold["fetched_bytes"] // 10
+    attach(dataset_dir("d", tmp_path / "c"), uri)  # (an answer says what it fetched)
+    said = [run_query(tmp_path / "c", "d", QUERIES[1], mode="exact")["stats"] for _ in range(2)]
+    assert said[0]["fetched_bytes"] > 20_000 and said[0]["fetches"] >= 2 and said[1]["fetched_bytes"] < 2_000
+    assert "fetched_bytes" not in run_query(local, "d", QUERIES[1])["stats"]
     # a damaged local copy of a part fails its check and is fetched again, never read
     whole = Dataset.open(local, "d").store.read_table()
     assert Dataset.open(b, "d").store.read_table().equals(whole)  # (the events themselves: every part fetched)
@@ -158,3 +163,42 @@ def test_the_store_down_is_a_clear_error_and_answers_come_back_with_it(seaweed: 
         seaweed.start()
     assert answers(other, "d") == expected
     assert (dataset_dir("d", other) / REMOTE).is_file()
+
+
+def test_the_bucket_and_the_replicas_keep_only_what_commits_name(seaweed: Seaweed, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upkeep sweeps from the bucket the log behind its checkpoints and the files no commit names (merged
+    parts, replaced trees, a lost race's uploads) once found so for the grace; a replica past the cache's
+    bound drops the files used longest ago.  A fresh server, and the trimmed one, still answer as before."""
+    monkeypatch.setattr(objectlog, "CHECKPOINT_EVERY", 4)
+    monkeypatch.setattr(replica, "LOG_KEPT", 2)
+    home = tmp_path / "h"
+    Dataset.build(home, "d", table_of(rows(300, seed=5)), OPTIONS, partition_key="case", store=bucket())
+    dataset = Dataset.open(home, "d")
+    for i in range(12):
+        dataset.append(table_of(rows(20, seed=100 + i, start_ts=300 + 20 * i)).drop_columns(["seq"]))
+    uri = location_of(dataset_dir("d", home))
+    assert uri is not None
+    remote = dataset.store.remote
+    assert remote is not None
+    orphan = "store/parts/part-000000000000-0123456789ab.parquet"  # (as a lost race leaves one)
+    remote.files.put(orphan, b"never named")
+    merge_all(dataset.store, fanout=2)
+    dataset.fold_layout()
+    expected = answers(home, "d")
+    before = set(remote.files.list())
+    assert replica.sweep_bucket(remote, now=0.0) == {"log": 0, "checkpoints": 0, "files": 0}  # (first seen)
+    swept = replica.sweep_bucket(remote, now=replica.UNNAMED_GRACE_S)
+    after = set(remote.files.list())
+    assert swept["files"] >= 2 and swept["log"] >= 1 and orphan in before - after
+    snap = remote.snapshot(fresh=True)
+    assert set(replica.commit_files(replica._EMPTY, snap)) <= after  # (everything the commit names stays)
+    fresh = tmp_path / "fresh"
+    attach(dataset_dir("d", fresh), uri)
+    assert answers(fresh, "d") == expected
+    # the replica over its bound: the files used longest ago go, and come back when read
+    monkeypatch.setattr(replica, "UNNAMED_GRACE_S", 0.0)
+    held = sum(f.stat().st_size for f in dataset_dir("d", fresh).rglob("*") if f.is_file())
+    freed = replica.trim(dataset_dir("d", fresh).parent, max_bytes=held // 4)
+    assert freed >= held // 2
+    assert answers(fresh, "d") == expected
