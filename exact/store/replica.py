@@ -301,6 +301,9 @@ def refetch(path: str | os.PathLike[str]) -> bool:
 def upload(remote: Remote, dataset_root: Path, files: list[str]) -> None:
     """Upload ``files`` (paths relative to the dataset folder) to the bucket, in parallel.  Names are unique,
     so an object that exists already is this very file (uploaded by an earlier try)."""
+    if len(files) > UPLOADS:  # (a build's parts may be in the bucket already: a Spark job's tasks put them)
+        held = set(remote.files.list(f"store/{PARTS}"))
+        files = [f for f in files if f not in held]
     if not files:
         return
 
@@ -324,6 +327,11 @@ def commit_files(before: Snapshot, after: Snapshot) -> list[str]:
     return out
 
 
+def dataset_location(store: str, name: str, snap: Snapshot) -> str:
+    """Where a dataset built under the store location ``store`` lives: ``<store>/<name>/<lineage>``."""
+    return f"{check_store(store)}/{name}/{snap.lineage or uuid.uuid4().hex}"
+
+
 def publish_stage(stage: Path, location: str, name: str) -> str:
     """Upload a built dataset's stage to ``location`` (a new lineage folder under ``<location>/<name>/``) and
     create its commit log from the stage's manifest; the stage then becomes a replica.  Returns the
@@ -331,7 +339,7 @@ def publish_stage(stage: Path, location: str, name: str) -> str:
     from exact.store.manifest import StoreBase
 
     snap = StoreBase(stage / "store").snapshot()
-    uri = f"{check_store(location)}/{name}/{snap.lineage or uuid.uuid4().hex}"
+    uri = dataset_location(location, name, snap)
     files = ObjectStore(uri, create_bucket=True)
     upload_remote = Remote(uri, files, ObjectLog(ObjectStore(ObjectLocation.parse(uri).child("store"),
                                                              filesystem=files.fs)))

@@ -137,7 +137,7 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
             tree: BloomTree | None = None, snapshot: Snapshot | None = None,
             progress: Progress = _no_progress, staging: Path | None = None,
             window_events: int | None = None, piece_bytes: int | None = None,
-            partition_key: str | None = None) -> JobResult:
+            partition_key: str | None = None, upload_to: str = "") -> JobResult:
     """Read, order, number, write parts, build the leaves; merge the tree in the driver.  Publishes nothing.
 
     Without ``tree`` the job builds a new dataset into the empty ``store`` and sizes the tree from the data;
@@ -145,18 +145,19 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
     extended in place with its own configuration.  ``window_events`` fixes the windows' size (default:
     :func:`sketch.spark.windows.window_count`), ``piece_bytes`` the inputs' pieces (default
     :func:`split_bytes`).  With ``partition_key`` (``"<auto>"``: ``case`` when every event has it) the
-    result carries the events' columns for the partition build.  Parts written by a failing job are removed.
+    result carries the events' columns for the partition build.  With ``upload_to`` (a dataset's bucket
+    location) every task uploads the parts it wrote there.  Parts written by a failing job are removed.
     """
     with store.writing():  # the staging beside the store is the lock holder's (see EventStore._clean_orphans)
         return _run_job(spark, inputs, store, ingest or IngestOptions(), build or BuildOptions(), tree,
                         snapshot, progress, staging, window_events, piece_bytes or split_bytes(),
-                        partition_key)
+                        partition_key, upload_to)
 
 
 def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest: IngestOptions,
              build: BuildOptions, tree: BloomTree | None, snapshot: Snapshot | None, progress: Progress,
              staging: Path | None, window_events: int | None, piece_bytes: int,
-             partition_key: str | None) -> JobResult:
+             partition_key: str | None, upload_to: str) -> JobResult:
     timings = Timings()
     stage = ["checking the inputs"]
     files = plan_inputs(inputs, ingest)
@@ -192,7 +193,9 @@ def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest
                               attrs=tuple(attrs.items()), chunks=refs, bounds=bounds, first_seq=first_seq,
                               leaf_size=(tree.config if tree else build).leaf_size,
                               config=tree.config if tree is not None else None, partition_key=key,
-                              staging=str(staging))
+                              staging=str(staging), upload_to=upload_to,
+                              upload_env=tuple((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))
+                              if upload_to else ())
             timings.lap("plan")
             stage[0] = "ordering the events and writing the event store"
             answers = write_windows(spark, plan).collect()
@@ -364,6 +367,7 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
     partition layout and tree) published at once, or nothing; with a store ``location``, on object storage
     (:mod:`exact.store.replica`)."""
     from exact.store import check_dataset_name, dataset_dir, staged_dataset, store_dir
+    from exact.store.replica import dataset_location
     from sketch.dataset import partition_from_columns, store_extra, write_index
 
     check_dataset_name(name)
@@ -383,9 +387,12 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
         # the executors' parts serve the attributes the manifest names (checked once the inputs are read)
         store = EventStore.create(store_dir(stage), extra=store_extra(options))
         snap = store.snapshot()
+        # on object storage, the tasks upload their parts to where the stage will be published
+        upload_to = dataset_location(location, name, snap) if location else ""
         with store.writing():
             result = run_job(spark, inputs, store, ingest=ingest, build=options, snapshot=snap,
-                             progress=progress, window_events=window_events, partition_key=partition_key)
+                             progress=progress, window_events=window_events, partition_key=partition_key,
+                             upload_to=upload_to)
             timings = Timings(dict(result.timings))
             progress(0.9, "publishing")
             publish(store, result, write_index(stage, result.tree, 1), expect_version=snap.version)
@@ -419,7 +426,7 @@ def append_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *,
         # The live index (caught up from the store if it lags), as a private copy that the job extends.
         tree = dataset._tree_for_update(snap, None)
         result = run_job(spark, inputs, store, ingest=ingest, tree=tree, snapshot=snap, progress=progress,
-                         window_events=window_events)
+                         window_events=window_events, upload_to=store.remote.uri if store.remote else "")
         timings = Timings(dict(result.timings))
         progress(0.95, "publishing")
         publish(store, result, dataset._write_next(result.tree, snap), expect_version=snap.version)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -168,6 +169,11 @@ class WindowPlan:
     #: (:func:`sketch.partition.columns.window_columns`).
     partition_key: str | None = None
     staging: str = ""
+    #: the bucket location of a dataset on object storage: each task uploads the parts it wrote there itself
+    #: (:mod:`exact.store.replica`), so no part passes through the driver
+    upload_to: str = ""
+    #: the driver's object-store settings (``AWS_*``), for executors whose environment has none
+    upload_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def windows(self) -> int:
@@ -232,6 +238,15 @@ class _WindowTask:
         store = EventStore(Path(plan.store_root))
         parts = [store.write_part(stream.slice(at, size), first + at, row_group_size=plan.row_group_size)
                  for at, size in part_slices(stream.num_rows, plan.part_rows)]
+        if plan.upload_to:
+            from exact.store.objects import ObjectStore
+
+            for key, value in plan.upload_env:
+                os.environ.setdefault(key, value)
+            bucket = ObjectStore(plan.upload_to)
+            for part in parts:
+                for f in part.files:
+                    bucket.put_if_absent(f"store/parts/{f}", (store.root / "parts" / f).read_bytes())
         return self.leaves(window, store, stream, parts, started)
 
     def readable(self, chunk: ChunkRef, batch: pa.RecordBatch) -> pa.Table:

@@ -426,3 +426,40 @@ def test_malformed_record_in_a_pieced_input_names_its_line(spark, tmp_path: Path
         build_dataset_spark(home, "d", [path], spark=spark)
     assert "bad.csv" in str(caught.value) and "line 1501" in str(caught.value)
     assert not (home / "datasets" / "d").exists()
+
+
+# -------------------------------------------------------------------------------------- object storage
+
+
+def test_a_spark_build_to_a_bucket_equals_the_local_build_and_its_tasks_upload_the_parts(
+        spark, seaweed, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--store s3://…`` on Spark: the same dataset as the local build (events, facts, digests, seek files),
+    each window's task uploads the parts it wrote — the driver puts none of them — and a server that has not
+    served it reads it from the bucket alone."""
+    import uuid
+
+    from exact.store import objects
+    from exact.store.replica import attach, location_of
+
+    inputs = write_generated_inputs(tmp_path)
+    local_build(home, "local", inputs, leaf_size=8)
+    driver_puts: list[str] = []
+    real_put = objects.ObjectStore.put_if_absent
+
+    def watched(self: objects.ObjectStore, key: str, data: bytes) -> bool:
+        driver_puts.append(key)
+        return real_put(self, key, data)
+
+    monkeypatch.setattr(objects.ObjectStore, "put_if_absent", watched)
+    build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=8, window_events=320,
+                        location=f"s3://seqsketch-test/spark-{uuid.uuid4().hex[:8]}")
+    assert_same_dataset(spark, home, "local", "spark")
+    uri = location_of(dataset_dir("spark", home))
+    assert uri is not None
+    snap = EventStore.open(store_dir(dataset_dir("spark", home))).snapshot()
+    assert len(snap.parts) >= 2 and not [k for k in driver_puts if k.startswith("store/parts/")]
+    assert any(k.startswith("index/") for k in driver_puts)  # (the driver's own files: the trees)
+    other = tmp_path / "other"
+    attach(dataset_dir("spark", other), uri)
+    assert store_table(other, "spark").equals(store_table(home, "local"))
+    assert digest(other, "spark") == digest(home, "local")
