@@ -54,7 +54,7 @@ def request_build(catalog: Catalog, home: Path, name: str, inputs: Sequence[str]
     return queue_build(catalog, name, resolved, options, exists=exists)
 
 
-def queue_build(catalog: Catalog, dataset: str, inputs: Sequence[Path], options: Mapping[str, Any], *,
+def queue_build(catalog: Catalog, dataset: str, inputs: Sequence[Path | str], options: Mapping[str, Any], *,
                 exists: bool) -> Job:
     """Queue a build of ``dataset`` from resolved ``inputs``; a dataset that does not exist yet is listed
     as ``building`` from now on.  One build per dataset is queued or running at a time (else

@@ -26,6 +26,7 @@ from exact.events import (
     records_to_table,
 )
 from exact.ingest import IngestOptions, Progress, ingest, read_inputs
+from exact.readers.sources import is_remote, source_exists, source_size
 from exact.store import (
     EventStore,
     check_dataset_name,
@@ -141,7 +142,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
                            memory_bytes=memory,
                            index_attrs=tuple(index_attrs) if index_attrs is not None else None)
     for path in inputs:
-        if not Path(path).is_file():
+        if not source_exists(path):
             raise InputError("no such file", where=str(path))
     check_local_build(inputs, fmt, local_memory)
     started = time.perf_counter()
@@ -185,18 +186,22 @@ def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mappin
     return build_from_inputs(home, name, [str(p) for p in inputs], **kwargs)
 
 
+def _input_key(path: str | Path) -> str:
+    return str(path) if is_remote(path) else str(Path(path).resolve())
+
+
 def _reading_progress(inputs: Sequence[Path], progress: JobProgress) -> Progress:
     """Adapt the reader's reports (file, events read so far) to a job's fraction and message.
 
     Reading is counted as the first 80% of a build, shared among the inputs by their size on disk (the
     event count of a file is unknown until it has been read); indexing and storing make up the rest.
     """
-    sizes = [max(Path(p).stat().st_size, 1) for p in inputs]
+    sizes = [max(source_size(p), 1) for p in inputs]
     total = float(sum(sizes))
-    before = {Path(p).resolve(): sum(sizes[:i]) for i, p in reversed(list(enumerate(inputs)))}
+    before = {_input_key(p): sum(sizes[:i]) for i, p in reversed(list(enumerate(inputs)))}
 
     def report(path: Path, events: int) -> None:
-        done = before.get(Path(path).resolve(), 0) / total
+        done = before.get(_input_key(path), 0) / total
         progress(0.8 * done, f"reading {Path(path).name}: {events:,} events")
 
     return report

@@ -61,14 +61,41 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
 
-def resolve_input(spec: str, roots: Sequence[Path]) -> Path:
+#: where on object storage a server may read build inputs: comma-separated ``s3://bucket/prefix`` (none unless
+#: set)
+INPUT_BUCKETS_ENV = "SEQSKETCH_INPUT_BUCKETS"
+
+
+def resolve_remote_input(spec: str) -> str:
+    """An input on object storage (``s3://bucket/key``), allowed only under a prefix ``SEQSKETCH_INPUT_BUCKETS``
+    names (:class:`InputNotAllowed` otherwise, and for ``.``/``..`` segments), that must exist."""
+    from exact.readers.sources import source_exists
+    from exact.store.objects import ObjectLocation
+
+    location = ObjectLocation.parse(spec)  # (no '.', '..' or empty segments)
+    allowed = [ObjectLocation.parse(p.strip()) for p in os.environ.get(INPUT_BUCKETS_ENV, "").split(",")
+               if p.strip()]
+    inside = any(a.bucket == location.bucket and (not a.prefix or location.prefix.startswith(a.prefix + "/"))
+                 for a in allowed)
+    if not inside:
+        raise InputNotAllowed(f"input is not under a bucket prefix the server may read ({INPUT_BUCKETS_ENV})",
+                              where=f"inputs: {spec!r}")
+    if not source_exists(location.uri):
+        raise InputError("no such object", where=f"inputs: {spec!r}")
+    return location.uri
+
+
+def resolve_input(spec: str, roots: Sequence[Path]) -> Path | str:
     """The real path of build input ``spec``, which must lie inside one of ``roots``.
 
     A relative ``spec`` is looked up under each root in order; an absolute one must already point inside a
     root.  Paths are resolved (``..`` and symlinks followed) *before* the containment check, so neither can
     reach outside.  Raises :class:`InputNotAllowed` (403) for a path outside every root and
-    :class:`~exact.errors.InputError` for one that does not exist.
+    :class:`~exact.errors.InputError` for one that does not exist.  An input on object storage
+    (:func:`resolve_remote_input`) stays its ``s3://`` text.
     """
+    if spec.startswith("s3://"):
+        return resolve_remote_input(spec)
     real_roots = [r.resolve() for r in roots]
     if "\x00" in spec:
         raise InputNotAllowed("input path contains a NUL byte", where=f"inputs: {spec!r}")
@@ -87,7 +114,7 @@ def resolve_input(spec: str, roots: Sequence[Path]) -> Path:
     raise InputError("no such input file under the server's input roots", where=f"inputs: {spec!r}")
 
 
-def resolve_inputs(specs: Iterable[str], roots: Sequence[Path]) -> list[Path]:
+def resolve_inputs(specs: Iterable[str], roots: Sequence[Path]) -> list[Path | str]:
     return [resolve_input(spec, roots) for spec in specs]
 
 

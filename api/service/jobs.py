@@ -86,7 +86,7 @@ def run_job(catalog: Catalog, home: Path, locks: DatasetLocks, job: Mapping[str,
     from api.catalog import JobState, utcnow  # not at import: a query alone loads no catalog (api.service)
 
     job_id, dataset = job["id"], job["dataset"]
-    inputs = [Path(p) for p in job["inputs"]]
+    inputs = [p if p.startswith("s3://") else Path(p) for p in job["inputs"]]
     log.info("build job %s of dataset %s: started", job_id, dataset)
     try:
         with locks.hold(dataset):

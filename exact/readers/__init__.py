@@ -72,7 +72,21 @@ def detect_format(path: str | Path) -> str:
 
 def read_events(path: str | Path, fmt: str = "auto",
                 options: ReadOptions | None = None) -> Iterator[pa.Table]:
-    """Stream the events of one input as stream tables without ``seq``, in input order."""
+    """Stream the events of one input as stream tables without ``seq``, in input order (an input on object
+    storage, ``s3://bucket/key``, is fetched to a temporary local copy, read, and the copy deleted)."""
+    from exact.readers.sources import is_remote, local_copy
+
+    if is_remote(path):
+        import shutil
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="seqsketch-input-"))
+        try:
+            yield from read_events(local_copy(path, folder), fmt if fmt != "auto" else detect_format(path),
+                                   options)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
     path = Path(path)
     options = options or ReadOptions()
     if fmt == "auto":

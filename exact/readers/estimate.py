@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from exact.readers.sources import is_remote, open_source, parquet_source, source_size
+
 #: Bytes of (decompressed) records read to estimate an input's events; more is read to get past a long
 #: header (an XES log's metadata can run to megabytes before its first trace), up to :data:`MAX_SAMPLE`.
 SAMPLE_BYTES = 4 << 20
@@ -29,14 +31,15 @@ _EVENT = re.compile(rb"<event[\s>/]")
 
 def estimate_events(path: str | Path, fmt: str) -> int:
     """The estimated number of events of input ``path`` in format ``fmt`` (see the module docstring)."""
-    path = Path(path)
+    remote = is_remote(path)
+    path = str(path) if remote else Path(path)
     if fmt == "parquet":
         try:
-            return int(pq.ParquetFile(path).metadata.num_rows)
+            return int(pq.ParquetFile(parquet_source(path)).metadata.num_rows)
         except Exception:  # unreadable: the reader will say so
             return 0
-    if fmt == "text" and path.suffix.lower() == ".zip":
-        return _zip_tokens(path)
+    if fmt == "text" and str(path).lower().endswith(".zip"):
+        return 0 if remote else _zip_tokens(Path(path))
     marker = {"xes": b"<trace", "csv": b"\n"}.get(fmt)
     data, covered, whole = _sample(path, marker)
     body = _body(data, marker)
@@ -57,14 +60,14 @@ def _body(data: bytes, marker: bytes | None) -> int:
     return at + len(marker) if marker == b"\n" else at
 
 
-def _sample(path: Path, marker: bytes | None) -> tuple[bytes, float, bool]:
+def _sample(path: str | Path, marker: bytes | None) -> tuple[bytes, float, bool]:
     """The first bytes of the file's (gunzipped) text — :data:`SAMPLE_BYTES` past ``marker`` — the share of
     the file's bytes they cover, and whether they are the whole file."""
-    size = max(path.stat().st_size, 1)
+    size = max(source_size(path), 1)
     out = bytearray()
     consumed = 0
     body = 0 if marker is None else None
-    with open(path, "rb") as f:
+    with open_source(path) as f:
         compressed = f.read(2) == _GZIP_MAGIC
         f.seek(0)
         inflate = zlib.decompressobj(wbits=31) if compressed else None

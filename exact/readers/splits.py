@@ -46,6 +46,7 @@ from exact.errors import InputError
 from exact.events import make_table
 from exact.readers import read_events
 from exact.readers.common import Columns, ReadOptions
+from exact.readers.sources import open_source, parquet_source, source_size
 from exact.readers.tabular import (
     TextKinds,
     csv_batches,
@@ -97,8 +98,8 @@ def plan_splits(path: str | Path, fmt: str, target_bytes: int = DEFAULT_SPLIT_BY
     path = str(path)
     target = max(1, target_bytes)
     if fmt in ("csv", "jsonl"):
-        size = Path(path).stat().st_size
-        with open(path, "rb") as f:
+        size = source_size(path)
+        with open_source(path) as f:
             compressed = f.read(2) == _GZIP_MAGIC
         if compressed or size <= target:
             return [Split(path, fmt)]
@@ -107,7 +108,7 @@ def plan_splits(path: str | Path, fmt: str, target_bytes: int = DEFAULT_SPLIT_BY
         return [Split(path, fmt, k, n, cuts[k], cuts[k + 1]) for k in range(n)]
     if fmt == "parquet":
         try:
-            meta = pq.ParquetFile(path).metadata
+            meta = pq.ParquetFile(parquet_source(path)).metadata
         except Exception:  # an unreadable file is read whole, and its reader names the problem
             return [Split(path, fmt)]
         runs: list[tuple[int, int, int]] = []  # (first group, end group, first record)
@@ -225,7 +226,7 @@ class _BoundedRows:
 def _csv_piece(split: Split, options: ReadOptions, facts: PieceFacts) -> Iterator[pa.Table]:
     where = split.path
     last = split.piece == split.pieces - 1
-    with open(split.path, "rb") as raw:
+    with open_source(split.path) as raw:
         lines = _Lines(raw, 0)
         header = next(csv.reader(lines), None)
         if header is None or not any(h.strip() for h in header):
@@ -245,7 +246,7 @@ def _csv_piece(split: Split, options: ReadOptions, facts: PieceFacts) -> Iterato
 def _jsonl_piece(split: Split, options: ReadOptions, facts: PieceFacts) -> Iterator[pa.Table]:
     where = split.path
     last = split.piece == split.pieces - 1
-    with open(split.path, "rb") as raw:
+    with open_source(split.path) as raw:
         start = line_start(raw, split.start)
         facts.first_record = start
         lines = _Lines(raw, start)
@@ -268,7 +269,7 @@ def _jsonl_piece(split: Split, options: ReadOptions, facts: PieceFacts) -> Itera
 
 def _parquet_piece(split: Split, options: ReadOptions) -> Iterator[pa.Table]:
     where = split.path
-    pf = pq.ParquetFile(split.path)
+    pf = pq.ParquetFile(parquet_source(split.path))
     names = pf.schema_arrow.names
     for role, name in (("type", options.type_field), ("time", options.time_field)):
         if name not in names:

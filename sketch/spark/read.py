@@ -50,6 +50,7 @@ from exact.errors import InputError, SeqsketchError
 from exact.events import TS, attr_types, conform, unify_attr_types, widen
 from exact.ingest import IngestOptions
 from exact.readers import FORMATS, ReadOptions, detect_format
+from exact.readers.sources import is_remote, source_exists, source_size
 from exact.readers.splits import (
     DEFAULT_SPLIT_BYTES,
     PieceFacts,
@@ -136,11 +137,11 @@ def plan_inputs(paths: Sequence[str | Path], options: IngestOptions) -> list[Inp
                          where="--format")
     files = []
     for i, raw in enumerate(paths):
-        path = Path(raw).absolute()
-        if not path.is_file():
+        path = str(raw) if is_remote(raw) else str(Path(raw).absolute())  # (tasks read objects by ranges)
+        if not source_exists(path):
             raise InputError("no such file", where=str(raw))
         fmt = detect_format(path) if options.fmt == "auto" else options.fmt
-        files.append(InputFile(i, str(path), fmt))
+        files.append(InputFile(i, path, fmt))
     return files
 
 
@@ -176,8 +177,8 @@ def stage_inputs(spark: Any, pieces: Sequence[Piece], options: IngestOptions, st
 def piece_bytes(piece: Piece) -> int:
     """About how many bytes a piece reads (its share of the file's size)."""
     try:
-        size = Path(piece.split.path).stat().st_size
-    except OSError:
+        size = source_size(piece.split.path)
+    except (OSError, SeqsketchError):
         return 0
     if piece.split.whole:
         return size

@@ -62,3 +62,25 @@ def test_a_dataset_on_the_bucket_is_served_by_both_servers_and_appends_cross_wit
             time.sleep(0.02)
     assert ca.post("/v1/datasets/running/query", json=QUERY).json["matches"] == \
         cb.post("/v1/datasets/running/query", json=QUERY).json["matches"]
+
+
+def test_a_build_reads_inputs_from_a_bucket_only_under_the_prefixes_the_server_allows(
+        servers: tuple[Flask, Flask], shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from exact.store.objects import ObjectStore
+
+    a, _ = servers
+    client = a.test_client()
+    prefix = f"s3://seqsketch-test/in-{uuid.uuid4().hex[:8]}"
+    ObjectStore(prefix, create_bucket=True).put("logs/running.xes",
+                                                 (shared_data / "running-example.xes").read_bytes())
+    body = {"inputs": [f"{prefix}/logs/running.xes"], "engine": "local"}
+    assert_error(client.post("/v1/datasets/remote-in/builds", json=body), 403, "input_not_allowed")
+    monkeypatch.setenv("SEQSKETCH_INPUT_BUCKETS", f"s3://seqsketch-test/elsewhere,{prefix}/logs")
+    for bad in (f"{prefix}/logs/../secret.xes", f"{prefix}/other.xes"):
+        response = client.post("/v1/datasets/remote-in/builds", json={**body, "inputs": [bad]})
+        assert response.status_code in (400, 403), response.json
+    assert_error(client.post("/v1/datasets/remote-in/builds", json={**body, "inputs": [f"{prefix}/logs/no.xes"]}),
+                 400, "bad_input")
+    job = build(a, client, "remote-in", body["inputs"], engine="local")
+    assert job["state"] == "succeeded", job
+    assert client.get("/v1/datasets/remote-in").json["events"] == 42
