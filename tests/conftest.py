@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, settings
 
 from tests.generators import CI_EXAMPLES
 from tests.objectstore import Seaweed, apply_env, restore_env
+from tests.postgres import postgres_url  # noqa: F401 - a fixture for every test module
 
 settings.register_profile("ci", max_examples=CI_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("quick", settings.get_profile("ci"), max_examples=CI_EXAMPLES // 10)
