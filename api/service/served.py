@@ -40,12 +40,19 @@ DatasetView: TypeAlias = dict[str, Any]
 
 
 def served_datasets(catalog: Catalog, home: Path) -> list[DatasetView]:
-    """Every dataset on disk, and those whose first build is pending or failed, by name."""
+    """Every dataset on disk or on object storage (a replica made here for one this server has not served
+    yet), and those whose first build is pending or failed, by name."""
+    from api.service.replicas import replicate
+
     out: dict[str, DatasetView] = {}
+    rows = catalog.list_datasets()
+    for row in rows:
+        if row.get("location") and row["state"] != "deleted":
+            replicate(catalog, home, row["name"])
     for info in list_datasets(home):
         out[info["name"]] = _merge(info, _synced_row(catalog, info["name"], info))
     pending = _pending_states()
-    for row in catalog.list_datasets():
+    for row in rows:
         if row["name"] not in out and row["state"] in pending:
             out[row["name"]] = _catalog_only(row)
     return [out[n] for n in sorted(out)]

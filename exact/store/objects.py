@@ -226,6 +226,12 @@ class _Counts(threading.local):
 _COUNTS = _Counts()
 
 
+def count_fetched(fetched_bytes: int, fetches: int) -> None:
+    """Count, for this thread, what it had fetched on its behalf by other threads."""
+    _COUNTS.fetched_bytes += fetched_bytes
+    _COUNTS.fetches += fetches
+
+
 @contextmanager
 def fetch_counts() -> Iterator[dict[str, int]]:
     """Count this thread's fetches within the block: ``fetched_bytes``, ``fetches`` (ranged GETs) and
@@ -373,6 +379,10 @@ class ObjectStore:
             hi = min(end - block * step, len(data))
             pieces.append(data[lo:hi])
         return b"".join(pieces)
+
+    def fetch(self, key: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of object ``key`` from ``offset``, fetched now (one ranged GET, not cached)."""
+        return self._fetch(key, offset, length)
 
     def _fetch(self, key: str, offset: int, length: int) -> bytes:
         def read() -> bytes:

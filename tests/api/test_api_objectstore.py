@@ -46,7 +46,9 @@ def test_a_dataset_on_the_bucket_is_served_by_both_servers_and_appends_cross_wit
     assert job["state"] == "succeeded", job
     info_a = ca.get("/v1/datasets/running").json
     assert info_a["location"].startswith(store + "/running/") and info_a["events"] == 42
-    info_b = cb.get("/v1/datasets/running").json  # (b has never seen it: its folder becomes a replica)
+    listed = cb.get("/v1/datasets").json["datasets"]  # (b has never seen it: its folder becomes a replica)
+    assert [(d["name"], d["events"]) for d in listed] == [("running", 42)]
+    info_b = cb.get("/v1/datasets/running").json
     assert (info_b["location"], info_b["events"], info_b["types"]) == (info_a["location"], 42, info_a["types"])
     answer_a = ca.post("/v1/datasets/running/query", json=QUERY).json
     assert answer_a["count"] > 0 and cb.post("/v1/datasets/running/query", json=QUERY).json["matches"] == \

@@ -202,3 +202,21 @@ def test_the_bucket_and_the_replicas_keep_only_what_commits_name(seaweed: Seawee
     freed = replica.trim(dataset_dir("d", fresh).parent, max_bytes=held // 4)
     assert freed >= held // 2
     assert answers(fresh, "d") == expected
+
+
+def test_a_large_file_is_fetched_in_ranges_by_several_threads_and_counted_for_the_query(
+        seaweed: Seaweed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = table_of(rows(3000, seed=6))
+    Dataset.build(tmp_path / "a", "d", table, OPTIONS, partition_key="case", store=bucket())
+    uri = location_of(dataset_dir("d", tmp_path / "a"))
+    assert uri is not None
+    monkeypatch.setattr(replica, "FETCH_PIECE", 4096)  # (every file of more than 4 KB in several ranges)
+    attach(dataset_dir("d", tmp_path / "b"), uri)
+    with fetch_counts() as fetched:
+        assert answers(tmp_path / "b", "d") == answers(tmp_path / "a", "d")
+    copies = [f for f in dataset_dir("d", tmp_path / "b").rglob("*") if f.is_file() and f.name != "remote.json"]
+    assert sum(f.stat().st_size for f in copies) <= fetched["fetched_bytes"]
+    assert fetched["fetches"] > len(copies) + sum(f.stat().st_size // 4096 for f in copies) // 2
+    for f in copies:  # byte for byte the bucket's
+        assert f.read_bytes() == (dataset_dir("d", tmp_path / "a") / f.relative_to(dataset_dir("d", tmp_path / "b"))
+                                  ).read_bytes()
