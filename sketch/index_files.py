@@ -15,7 +15,7 @@ from typing import Any
 
 from exact.errors import IndexCorrupt
 from exact.store import Snapshot
-from exact.store.replica import fetched
+from exact.store.replica import fetched, refetch
 from sketch import persist
 from sketch.evaluate import TreeIndex
 from sketch.tree import BloomTree
@@ -162,8 +162,9 @@ class LoadedIndexes:
             st = path.stat()
         return str(path), st.st_ino, st.st_size, st.st_mtime_ns
 
-    def load(self, path: Path) -> BloomTree:
-        """The tree the checkpoint file ``path`` holds."""
+    def load(self, path: Path, *, again: bool = True) -> BloomTree:
+        """The tree the checkpoint file ``path`` holds (``again``: a replica's damaged copy is fetched once
+        more)."""
         ident = self._identity(path)
         if ident is None:
             return persist.load(path)  # reports the missing file as IndexCorrupt
@@ -172,7 +173,12 @@ class LoadedIndexes:
             if held is not None:
                 self._trees.move_to_end(ident + (held.n_events,))
                 return held
-        tree = persist.load(path)
+        try:
+            tree = persist.load(path)
+        except IndexCorrupt:
+            if not again or not refetch(path):  # (a replica's damaged copy is fetched again)
+                raise
+            return self.load(path, again=False)
         TreeIndex.prepare(tree)  # once per version, not on its first query
         with self._lock:
             self._file_events[ident] = tree.n_events

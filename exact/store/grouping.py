@@ -362,9 +362,9 @@ _LOADED: dict[tuple[str, int, int, int], Layout] = {}
 _LOCK = threading.Lock()
 
 
-def load_layout(path: Path) -> Layout:
+def load_layout(path: Path, *, again: bool = True) -> Layout:
     """The layout in ``path``, mapped read-only, checked on its first open in this process."""
-    from exact.store.replica import fetched
+    from exact.store.replica import fetched, refetch
 
     try:
         st = path.stat()
@@ -377,7 +377,12 @@ def load_layout(path: Path) -> Layout:
         found = _LOADED.get(ident)
     if found is not None:
         return found
-    layout = _read(path)
+    try:
+        layout = _read(path)
+    except StoreCorrupt:
+        if not again or not refetch(path):  # (a replica's damaged copy is fetched again)
+            raise
+        return load_layout(path, again=False)
     with _LOCK:
         if len(_LOADED) >= 16:
             _LOADED.pop(next(iter(_LOADED)))

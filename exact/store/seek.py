@@ -447,7 +447,7 @@ def _same_file(key: tuple[str, int, int, int]) -> bool:
     return (st.st_size, st.st_mtime_ns, st.st_ino) == key[1:]
 
 
-def open_seek(path: str | Path, rows: int) -> SeekFile:
+def open_seek(path: str | Path, rows: int, *, again: bool = True) -> SeekFile:
     """The seek file at ``path`` for a part of ``rows`` rows, or :class:`SeekUnavailable`."""
     try:
         st = os.stat(path)
@@ -466,7 +466,14 @@ def open_seek(path: str | Path, rows: int) -> SeekFile:
                 buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
         except (OSError, ValueError) as err:
             raise SeekUnavailable(f"cannot map: {err}") from None
-        found = _parse(buf)
+        try:
+            found = _parse(buf)
+        except SeekUnavailable:
+            from exact.store.replica import refetch
+
+            if not again or not refetch(path):  # (a replica's damaged copy is fetched again)
+                raise
+            return open_seek(path, rows, again=False)
         with _OPEN_LOCK:
             for gone in [k for k in _OPEN if not _same_file(k)]:
                 del _OPEN[gone]
