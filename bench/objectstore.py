@@ -32,8 +32,9 @@ from typing import Any
 from bench.acer import generate, questions
 from bench.timing import ratio
 from exact.store import dataset_dir
+from exact.store.fetch import location_of
 from exact.store.objects import fetch_counts
-from exact.store.replica import attach, location_of
+from exact.store.replica import attach
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 

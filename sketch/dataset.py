@@ -42,10 +42,10 @@ from exact.events import attr_types
 from exact.ingest import order_by_time
 from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store_dir, store_published
 from exact.store import writer as store_writer
+from exact.store.fetch import fetched, location_of
 from exact.store.grouping import LAYOUT_KEY, Layout, default_key, layout_of
 from exact.store.manifest import INDEX_ATTRS_KEY, REMOVED_GRACE_S, check_index_attrs
 from exact.store.objectlog import LostRace
-from exact.store.replica import fetched, location_of
 from exact.store.retention import policy_of
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
 from sketch.index_files import (

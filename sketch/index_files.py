@@ -15,7 +15,7 @@ from typing import Any
 
 from exact.errors import IndexCorrupt
 from exact.store import Snapshot
-from exact.store.replica import fetched, refetch
+from exact.store.fetch import fetched, refetch
 from sketch import persist
 from sketch.evaluate import TreeIndex
 from sketch.tree import BloomTree

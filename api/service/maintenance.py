@@ -19,7 +19,7 @@ from typing import Any
 
 from exact.errors import SeqsketchError
 from exact.store import dataset_names, datasets_dir
-from exact.store.replica import trim
+from exact.store.fetch import trim
 from sketch.dataset import Dataset
 
 log = logging.getLogger(__name__)

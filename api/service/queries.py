@@ -31,8 +31,8 @@ from exact.events import iso_of_micros, to_records
 from exact.query.ast import Query
 from exact.query.language import attribute_kinds, check_kinds, load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
+from exact.store.fetch import location_of
 from exact.store.objects import fetch_counts
-from exact.store.replica import location_of
 from sketch.answer.cases import case_lookup
 from sketch.answer.retired import with_history
 from sketch.answer.sources import StoreSource, TableSource, needed_columns

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from exact.store import dataset_dir
-from exact.store.replica import attach, location_of
+from exact.store.fetch import location_of
+from exact.store.replica import attach
 
 if TYPE_CHECKING:
     from api.catalog import Catalog

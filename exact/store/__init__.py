@@ -48,19 +48,20 @@ from exact.store.datasets import (
     store_published,
     sweep_abandoned,
 )
+from exact.store.fetch import REMOTE
 from exact.store.manifest import (
     DEFAULT_PART_ROWS,
     DEFAULT_ROW_GROUP_SIZE,
     INDEX_ATTRS_KEY,
     MANIFEST,
     PARTS,
-    REMOTE,
     TYPE_DICTIONARY,
     PartInfo,
     Snapshot,
     empty_snapshot,
 )
 from exact.store.reader import StoreReader, type_mask
+from exact.store.replica import store_remote
 from exact.store.writer import StoreWriter
 
 __all__ = ["DEFAULT_PART_ROWS", "DEFAULT_ROW_GROUP_SIZE", "INDEX_ATTRS_KEY", "MANIFEST", "PARTS", "TYPE_DICTIONARY",
@@ -72,6 +73,10 @@ __all__ = ["DEFAULT_PART_ROWS", "DEFAULT_ROW_GROUP_SIZE", "INDEX_ATTRS_KEY", "MA
 # The writer comes first: its __init__ takes ``part_rows`` and hands the root on to the reader's.
 class EventStore(StoreWriter, StoreReader):
     """A dataset's event store at ``root`` (see the module docstring); see :meth:`create`, :meth:`open`."""
+
+    def __init__(self, root: str | Path, *, part_rows: int = DEFAULT_PART_ROWS) -> None:
+        super().__init__(Path(root), part_rows=part_rows)
+        self.remote = store_remote(self.root)  # a replica's store commits to its bucket's log
 
     @classmethod
     def create(cls, root: str | Path, table: pa.Table | None = None, *,

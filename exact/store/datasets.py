@@ -21,7 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from exact.errors import Conflict, InputError
-from exact.store.manifest import MANIFEST, REMOTE, fsync_dir
+from exact.store.fetch import REMOTE
+from exact.store.manifest import MANIFEST, fsync_dir
 
 _DATASET_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 

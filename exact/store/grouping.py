@@ -364,7 +364,7 @@ _LOCK = threading.Lock()
 
 def load_layout(path: Path, *, again: bool = True) -> Layout:
     """The layout in ``path``, mapped read-only, checked on its first open in this process."""
-    from exact.store.replica import fetched, refetch
+    from exact.store.fetch import fetched, refetch
 
     try:
         st = path.stat()

@@ -56,9 +56,6 @@ DEFAULT_ROW_GROUP_SIZE = 8192
 #: Rows per part file when a large table is written at once (a build); appends make one part each.
 DEFAULT_PART_ROWS = 1 << 20
 MANIFEST = "manifest.json"
-#: in a dataset folder: the object-store location the dataset lives at (the folder is its replica:
-#: :mod:`exact.store.replica`)
-REMOTE = "remote.json"
 PARTS = "parts"
 LOG = "log"
 #: commits logged between two checkpoints
@@ -382,10 +379,9 @@ class StoreBase:
         # not by the file's identity: a commit's new file may get a freed inode number and the same size and
         # mtime as one before it.
         self._cached: tuple[bytes, Snapshot] | None = None
-        from exact.store.replica import store_remote  # (the replica's module builds on this one)
-
-        #: the bucket side of a replica's store (:mod:`exact.store.replica`); None for a store on local disk
-        self.remote = store_remote(self.root)
+        #: the bucket side of a replica's store (:class:`exact.store.replica.Remote`, set by
+        #: :class:`~exact.store.EventStore`); None for a store on local disk
+        self.remote: Any = None
 
     def _fresh(self) -> bool:
         """Whether a replica's state must be read afresh (not within :data:`~exact.store.replica.READ_AGE_S`
@@ -396,7 +392,8 @@ class StoreBase:
         """The current committed state: the checkpoint (parsed again only when its text changed), then the
         logged commits after it — or, for a replica, the bucket's commit log."""
         if self.remote is not None:
-            return self.remote.snapshot(fresh=self._fresh())
+            remote: Snapshot = self.remote.snapshot(fresh=self._fresh())
+            return remote
         path = self.root / MANIFEST
         try:
             raw = path.read_bytes()

@@ -26,8 +26,8 @@ from exact.arrays import joined, run_positions
 from exact.errors import Conflict, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
+from exact.store.fetch import fetched, refetch
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
-from exact.store.replica import fetched, refetch
 from exact.store.rowfilter import JoinedValues, RowFilter, SeekValues, ValueProbe
 from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
 from exact.store.seek_attrs import numeric_values

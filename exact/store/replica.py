@@ -31,19 +31,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exact.errors import InputError, NotFound
+from exact.errors import InputError
+from exact.store.fetch import REMOTE, location_of, objects_at
 from exact.store.manifest import (
     CHECKPOINT_EVERY,
     LOG,
     MANIFEST,
     PARTS,
-    REMOTE,
     REMOVED_GRACE_S,
     Snapshot,
     empty_snapshot,
 )
 from exact.store.objectlog import ObjectLog
-from exact.store.objects import DEFAULT_CACHE_BYTES, ObjectLocation, ObjectStore, count_fetched, is_object_uri
+from exact.store.objects import ObjectLocation, ObjectStore, is_object_uri
 
 #: the environment's default store location for new datasets (unset: the home's local disk)
 STORE_ENV = "SEQSKETCH_STORE"
@@ -51,12 +51,8 @@ STORE_ENV = "SEQSKETCH_STORE"
 READ_AGE_S = 0.25
 #: parallel uploads of a commit's or a build's files
 UPLOADS = 8
-#: the bytes of one ranged request when a replica fetches a large file
-FETCH_PIECE = 4 << 20
-#: the environment's bound on the bytes a server's replicas hold (default :data:`DEFAULT_CACHE_BYTES`)
-CACHE_ENV = "SEQSKETCH_CACHE_BYTES"
-#: how long a file may sit in a replica unnamed, or a bucket object unnamed by any commit, before it goes:
-#: a commit under way writes (and uploads) its files before it publishes them
+#: how long a bucket object may be found unnamed by any commit before it goes: a commit under way uploads its
+#: files before it publishes them, and a reader of an older snapshot may still fetch one
 UNNAMED_GRACE_S = REMOVED_GRACE_S
 #: commits kept in the bucket's log behind its newest checkpoint (a reader that listed an older checkpoint
 #: follows the log from there)
@@ -110,17 +106,6 @@ _LOCK = threading.RLock()
 _REMOTES: dict[tuple[str, str], Remote] = {}  # (dataset folder, location) → its bucket side
 
 
-def location_of(dataset_root: Path) -> str | None:
-    """The location a replica's folder names (None: a dataset on local disk)."""
-    try:
-        data = json.loads((Path(dataset_root) / REMOTE).read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as err:
-        raise NotFound(f"unreadable {REMOTE}: {err}", where=str(dataset_root)) from None
-    return str(data["uri"])
-
-
 def remote_for(dataset_root: Path) -> Remote | None:
     """The bucket side of the replica at ``dataset_root`` (None for a dataset on local disk)."""
     uri = location_of(dataset_root)
@@ -130,7 +115,7 @@ def remote_for(dataset_root: Path) -> Remote | None:
     with _LOCK:
         found = _REMOTES.get(key)
         if found is None:
-            files = ObjectStore(uri)
+            files = objects_at(uri)
             store = ObjectStore(ObjectLocation.parse(uri).child("store"), filesystem=files.fs)
             found = _REMOTES[key] = Remote(uri, files, ObjectLog(store))
         return found
@@ -156,127 +141,6 @@ def _write_remote(dataset_root: Path, uri: str) -> None:
     tmp = dataset_root / f".{REMOTE}.{uuid.uuid4().hex[:8]}.tmp"
     tmp.write_text(json.dumps({"uri": uri}))
     os.replace(tmp, dataset_root / REMOTE)
-
-
-# ----------------------------------------------------------------------------------------------- fetching
-_FETCHING: dict[str, threading.Lock] = {}
-
-
-def _replica_root(path: Path) -> Path | None:
-    for folder in list(path.parents)[:4]:
-        if (folder / REMOTE).is_file():
-            return folder
-    return None
-
-
-def fetched(path: str | os.PathLike[str]) -> bool:
-    """Fetch ``path`` from the bucket if it is a replica's file not held yet: True once it is there, False
-    if ``path`` is not a replica's or the bucket has no such file.  Written under a temporary name and
-    renamed: a fetch that dies leaves no partial file under the real name."""
-    path = Path(path)
-    root = _replica_root(path)
-    if root is None:
-        return False
-    remote = remote_for(root)
-    if remote is None:
-        return False
-    with _LOCK:
-        lock = _FETCHING.setdefault(str(path), threading.Lock())
-    with lock:
-        if path.exists():
-            return True
-        key = path.relative_to(root).as_posix()
-        try:
-            size = remote.files.size(key)
-        except NotFound:
-            return False
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.fetch-{uuid.uuid4().hex[:8]}")
-        try:
-            pieces = _fetch_into(remote.files, key, size, tmp)
-            if pieces:  # (fetched by other threads: counted as this one's)
-                count_fetched(size, pieces)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        _note_fetched(root.parent, size)
-    return True
-
-
-def _fetch_into(files: ObjectStore, key: str, size: int, target: Path) -> int:
-    """Object ``key`` (of ``size`` bytes) into the file ``target``: in :data:`FETCH_PIECE` ranges fetched by
-    :data:`UPLOADS` threads at once when it is larger than one (a single stream from an object store moves
-    far fewer bytes a second than several).  Returns the requests other threads made (0: this one fetched)."""
-    with open(target, "wb") as fh:
-        if size <= FETCH_PIECE:
-            fh.write(files.get(key))
-            return 0
-        fh.truncate(size)
-        starts = list(range(0, size, FETCH_PIECE))
-        lock = threading.Lock()
-
-        def piece(start: int) -> None:
-            data = files.fetch(key, start, min(FETCH_PIECE, size - start))
-            with lock:
-                fh.seek(start)
-                fh.write(data)
-
-        with ThreadPoolExecutor(max_workers=min(UPLOADS, len(starts))) as pool:
-            list(pool.map(piece, starts))
-        return len(starts)
-
-
-_SINCE_TRIM: dict[str, int] = {}
-
-
-def _note_fetched(datasets: Path, size: int) -> None:
-    """Count what a process fetched into a home's replicas; past an eighth of the bound, trim them (a server's
-    upkeep trims too, every few seconds: this keeps a process without one within bounds)."""
-    with _LOCK:
-        held = _SINCE_TRIM.get(str(datasets), 0) + size
-        due = held > cache_bytes() // 8
-        _SINCE_TRIM[str(datasets)] = 0 if due else held
-    if due:
-        trim(datasets)
-
-
-def cache_bytes() -> int:
-    """The bound on the bytes a server's replicas hold: ``SEQSKETCH_CACHE_BYTES``, default 2 GiB."""
-    raw = os.environ.get(CACHE_ENV)
-    try:
-        return DEFAULT_CACHE_BYTES if raw is None else int(raw)
-    except ValueError:
-        raise InputError(f"{CACHE_ENV} must be a number of bytes, not {raw!r}", where=CACHE_ENV) from None
-
-
-def trim(datasets: Path, max_bytes: int | None = None) -> int:
-    """Delete files of the replicas under ``datasets`` (a home's datasets folder), those used longest ago
-    first (by the later of their access and modification times), until the replicas hold at most
-    ``max_bytes`` (default :func:`cache_bytes`).  Every file a replica holds is in the bucket once a commit
-    names it, and is fetched again when read; files younger than :data:`UNNAMED_GRACE_S` are kept (a commit
-    under way may not have uploaded them yet).  Returns the bytes deleted."""
-    bound = cache_bytes() if max_bytes is None else max_bytes
-    held: list[tuple[float, int, Path]] = []
-    now = time.time()
-    for root in (p for p in datasets.iterdir() if (p / REMOTE).is_file()) if datasets.is_dir() else ():
-        for folder in (root / "store" / PARTS, root / "index", root / "partition"):
-            for f in folder.iterdir() if folder.is_dir() else ():
-                try:
-                    st = f.stat()
-                except FileNotFoundError:
-                    continue
-                if not f.name.startswith("."):
-                    held.append((max(st.st_atime, st.st_mtime), st.st_size, f))
-    total = sum(size for _, size, _ in held)
-    freed = 0
-    for used, size, f in sorted(held, key=lambda h: h[0]):
-        if total - freed <= bound:
-            break
-        if now - used < UNNAMED_GRACE_S:
-            continue
-        f.unlink(missing_ok=True)
-        freed += size
-    return freed
 
 
 def sweep_bucket(remote: Remote, *, now: float | None = None) -> dict[str, int]:
@@ -312,16 +176,6 @@ def sweep_bucket(remote: Remote, *, now: float | None = None) -> dict[str, int]:
 
 def _version_of(key: str) -> int:
     return int(key.rsplit("/", 1)[1].split(".")[0])
-
-
-def refetch(path: str | os.PathLike[str]) -> bool:
-    """Drop a replica's local copy of ``path`` found damaged and fetch it again; False for a file that is not
-    a replica's (its damage stands)."""
-    path = Path(path)
-    if _replica_root(path) is None:
-        return False
-    path.unlink(missing_ok=True)
-    return fetched(path)
 
 
 # ----------------------------------------------------------------------------------------------- writing

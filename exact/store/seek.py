@@ -452,7 +452,7 @@ def open_seek(path: str | Path, rows: int, *, again: bool = True) -> SeekFile:
     try:
         st = os.stat(path)
     except OSError:
-        from exact.store.replica import fetched
+        from exact.store.fetch import fetched
 
         if not fetched(path):  # (a replica's file is fetched on first use)
             raise SeekUnavailable("missing") from None
@@ -469,7 +469,7 @@ def open_seek(path: str | Path, rows: int, *, again: bool = True) -> SeekFile:
         try:
             found = _parse(buf)
         except SeekUnavailable:
-            from exact.store.replica import refetch
+            from exact.store.fetch import refetch
 
             if not again or not refetch(path):  # (a replica's damaged copy is fetched again)
                 raise

@@ -237,7 +237,7 @@ def save(summary: Decayed, path: Path) -> int:
 
 def load(path: Path) -> Decayed:
     """A summary written by :func:`save`; a damaged one is :class:`~exact.errors.IndexCorrupt`."""
-    from exact.store.replica import fetched
+    from exact.store.fetch import fetched
 
     try:
         if not path.exists():

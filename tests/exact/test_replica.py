@@ -17,10 +17,11 @@ import pytest
 from api.service.queries import run_query
 from exact.errors import StorageUnavailable
 from exact.reference import stream_table
-from exact.store import MANIFEST, REMOTE, dataset_dir, dataset_names, objectlog, replica, store_dir
+from exact.store import MANIFEST, REMOTE, dataset_dir, dataset_names, fetch, objectlog, replica, store_dir
+from exact.store.fetch import location_of
 from exact.store.merge import merge_all
 from exact.store.objects import fetch_counts
-from exact.store.replica import attach, location_of
+from exact.store.replica import attach
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 from sketch.tree import BloomTree
@@ -208,9 +209,9 @@ def test_the_bucket_and_the_replicas_keep_only_what_commits_name(seaweed: Seawee
     attach(dataset_dir("d", fresh), uri)
     assert answers(fresh, "d") == expected
     # the replica over its bound: the files used longest ago go, and come back when read
-    monkeypatch.setattr(replica, "UNNAMED_GRACE_S", 0.0)
+    monkeypatch.setattr(fetch, "YOUNG_S", 0.0)
     held = sum(f.stat().st_size for f in dataset_dir("d", fresh).rglob("*") if f.is_file())
-    freed = replica.trim(dataset_dir("d", fresh).parent, max_bytes=held // 4)
+    freed = fetch.trim(dataset_dir("d", fresh).parent, max_bytes=held // 4)
     assert freed >= held // 2
     assert answers(fresh, "d") == expected
 
@@ -221,7 +222,7 @@ def test_a_large_file_is_fetched_in_ranges_by_several_threads_and_counted_for_th
     Dataset.build(tmp_path / "a", "d", table, OPTIONS, partition_key="case", store=bucket())
     uri = location_of(dataset_dir("d", tmp_path / "a"))
     assert uri is not None
-    monkeypatch.setattr(replica, "FETCH_PIECE", 4096)  # (every file of more than 4 KB in several ranges)
+    monkeypatch.setattr(fetch, "FETCH_PIECE", 4096)  # (every file of more than 4 KB in several ranges)
     attach(dataset_dir("d", tmp_path / "b"), uri)
     with fetch_counts() as fetched:
         assert answers(tmp_path / "b", "d") == answers(tmp_path / "a", "d")

@@ -439,7 +439,8 @@ def test_a_spark_build_to_a_bucket_equals_the_local_build_and_its_tasks_upload_t
     import uuid
 
     from exact.store import objects
-    from exact.store.replica import attach, location_of
+    from exact.store.fetch import location_of
+    from exact.store.replica import attach
 
     inputs = write_generated_inputs(tmp_path)
     local_build(home, "local", inputs, leaf_size=8)

@@ -85,7 +85,8 @@ def test_a_writer_killed_while_it_commits_to_the_bucket_loses_nothing(seaweed: S
     succeeded is there once, the stream has no gap, the tree equals a rebuild, and a new writer goes on."""
     from exact.reference import stream_table
     from exact.store import dataset_dir
-    from exact.store.replica import attach, location_of
+    from exact.store.fetch import location_of
+    from exact.store.replica import attach
     from sketch.build import BuildOptions
     from sketch.dataset import Dataset
     from sketch.tree import BloomTree
