@@ -1,0 +1,342 @@
+"""Integer columns bit-packed in blocks, read in place: a slice or a gather decodes only the blocks it touches.
+
+A column of ``n`` integers is cut into blocks of :data:`BLOCK` values.  Each block keeps a *reference* and a bit
+*width*, and its values as ``width``-bit numbers packed into 64-bit words (little-endian, value ``i`` of the
+block at bit ``i * width`` of the block's words):
+
+- **frame of reference** (``delta=False``): a value is ``reference + packed`` — the block's smallest value and
+  what each lies above it.  A small-range column (type codes, value codes, time steps within a block) takes
+  the bits of its range, not of its type.
+- **delta** (``delta=True``): for columns that mostly increase — a part's rows grouped by type, a value
+  index's rows by type and bucket: sorted runs of row numbers.  A value is the block's first value plus the
+  sum of the steps up to it, each step stored as ``packed + low`` (``low``: the block's smallest step, negative
+  where a run ends and the next begins).  Rows of a type that makes a fifth of a part take 3–4 bits instead of
+  32.
+
+All arithmetic is on 64-bit words modulo 2**64, so any int64 column packs, its extremes included (the widest
+block takes 64 bits).  Delta steps are taken modulo 2**64 as well, then as signed: a delta column's steps must
+fit in int64, which row numbers always do.
+
+The layout a seek file holds (:func:`to_bytes`, :func:`from_buffer`): a header of ``n``, the block size, the
+flags, the value dtype and the blocks, then per block its reference (and, delta, its smallest step), the
+words, and per block its width — the words' offsets follow from the widths.  Placed at an 8-byte boundary, a
+mapped file is read without copying.  Decoding is compiled (numba, cached on
+disk) and touches only the blocks asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: values per block: the unit a slice or a gather decodes (a gather of one value in a delta block sums the
+#: steps before it)
+BLOCK = 256
+
+_HEAD = struct.Struct("<8sqiiii")  # magic, n, block, delta, dtype code, reserved
+_MAGIC = b"SQPACK01"
+_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.int64),
+           np.dtype(np.uint64), np.dtype(np.int32))
+
+
+class PackedFormatError(ValueError):
+    """A packed column's bytes do not describe a column (truncated, or of another layout)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Packed:
+    """A bit-packed integer column (see the module docstring); indexing it decodes what is asked for."""
+
+    n: int
+    delta: bool
+    dtype: np.dtype[Any]  # of the values handed out
+    ref: np.ndarray  # uint64 per block: the first value (delta) or the smallest (frame of reference)
+    low: np.ndarray  # uint64 per block: the smallest step, as two's complement (delta); 0 otherwise
+    width: np.ndarray  # uint8 per block
+    start: np.ndarray  # int64 per block and one more: where each block's words begin in ``words``
+    words: np.ndarray  # uint64
+    block: int = BLOCK
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.n,)
+
+    @property
+    def size(self) -> int:
+        return self.n
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the packed form takes in a file (:func:`to_bytes`)."""
+        return _HEAD.size + int(self.ref.nbytes + (self.low.nbytes if self.delta else 0) + self.width.nbytes
+                                + self.words.nbytes)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            lo, hi, step = key.indices(self.n)
+            if step != 1:
+                return self.decode(0, self.n)[key]
+            return self.decode(lo, max(lo, hi))
+        if isinstance(key, (int, np.integer)):
+            i = int(key)
+            if i < 0:
+                i += self.n
+            if not 0 <= i < self.n:
+                raise IndexError(f"index {key} is out of range for a column of {self.n}")
+            return self.gather(np.asarray([i], dtype=np.int64))[0]
+        positions = np.asarray(key)
+        if positions.dtype == np.bool_:
+            if positions.shape != (self.n,):
+                raise IndexError("a boolean mask must have one entry per value")
+            return self.gather(np.flatnonzero(positions))
+        return self.gather(positions)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.decode(0, self.n)
+        return out if dtype is None else out.astype(dtype)
+
+    def decode(self, lo: int, hi: int) -> np.ndarray:
+        """The values ``lo … hi - 1``, decoding only their blocks."""
+        lo, hi = max(0, lo), min(self.n, hi)
+        if hi <= lo:
+            return np.zeros(0, dtype=self.dtype)
+        out = np.empty(hi - lo, dtype=np.uint64)
+        _kernels()[0](self.ref, self.low, self.width, self.start, self.words, self.delta, self.block, lo, hi, out)
+        return out.view(np.int64).astype(self.dtype) if self.dtype != np.uint64 else out
+
+    def gather(self, positions: np.ndarray) -> np.ndarray:
+        """The values at ``positions`` (any order, repeats allowed), decoding only the blocks they fall in."""
+        pos = np.asarray(positions, dtype=np.int64)
+        if pos.ndim != 1:
+            pos = pos.reshape(-1)
+        if len(pos) and (int(pos.min()) < -self.n or int(pos.max()) >= self.n):
+            raise IndexError(f"an index is out of range for a column of {self.n}")
+        pos = np.where(pos < 0, pos + self.n, pos)
+        out = np.empty(len(pos), dtype=np.uint64)
+        if len(pos):
+            _kernels()[1](self.ref, self.low, self.width, self.start, self.words, self.delta, self.block, pos, out)
+        shaped = np.asarray(positions)
+        result = out.view(np.int64).astype(self.dtype) if self.dtype != np.uint64 else out
+        return result.reshape(shaped.shape) if shaped.ndim > 1 else result
+
+    def max(self) -> Any:
+        """The largest value (decodes the column)."""
+        return self.decode(0, self.n).max()
+
+
+def pack(values: np.ndarray, *, delta: bool = False, block: int = BLOCK) -> Packed:
+    """``values`` (a 1-d integer array) packed; decoded, it gives them back in their own dtype."""
+    values = np.asarray(values)
+    if values.ndim != 1 or values.dtype.kind not in "iu":
+        raise ValueError(f"only 1-d integer columns pack, not {values.dtype} of shape {values.shape}")
+    if values.dtype not in _DTYPES:
+        raise ValueError(f"a packed column holds one of {', '.join(map(str, _DTYPES))}, not {values.dtype}")
+    raw = values.astype(np.int64).view(np.uint64) if values.dtype != np.uint64 else values
+    n = len(raw)
+    blocks = -(-n // block)
+    ref = np.zeros(blocks, dtype=np.uint64)
+    low = np.zeros(blocks, dtype=np.uint64)
+    width = np.zeros(blocks, dtype=np.uint8)
+    start = np.zeros(blocks + 1, dtype=np.int64)
+    _kernels()[2](np.ascontiguousarray(raw), delta, block, ref, low, width, start)
+    words = np.zeros(int(start[-1]) + 1, dtype=np.uint64)  # (one spare word: a read may look one past)
+    _kernels()[3](np.ascontiguousarray(raw), delta, block, ref, low, width, start, words)
+    return Packed(n, delta, values.dtype, ref, low, width, start, words, block)
+
+
+def to_bytes(column: Packed) -> bytes:
+    """The column as a section of a file (see the module docstring): where each block's words begin is not
+    written — it follows from the widths."""
+    code = _DTYPES.index(column.dtype)
+    head = _HEAD.pack(_MAGIC, column.n, column.block, int(column.delta), code, len(column.ref))
+    parts = [head, column.ref.tobytes(), column.low.tobytes() if column.delta else b"", column.words.tobytes(),
+             column.width.tobytes()]
+    return b"".join(parts)
+
+
+def _starts(width: np.ndarray, n: int, block: int) -> np.ndarray:
+    """Where each block's words begin, from the blocks' widths (and one more: the words' end)."""
+    counts = np.full(len(width), block, dtype=np.int64)
+    if len(width):
+        counts[-1] = n - block * (len(width) - 1)
+    start = np.zeros(len(width) + 1, dtype=np.int64)
+    np.cumsum((counts * width.astype(np.int64) + 63) // 64, out=start[1:])
+    return start
+
+
+def from_buffer(buffer: Any, offset: int = 0, length: int | None = None) -> Packed:
+    """A column read in place from ``buffer`` (bytes or a memory map) at ``offset``; a damaged or foreign
+    section is :class:`PackedFormatError`."""
+    view = memoryview(buffer)
+    end = len(view) if length is None else offset + length
+    if end - offset < _HEAD.size:
+        raise PackedFormatError("shorter than its header")
+    magic, n, block, delta, code, blocks = _HEAD.unpack_from(view, offset)
+    if magic != _MAGIC or not 0 <= code < len(_DTYPES) or block < 1 or n < 0 or blocks != -(-n // block):
+        raise PackedFormatError("not a packed column")
+    at = offset + _HEAD.size
+
+    def take(dtype: Any, count: int) -> np.ndarray:
+        nonlocal at
+        size = np.dtype(dtype).itemsize * count
+        if at + size > end:
+            raise PackedFormatError("truncated")
+        arr = np.frombuffer(view, dtype=dtype, count=count, offset=at)
+        at += size
+        return arr
+
+    ref = take(np.uint64, blocks)
+    low = take(np.uint64, blocks) if delta else np.zeros(blocks, dtype=np.uint64)
+    # the widths follow the words: read them first, from the section's end
+    if end - at < blocks:
+        raise PackedFormatError("truncated")
+    width = np.frombuffer(view, dtype=np.uint8, count=blocks, offset=end - blocks)
+    if blocks and int(width.max()) > 64:
+        raise PackedFormatError("a block wider than 64 bits")
+    start = _starts(width, int(n), int(block))
+    words = take(np.uint64, int(start[-1]) + 1)
+    if at != end - blocks:
+        raise PackedFormatError("its length does not match its blocks")
+    return Packed(int(n), bool(delta), _DTYPES[code], ref, low, width, start, words, int(block))
+
+
+# ------------------------------------------------------------------------------------------------- kernels
+
+
+def _decode_range(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, lo: int,
+                  hi: int, out: Any) -> None:
+    one = np.uint64(1)
+    for b in range(lo // block, (hi - 1) // block + 1):
+        w = np.int64(width[b])
+        mask = np.uint64(0xFFFFFFFFFFFFFFFF) if w == 64 else (one << np.uint64(w)) - one
+        base = start[b]
+        begin = b * block
+        a = max(lo, begin) - begin
+        z = min(hi, begin + block) - begin
+        value = ref[b]
+        for i in range(0 if delta else a, z):
+            packed = np.uint64(0)
+            if w > 0:  # (value i of the block: bits i*w … i*w + w - 1 of its words)
+                bit = i * w
+                word = base + (bit >> 6)
+                shift = np.uint64(bit & 63)
+                packed = words[word] >> shift
+                if shift != 0 and shift + np.uint64(w) > np.uint64(64):
+                    packed |= words[word + 1] << (np.uint64(64) - shift)
+                packed &= mask
+            if delta:
+                if i > 0:
+                    value = value + packed + low[b]
+                if i >= a:
+                    out[begin + i - lo] = value
+            else:
+                out[begin + i - lo] = ref[b] + packed
+
+
+def _gather(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, pos: Any,
+            out: Any) -> None:
+    one = np.uint64(1)
+    cached = -1
+    scratch = np.empty(block, dtype=np.uint64)  # a delta block's values decoded so far (``filled`` of them)
+    filled = 0
+    for k in range(len(pos)):
+        p = pos[k]
+        b = p // block
+        i = p - b * block
+        w = np.int64(width[b])
+        mask = np.uint64(0xFFFFFFFFFFFFFFFF) if w == 64 else (one << np.uint64(w)) - one
+        if delta and b != cached:
+            cached = b
+            scratch[0] = ref[b]
+            filled = 1
+        j = filled if delta else i
+        while j <= i:
+            packed = np.uint64(0)
+            if w > 0:  # (value j of the block: bits j*w … j*w + w - 1 of its words)
+                bit = j * w
+                word = start[b] + (bit >> 6)
+                shift = np.uint64(bit & 63)
+                packed = words[word] >> shift
+                if shift != 0 and shift + np.uint64(w) > np.uint64(64):
+                    packed |= words[word + 1] << (np.uint64(64) - shift)
+                packed &= mask
+            if delta:
+                scratch[j] = scratch[j - 1] + packed + low[b]
+                filled = j + 1
+            else:
+                out[k] = ref[b] + packed
+            j += 1
+        if delta:
+            out[k] = scratch[i]
+
+
+def _measure(raw: Any, delta: bool, block: int, ref: Any, low: Any, width: Any, start: Any) -> None:
+    n = len(raw)
+    for b in range(len(ref)):
+        begin = b * block
+        end = min(n, begin + block)
+        if delta:
+            ref[b] = raw[begin]
+            smallest = np.int64(0)
+            largest = np.int64(0)
+            for i in range(begin + 1, end):
+                step = np.int64(raw[i] - raw[i - 1])
+                if i == begin + 1 or step < smallest:
+                    smallest = step
+                if i == begin + 1 or step > largest:
+                    largest = step
+            low[b] = np.uint64(smallest)
+            span = np.uint64(largest) - np.uint64(smallest)
+        else:
+            smallest_u = raw[begin]
+            for i in range(begin, end):
+                if np.int64(raw[i]) < np.int64(smallest_u):
+                    smallest_u = raw[i]
+            ref[b] = smallest_u
+            span = np.uint64(0)
+            for i in range(begin, end):
+                d = raw[i] - smallest_u
+                if d > span:
+                    span = d
+        w = 0
+        while w < 64 and (span >> np.uint64(w)) != np.uint64(0):
+            w += 1
+        width[b] = w
+        start[b + 1] = start[b] + (np.int64(end - begin) * w + 63) // 64
+
+
+def _fill(raw: Any, delta: bool, block: int, ref: Any, low: Any, width: Any, start: Any, words: Any) -> None:
+    n = len(raw)
+    for b in range(len(ref)):
+        begin = b * block
+        end = min(n, begin + block)
+        w = np.int64(width[b])
+        if w == 0:
+            continue
+        for i in range(end - begin):
+            if delta:
+                v = np.uint64(0) if i == 0 else raw[begin + i] - raw[begin + i - 1] - low[b]
+            else:
+                v = raw[begin + i] - ref[b]
+            bit = i * w
+            word = start[b] + (bit >> 6)
+            shift = np.uint64(bit & 63)
+            words[word] |= v << shift
+            if shift != 0 and shift + np.uint64(w) > np.uint64(64):
+                words[word + 1] |= v >> (np.uint64(64) - shift)
+
+
+@functools.cache
+def _kernels() -> tuple[Callable[..., None], ...]:
+    """The kernels compiled (cached on disk) on first use: importing this module loads no numba."""
+    import numba
+
+    return tuple(numba.njit(cache=True, nogil=True)(f) for f in (_decode_range, _gather, _measure, _fill))
