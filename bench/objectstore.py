@@ -14,7 +14,9 @@ answer on the bucket equals the local one):
   first answer there, with the bytes it fetched;
 - **warm**: the median of ``rounds`` answers on the local dataset and on the second home's replica.
 
-Ratios are bucket over local (≤ 1.2 warm, ≤ 3 cold and ≤ 1.3 for the build are the goals).
+Ratios are bucket over local (≤ 1.2 warm, ≤ 3 cold and ≤ 1.3 for the build are the goals).  With
+``SEQSKETCH_OBJECTSTORE_SPARK`` (default on, off with ``--quick``) the same stream, written as Parquet, is also
+built on Spark (``local[2]``) to a home's disk and to the bucket, each after one warm-up build.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                          "bucket_cold_ms": round(first * 1000, 2), "fetched_bytes": fetched["fetched_bytes"],
                          "fetches": fetched["fetches"], "warm_ratio": ratio(bucket_ms, local_ms, 2),
                          "cold_ratio": ratio(first * 1000, local_ms, 2)})
+        spark = _spark_builds(stream, root / "spark", location) if _with_spark(quick) else None
         warm = [r["warm_ratio"] for r in rows if r["warm_ratio"] is not None]
         cold_r = [r["cold_ratio"] for r in rows if r["cold_ratio"] is not None]
         return {
@@ -99,6 +102,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             "cold_first_ratio": rows[0]["cold_ratio"] if rows else None,
             "cold_ratio_median": statistics.median(cold_r) if cold_r else None,
             "fetched_bytes_per_question": statistics.median(r["fetched_bytes"] for r in rows),
+            "spark": spark,
             "queries": rows,
         }
     finally:
@@ -114,3 +118,38 @@ def _median_ms(fn: Any, rounds: int) -> float:
         fn()
         times.append(time.perf_counter() - started)
     return round(statistics.median(times) * 1000, 3)
+
+
+def _with_spark(quick: bool) -> bool:
+    raw = os.environ.get("SEQSKETCH_OBJECTSTORE_SPARK")
+    return (not quick) if raw is None else raw not in ("", "0", "no")
+
+
+def _spark_builds(stream: Any, folder: Path, location: str) -> dict[str, Any]:
+    """The stream built on Spark to local disk and to the bucket (a warm-up build first: the JVM and the
+    workers start once)."""
+    import pyarrow.parquet as pq
+
+    from sketch.spark.job import build_dataset_spark, spark_session
+
+    folder.mkdir(parents=True)
+    source = folder / "stream.parquet"
+    flat = stream.drop_columns(["seq"]).flatten()
+    pq.write_table(flat.rename_columns([c.removeprefix("attrs.") for c in flat.column_names]), source)
+    spark = spark_session("local[2]")
+    try:
+        build_dataset_spark(folder / "warm", "acer", [source], spark=spark, partition_key="")
+        times = {}
+        for where, store in (("local", None), ("bucket", location + "-spark")):
+            started = time.perf_counter()
+            build_dataset_spark(folder / where, "acer", [source], spark=spark, partition_key="", location=store)
+            times[where] = round(time.perf_counter() - started, 2)
+        local_digest = Dataset.open(folder / "local", "acer").snapshot().tree
+        bucket_digest = Dataset.open(folder / "bucket", "acer").snapshot().tree
+        assert local_digest is not None and bucket_digest is not None
+        assert local_digest.digest() == bucket_digest.digest()
+        return {"build_local_s": times["local"], "build_bucket_s": times["bucket"],
+                "build_ratio": ratio(times["bucket"], times["local"], 2)}
+    finally:
+        spark.stop()
+
