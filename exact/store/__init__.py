@@ -61,7 +61,7 @@ from exact.store.manifest import (
     empty_snapshot,
 )
 from exact.store.reader import StoreReader, type_mask
-from exact.store.replica import store_remote
+from exact.store.replica import stage_location, store_remote
 from exact.store.writer import StoreWriter
 
 __all__ = ["DEFAULT_PART_ROWS", "DEFAULT_ROW_GROUP_SIZE", "INDEX_ATTRS_KEY", "MANIFEST", "PARTS", "TYPE_DICTIONARY",
@@ -93,6 +93,7 @@ class EventStore(StoreWriter, StoreReader):
             raise ValueError("row_group_size and part_rows must be positive")
         created = not root.exists()
         store = cls(root, part_rows=part_rows)
+        store.bound_for = stage_location(root.parent)
         try:
             (root / PARTS).mkdir(parents=True, exist_ok=True)
             empty = empty_snapshot(row_group_size, lineage=uuid.uuid4().hex)

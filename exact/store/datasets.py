@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import logging
 import os
 import re
 import shutil
@@ -20,10 +21,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from exact.errors import Conflict, InputError
+from exact.errors import Conflict, InputError, SeqsketchError
 from exact.store.fetch import REMOTE
 from exact.store.manifest import MANIFEST, fsync_dir
 
+_log = logging.getLogger(__name__)
 _DATASET_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
@@ -87,7 +89,7 @@ def staged_dataset(name: str, home: Path | None = None, *, replace: bool = False
     complete.  The stage is owned through a lock file beside it that the system releases when its process
     dies, so that what a killed build left is found and swept by the next one (:func:`sweep_abandoned`).
     """
-    from exact.store.replica import check_store, default_store, publish_stage
+    from exact.store.replica import abandon_stage, bind_stage, check_store, default_store, publish_stage
 
     location = check_store(store) if store is not None else default_store()
     final = dataset_dir(name, home)
@@ -100,6 +102,8 @@ def staged_dataset(name: str, home: Path | None = None, *, replace: bool = False
     with _owned(final.parent / f"{_STAGING}{key}{_OWNER}"):
         stage.mkdir()
         try:
+            if location is not None:
+                bind_stage(stage, location, name)  # (its parts are uploaded as they are written)
             yield stage
             if final.exists() and not replace:
                 raise Conflict(f"dataset {name!r} was created meanwhile", where=str(final))
@@ -119,6 +123,11 @@ def staged_dataset(name: str, home: Path | None = None, *, replace: bool = False
                 os.replace(stage, final)
         finally:
             if stage.exists():
+                if location is not None:
+                    try:
+                        abandon_stage(stage)  # (what its parts' early uploads put: no commit names it)
+                    except (SeqsketchError, OSError) as err:
+                        _log.warning("the uploads of a failed build in %s stay in the bucket: %s", stage, err)
                 shutil.rmtree(stage, ignore_errors=True)
 
 

@@ -27,9 +27,11 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from exact.errors import InputError
 from exact.store.fetch import REMOTE, location_of, objects_at
@@ -208,25 +210,97 @@ def commit_files(before: Snapshot, after: Snapshot) -> list[str]:
     return out
 
 
-def dataset_location(store: str, name: str, snap: Snapshot) -> str:
-    """Where a dataset built under the store location ``store`` lives: ``<store>/<name>/<lineage>``."""
-    return f"{check_store(store)}/{name}/{snap.lineage or uuid.uuid4().hex}"
+#: in a build's stage bound for object storage: where it will be published (written as the stage is made)
+BOUND = ".bound-for.json"
+
+
+def bind_stage(stage: Path, location: str, name: str) -> str:
+    """Mark a build's stage as bound for ``<location>/<name>/<token>`` (a new folder for every build, so a
+    rebuild never writes over the files readers of the old one fetch); returns that location.  The parts the
+    build writes are uploaded as they are written (:func:`upload_written`), the rest when it is published."""
+    uri = f"{check_store(location)}/{name}/{uuid.uuid4().hex}"
+    ObjectStore(uri, create_bucket=True)
+    (stage / BOUND).write_text(json.dumps({"uri": uri}))
+    return uri
+
+
+def stage_location(stage: Path) -> str | None:
+    """The location a stage is bound for (None: it becomes a dataset on disk)."""
+    try:
+        return str(json.loads((stage / BOUND).read_text())["uri"])
+    except FileNotFoundError:
+        return None
+
+
+_EARLY: tuple[int, ThreadPoolExecutor] | None = None
+_PENDING: dict[str, list[Any]] = {}  # stage → uploads under way
+
+
+def _early_pool() -> ThreadPoolExecutor:
+    """This process's uploading threads (a forked process makes its own: threads do not survive a fork)."""
+    global _EARLY
+    with _LOCK:
+        if _EARLY is None or _EARLY[0] != os.getpid():
+            _EARLY = (os.getpid(), ThreadPoolExecutor(max_workers=UPLOADS // 2,
+                                                      thread_name_prefix="seqsketch-upload"))
+        return _EARLY[1]
+
+
+def upload_written(store_root: Path, uri: str, files: Sequence[str]) -> None:
+    """A part just written into the store of a stage bound for ``uri``: start uploading its files now, while
+    the build goes on; :func:`publish_stage` waits for them."""
+    stage = Path(store_root).parent
+    objects = objects_at(uri)
+
+    def put(rel: str) -> str:
+        objects.put_if_absent(rel, (stage / rel).read_bytes())
+        return rel
+
+    with _LOCK:
+        pending = _PENDING.setdefault(str(stage), [])
+        pending.extend(_early_pool().submit(put, f"store/{PARTS}/{f}") for f in files)
+
+
+def _early_uploads(stage: Path) -> set[str]:
+    """Wait for a stage's early uploads; what they put (an upload that failed raises here)."""
+    with _LOCK:
+        pending = _PENDING.pop(str(stage), [])
+    return {future.result() for future in pending}
+
+
+def abandon_stage(stage: Path) -> None:
+    """A build that failed in a stage bound for a bucket: wait for its uploads and delete what they put (no
+    commit ever named it)."""
+    uri = stage_location(stage)
+    with _LOCK:
+        pending = _PENDING.pop(str(stage), [])
+    for future in pending:
+        try:
+            future.result()
+        except Exception:  # noqa: BLE001 - (what did not upload need not be deleted)
+            continue
+    if uri is not None:
+        objects = objects_at(uri)
+        for key in objects.list():
+            objects.delete(key)
 
 
 def publish_stage(stage: Path, location: str, name: str) -> str:
-    """Upload a built dataset's stage to ``location`` (a new lineage folder under ``<location>/<name>/``) and
-    create its commit log from the stage's manifest; the stage then becomes a replica.  Returns the
-    dataset's location."""
+    """Upload a built dataset's stage to the location it is bound for (:func:`bind_stage`; else a new one
+    under ``<location>/<name>/``) and create its commit log from the stage's manifest; the stage then becomes
+    a replica.  Returns the dataset's location."""
     from exact.store.manifest import StoreBase
 
     snap = StoreBase(stage / "store").snapshot()
-    uri = dataset_location(location, name, snap)
-    files = ObjectStore(uri, create_bucket=True)
+    uri = stage_location(stage) or bind_stage(stage, location, name)
+    files = objects_at(uri)
     upload_remote = Remote(uri, files, ObjectLog(ObjectStore(ObjectLocation.parse(uri).child("store"),
                                                              filesystem=files.fs)))
-    named = commit_files(_EMPTY, snap)
+    early = _early_uploads(stage)
+    named = [f for f in commit_files(_EMPTY, snap) if f not in early]
     upload(upload_remote, stage, named)
     upload_remote.log.create(snap)
+    (stage / BOUND).unlink(missing_ok=True)
     # the stage is now a replica: its files are the cache; its commits are the bucket's
     (stage / "store" / MANIFEST).unlink(missing_ok=True)
     for f in (stage / "store" / LOG).glob("*") if (stage / "store" / LOG).is_dir() else ():

@@ -61,6 +61,7 @@ from exact.store.manifest import (
     write_change,
     write_manifest,
 )
+from exact.store.replica import upload_written
 from exact.store.seek import SUFFIX as SEEK_SUFFIX
 from exact.store.seek import encode as encode_seek
 from exact.store.seek import seek_name, served_bytes
@@ -85,6 +86,8 @@ class StoreWriter(StoreBase):
         self._lock_depth = 0
         self._lock_file: Any = None
         self._held: Snapshot | None = None  # the committed state, known while the lock is held
+        #: the bucket location of the build stage this new store is in (its parts are uploaded as written)
+        self.bound_for: str | None = None
 
     def snapshot(self) -> Snapshot:
         """The current committed state; while this object holds the lock nobody else commits, so the state
@@ -168,6 +171,8 @@ class StoreWriter(StoreBase):
             for f in (tmp, final, seek_tmp, seek_final):
                 f.unlink(missing_ok=True)
             raise
+        if self.bound_for:  # (a build's stage bound for a bucket: its parts' uploads go on as it writes)
+            upload_written(self.root, self.bound_for, (final.name, seek_final.name))
         return _part_info(final, table, first_seq, seek_bytes, tuple(served_bytes(seek_data).items()))
 
     def commit(self, parts: Sequence[PartInfo] = (), extra_update: Mapping[str, Any] | None = None, *,

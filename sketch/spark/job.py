@@ -367,7 +367,7 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
     partition layout and tree) published at once, or nothing; with a store ``location``, on object storage
     (:mod:`exact.store.replica`)."""
     from exact.store import check_dataset_name, dataset_dir, staged_dataset, store_dir
-    from exact.store.replica import dataset_location
+    from exact.store.replica import stage_location
     from sketch.dataset import partition_from_columns, store_extra, write_index
 
     check_dataset_name(name)
@@ -388,7 +388,7 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
         store = EventStore.create(store_dir(stage), extra=store_extra(options))
         snap = store.snapshot()
         # on object storage, the tasks upload their parts to where the stage will be published
-        upload_to = dataset_location(location, name, snap) if location else ""
+        upload_to = stage_location(stage) or ""
         with store.writing():
             result = run_job(spark, inputs, store, ingest=ingest, build=options, snapshot=snap,
                              progress=progress, window_events=window_events, partition_key=partition_key,

@@ -243,3 +243,33 @@ def forget_open_files() -> None:
     LOADED._file_events.clear()
     seek._OPEN.clear()
     grouping._LOADED.clear()
+
+
+def test_a_build_uploads_its_parts_as_it_writes_them_and_a_failed_one_leaves_nothing_in_the_bucket(
+        seaweed: Seaweed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from exact.store.objects import ObjectStore
+
+    at_publish: list[str] = []
+    real_upload = replica.upload
+
+    def watched(remote: replica.Remote, root: Path, files: list[str]) -> None:
+        at_publish.extend(files)
+        real_upload(remote, root, files)
+
+    monkeypatch.setattr(replica, "upload", watched)
+    table = table_of(rows(2000, seed=9))
+    Dataset.build(tmp_path / "a", "d", table, OPTIONS, partition_key="case", store=bucket())
+    snap = Dataset.open(tmp_path / "a", "d").store.snapshot()
+    parts = {f"store/parts/{f}" for p in snap.parts for f in p.files}
+    assert parts and not parts & set(at_publish) and any(f.startswith("index/") for f in at_publish)
+    assert parts <= set(Dataset.open(tmp_path / "a", "d").store.remote.files.list())
+    # a build that fails once its parts are uploaded: what it put is deleted, the name stays free
+    location = bucket()
+
+    def refused(self: objectlog.ObjectLog, first: object) -> None:
+        raise StorageUnavailable("refused", where="test")
+
+    monkeypatch.setattr(objectlog.ObjectLog, "create", refused)
+    with pytest.raises(StorageUnavailable):
+        Dataset.build(tmp_path / "b", "d", table, OPTIONS, store=location)
+    assert ObjectStore(location).list() == [] and dataset_names(tmp_path / "b") == []
