@@ -33,6 +33,7 @@ from exact.query.language import attribute_kinds, check_kinds, load, parse, to_j
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
 from exact.store.fetch import location_of
 from exact.store.objects import fetch_counts
+from exact.store.packing import warm_up as warm_up_packing
 from sketch.answer.cases import case_lookup
 from sketch.answer.retired import with_history
 from sketch.answer.sources import StoreSource, TableSource, needed_columns
@@ -64,6 +65,7 @@ def prepare_queries() -> None:
 
 def _warm_up() -> None:
     warm_up()
+    warm_up_packing()
     warm_up_appends()
 
 

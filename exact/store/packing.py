@@ -340,3 +340,10 @@ def _kernels() -> tuple[Callable[..., None], ...]:
     import numba
 
     return tuple(numba.njit(cache=True, nogil=True)(f) for f in (_decode_range, _gather, _measure, _fill))
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's on-disk cache) the kernels, so that no read or write waits for it."""
+    column = pack(np.arange(3 * BLOCK, dtype=np.uint32), delta=True)
+    column.decode(1, 2)
+    column.gather(np.asarray([0], dtype=np.int64))

@@ -29,6 +29,10 @@ Version 5 adds to each served attribute (but booleans) a *value index*: its rows
 (:class:`exact.store.seek_attrs.ValueIndex`, 4 bytes per row and attribute), so that a condition such as
 ``v.amount > 50000`` finds the rows of ``v``'s types that may meet it without testing the others.
 
+Version 6 bit-packs the ts offsets (frame of reference per 256 rows) and the rows by type (steps between
+rows, per 256): :mod:`exact.store.packing`; a read gathers or slices them in place, decoding only the blocks
+it touches.  The header lists the packed sections (``packed``).
+
 Version 3 adds the part's attributes, one fixed-width code per row each (:mod:`exact.store.seek_attrs`), so
 that a condition's values are read in place too; the header lists the attributes served (``attrs``) and
 those that are not (``unserved``: a string attribute of too many distinct values).
@@ -50,20 +54,27 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
 from exact.arrays import joined, run_positions, sorted_ints
+from exact.store.packing import PackedFormatError, from_buffer, pack
+from exact.store.packing import to_bytes as packed_bytes
 from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs
 
 MAGIC = b"SQSKSEEK"
-VERSION = 5  # 4: no value indexes; 3: nor rows by type; 2: nor attribute columns; 1: 256-row ts blocks
+VERSION = 6  # 5: ts steps and rows by type not packed; 4: no value indexes; 3: nor rows by type; 2: nor
+#             attribute columns; 1: 256-row ts blocks
 #: Versions a reader takes: a version-2 file serves reads that ask for no attribute; versions 2 and 3 find
 #: the rows of a type by testing every row's code; before version 5 a condition is tested on every row of
 #: its variable's types.
-READABLE = (2, 3, 4, 5)
+READABLE = (2, 3, 4, 5, 6)
+#: the sections version 6 writes bit-packed (:mod:`exact.store.packing`): the ts steps by frame of reference
+#: (a block's steps take the bits of their range), the rows by type as steps (sorted runs of row numbers)
+PACKED = {"ts": False, "by_type": True}
 SUFFIX = ".seek"
 #: Rows per ts block: short, so that a block's offsets from its first ts fit uint32 steps but where it
 #: straddles a pause of over 71 minutes (in µs; 49 days in ms), and long enough for its base to cost little.
@@ -103,10 +114,14 @@ def _codes_dtype(n_types: int) -> np.dtype:
 
 
 def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedArray | None = None,
-           chosen: Sequence[str] | None = None) -> bytes:
+           chosen: Sequence[str] | None = None, *, version: int = VERSION) -> bytes:
     """A part's seek file: ``ts`` (int64 µs, not decreasing) and ``types`` (strings, no nulls) per row, and
     the part's ``attrs`` struct (None: it has no attributes) — the attributes ``chosen``, or those within the
-    default budget (:func:`exact.store.seek_attrs.encode_attrs`)."""
+    default budget (:func:`exact.store.seek_attrs.encode_attrs`).  ``version`` 5 writes the sections version 6
+    packs plain (the layout a store written before holds)."""
+    if version not in (5, VERSION):
+        raise ValueError(f"seek files are written in version 5 or {VERSION}, not {version}")
+    packed = PACKED if version >= 6 else {}
     ts = np.ascontiguousarray(ts, dtype=np.int64)
     rows = len(ts)
     if rows != len(types):
@@ -134,6 +149,8 @@ def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedAr
     sections = {"type": codes.tobytes(), "base": base.tobytes(), "ts": narrow.tobytes(),
                 "wide_rows": wide_rows.astype(np.int64).tobytes(), "wide_ts": ts[wide_rows].tobytes(),
                 "by_type": by_type.tobytes(), "type_start": type_start.tobytes()}
+    for name, delta in packed.items():  # (bit-packed, read in place: exact.store.packing)
+        sections[name] = packed_bytes(pack(np.frombuffer(sections[name], dtype=np.uint32), delta=delta))
     served, unserved, attr_sections = encode_attrs(attrs, rows, chosen, type_codes=codes, n_types=len(names))
     sections.update(attr_sections)
     layout, payload, at = {}, bytearray(), 0
@@ -143,10 +160,11 @@ def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedAr
         at += len(data) + _pad(len(data))
     header = json.dumps({"rows": rows, "block": BLOCK, "unit": unit, "type_dtype": codes_dtype.str,
                          "wide": len(wide_rows), "types": sorted_names, "sections": layout,
+                         **({"packed": sorted(packed)} if packed else {}),
                          "attrs": served, "unserved": unserved,
                          "crc32": zlib.crc32(payload)}, separators=(",", ":")).encode()
     header += b" " * _pad(_PREFIX.size + len(header))
-    return _PREFIX.pack(MAGIC, VERSION, len(header)) + header + bytes(payload)
+    return _PREFIX.pack(MAGIC, version, len(header)) + header + bytes(payload)
 
 
 def served_bytes(data: bytes) -> dict[str, int]:
@@ -394,6 +412,7 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
         sections = {k: (start + int(a), int(n)) for k, (a, n) in head["sections"].items()}
         crc = int(head["crc32"])
         attr_entries = list(head.get("attrs", [])) if version >= 3 else []
+        packed = frozenset(map(str, head.get("packed", []))) if version >= 6 else frozenset()
         unserved = frozenset(map(str, head.get("unserved", []))) if version >= 3 else None
     except (ValueError, KeyError, TypeError) as err:
         raise SeekUnavailable(f"unreadable header: {err}") from None
@@ -401,8 +420,18 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
     if zlib.crc32(view[start:]) != crc:
         raise SeekUnavailable("checksum mismatch")
 
-    def section(name: str, dtype: np.dtype, count: int) -> np.ndarray:
+    def section(name: str, dtype: np.dtype, count: int) -> Any:
         at, n = sections[name]
+        if name in packed:  # (read in place: a slice or a gather decodes only its blocks)
+            if at + n > len(buf):
+                raise SeekUnavailable(f"section {name} runs past the file's end")
+            try:
+                column = from_buffer(view, at, n)
+            except PackedFormatError as err:
+                raise SeekUnavailable(f"section {name}: {err}") from None
+            if len(column) != count or column.dtype != dtype:
+                raise SeekUnavailable(f"section {name} holds {len(column)} {column.dtype}, expected {count} {dtype}")
+            return column
         if n != count * dtype.itemsize or at + n > len(buf):
             raise SeekUnavailable(f"section {name} has {n} bytes, expected {count * dtype.itemsize}")
         if count == 0:

@@ -146,6 +146,9 @@ def test_appends_from_two_servers_racing_each_publish_once_and_each_sees_the_oth
     assert not errors, errors
     for home in (a, b):
         dataset = Dataset.open(home, "d")
+        deadline = time.monotonic() + 1.0  # (each sees the other's last commits within a second)
+        while dataset.store.snapshot().events < 505 + 96 and time.monotonic() < deadline:
+            time.sleep(0.02)
         stored = dataset.store.read_table(columns=["seq", "ts", "type", "attrs.batch"])
         assert stored.column("seq").to_pylist() == list(range(505 + 96))
         tags = [r["batch"] for r in stored.column("attrs").to_pylist()[505:]]

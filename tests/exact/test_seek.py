@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import exact.store.seek as seek_module
-from exact.store.seek import BLOCK, SeekUnavailable, encode, open_seek, select, ts_of, write
+from exact.store.seek import BLOCK, SeekUnavailable, encode, open_seek, select, ts_of, write, write_bytes
 from tests.generators import scaled
 
 SETTINGS = scaled(60, HealthCheck.function_scoped_fixture)
@@ -38,7 +38,8 @@ def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactor
     ts, types = part
     n = len(ts)
     path = tmp_path_factory.mktemp("seek") / "p.seek"
-    size = write(path, ts, pa.array(types))
+    version = data.draw(st.sampled_from([5, seek_module.VERSION]))  # (plain, and bit-packed where 6 packs)
+    size = write_bytes(path, encode(ts, pa.array(types), version=version))
     assert size == path.stat().st_size
     seek = open_seek(path, n)
     assert seek.types == tuple(sorted(set(types)))
@@ -97,15 +98,20 @@ def test_files_are_selected_from_together_as_each_alone(tmp_path: Path) -> None:
             [ts[r] for (_, _, ts), r in zip(files, rows, strict=True)]).tolist()
 
 
-def test_an_event_takes_about_nine_bytes_unless_it_follows_a_long_pause(tmp_path: Path) -> None:
-    """A 1-byte type code, a 4-byte ts offset and its 4-byte row among the rows by type per event (and a
-    block base per 32), whatever the ts precision; only rows 2^32 units or more (71 minutes in µs) after
-    their block's first row are kept apart, at 16 bytes each."""
+def test_an_event_takes_the_bits_of_its_offsets_unless_it_follows_a_long_pause(tmp_path: Path) -> None:
+    """A 1-byte type code, its ts offset from its block's first in the bits the offsets of 256 rows need,
+    and its row among the rows by type in the bits of the steps between them, per event (and a block base per
+    32): five bytes for minutes with µs jitter, two for a second apart, where the plain layout of version 5
+    took nine.  Only rows 2^32 units or more (71 minutes in µs) after their block's first row are kept
+    apart, at 16 bytes each."""
     n = 10_000
     ts = 1_600_000_000_000_000 + np.arange(n, dtype=np.int64) * 60_000_000 + np.arange(n) % 7  # µs jitter
     types = pa.array(["A", "B"] * (n // 2))
     overhead = 8 * (n // BLOCK + 1) + 1024  # block bases, header, alignment
-    assert len(encode(ts, types)) <= 9 * n + overhead
+    assert len(encode(ts, types, version=5)) <= 9 * n + overhead
+    assert len(encode(ts, types)) <= 5.5 * n + overhead
+    seconds = 1_600_000_000_000_000 + np.arange(n, dtype=np.int64) * 1_000_000
+    assert len(encode(seconds, types)) <= 2 * n + overhead
     row = np.arange(n)
     paused = ts + np.where(row >= 5010, 10**11, 0)  # a pause of 28 hours inside a block (4992..5023)
     wide = [i for i in range(n) if paused[i] - paused[i - i % BLOCK] >= 2**32 - 1]
@@ -138,3 +144,41 @@ def test_files_deleted_or_replaced_leave_the_open_maps(tmp_path: Path) -> None:
     open_seek(other, 5)
     assert not any(k[0] == str(old) for k in seek_module._OPEN)
     assert any(k[0] == str(other) for k in seek_module._OPEN)
+
+
+def test_a_store_whose_seek_files_are_of_version_5_answers_as_one_of_version_6(tmp_path: Path) -> None:
+    """The same dataset with every seek file written in the plain layout of version 5 (as a store written
+    before keeps them) answers every mode of every question as with the packed files of version 6."""
+    from api.service.queries import run_query
+    from exact.reference import stream_table
+    from exact.store import EventStore, dataset_dir, store_dir
+    from exact.store.seek import seek_name
+    from sketch.build import BuildOptions
+    from sketch.dataset import Dataset
+
+    rng = np.random.default_rng(11)
+    rows = [{"seq": i, "type": "ABCDE"[int(rng.integers(0, 5))], "ts": i * 1000 + int(rng.integers(0, 3)),
+             "case": f"c{int(rng.integers(0, 30))}", "x": int(rng.integers(0, 9)), "y": float(rng.random())}
+            for i in range(4000)]
+    Dataset.build(tmp_path, "d", stream_table(rows), BuildOptions(leaf_size=16), partition_key="case")
+    queries = ["PATTERN SEQ(A a, B b) WITHIN 20 EVENTS",
+               "PATTERN SEQ(A a, C c, D d) WHERE a.x < d.x AND c.y > 0.5 PARTITION BY case WITHIN 300 EVENTS",
+               "PATTERN SEQ(B b, NOT(C c), E e) WHERE b.x = 3 PARTITION BY case WITHIN 100 EVENTS "
+               "STRATEGY partition_contiguity",
+               "PATTERN SEQ(E e, E f) WHERE e.y < 0.1 WITHIN 50 EVENTS STRATEGY strict_contiguity"]
+
+    def answers() -> list:
+        return [(q, m, a.get("count"), a.get("matches")) for q in queries for m in ("exact", "verified")
+                for a in [run_query(tmp_path, "d", q, mode=m)]]
+
+    packed = answers()
+    store = EventStore.open(store_dir(dataset_dir("d", tmp_path)))
+    for part in store.snapshot().parts:
+        table = store.read_table(part.first_seq, part.last_seq)
+        path = store.root / "parts" / seek_name(part.file)
+        assert open_seek(path, part.rows).by_type is not None
+        version_5 = encode(table.column("ts").combine_chunks().view(pa.int64()).to_numpy(),
+                           table.column("type").combine_chunks(), table.column("attrs"), version=5)
+        write_bytes(path, version_5)
+        assert not hasattr(open_seek(path, part.rows).by_type, "words")  # (plain: a numpy view)
+    assert answers() == packed

@@ -72,6 +72,9 @@ def test_two_servers_over_one_bucket_and_one_catalog(seaweed: Seaweed, postgres_
         stream.close()
         assert sorted(m["case"] for m in seen) == sorted(f"{t}{i}" for t in "ab" for i in range(10))
         for client in (a, b):
+            deadline = time.monotonic() + 1.0  # (each sees the other's last commits within a second)
+            while client.info("live")["events"] < 42 + 40 and time.monotonic() < deadline:
+                time.sleep(0.02)
             assert client.info("live")["events"] == 42 + 40
             answer = client.query("live", "PATTERN SEQ(ping p, pong q) PARTITION BY case WITHIN 2 EVENTS")
             assert answer.count == 20
