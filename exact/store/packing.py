@@ -127,6 +127,22 @@ class Packed:
         result = out.view(np.int64).astype(self.dtype) if self.dtype != np.uint64 else out
         return result.reshape(shaped.shape) if shaped.ndim > 1 else result
 
+    def searchsorted(self, lo: int, hi: int, values: np.ndarray, side: str = "left") -> np.ndarray:
+        """Where ``values`` would go among the values ``lo … hi - 1`` (which must not decrease), as
+        positions of the column (``lo`` … ``hi``), as :func:`numpy.searchsorted` finds them: found by the
+        blocks' first values, then one block decoded per value — not the whole run."""
+        if side not in ("left", "right"):
+            raise ValueError(f"side is 'left' or 'right', not {side!r}")
+        lo, hi = max(0, lo), min(self.n, hi)
+        wanted = np.ascontiguousarray(values, dtype=np.int64)
+        out = np.empty(len(wanted), dtype=np.int64)
+        if hi <= lo:
+            out[:] = lo
+            return out
+        _kernels()[4](self.ref, self.low, self.width, self.start, self.words, self.delta, self.block, self.n,
+                      lo, hi, wanted.view(np.uint64), side == "right", self.dtype.kind == "i", out)
+        return out
+
     def max(self) -> Any:
         """The largest value (decodes the column)."""
         return self.decode(0, self.n).max()
@@ -278,6 +294,64 @@ def _gather(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool,
             out[k] = scratch[i]
 
 
+def _search(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, n: int, lo: int,
+            hi: int, values: Any, right: bool, signed: bool, out: Any) -> None:
+    one = np.uint64(1)
+    first_inner = -(-lo // block)  # the first block that starts inside [lo, hi)
+    last_inner = (hi - 1) // block
+    for k in range(len(values)):
+        v = values[k]
+        # the last block starting inside the run whose first value lies before v (after, for right)
+        a = first_inner
+        z = last_inner + 1
+        while a < z:
+            mid = (a + z) // 2
+            x = ref[mid] if delta else np.uint64(0)
+            if not delta:  # (a frame of reference block's first value is not its reference: decode it)
+                w0 = np.int64(width[mid])
+                x = ref[mid] + (words[start[mid]] & ((one << np.uint64(w0)) - one) if 0 < w0 < 64
+                                else words[start[mid]] if w0 == 64 else np.uint64(0))
+            before = (np.int64(x) <= np.int64(v) if right else np.int64(x) < np.int64(v)) if signed else \
+                (x <= v if right else x < v)
+            if before:
+                a = mid + 1
+            else:
+                z = mid
+        b = a - 1  # the block to scan: b (from its start), or the block holding lo when none lies before
+        if b < first_inner:
+            b = lo // block
+        begin = max(lo, b * block)
+        end = min(hi, (b + 1) * block, n)
+        w = np.int64(width[b])
+        mask = np.uint64(0xFFFFFFFFFFFFFFFF) if w == 64 else (one << np.uint64(w)) - one
+        value = ref[b]
+        found = end
+        for i in range(end - b * block):
+            packed = np.uint64(0)
+            if w > 0:
+                bit = i * w
+                word = start[b] + (bit >> 6)
+                shift = np.uint64(bit & 63)
+                packed = words[word] >> shift
+                if shift != 0 and shift + np.uint64(w) > np.uint64(64):
+                    packed |= words[word + 1] << (np.uint64(64) - shift)
+                packed &= mask
+            if delta:
+                if i > 0:
+                    value = value + packed + low[b]
+            else:
+                value = ref[b] + packed
+            p = b * block + i
+            if p < begin:
+                continue
+            after = (np.int64(value) > np.int64(v) if right else np.int64(value) >= np.int64(v)) if signed else \
+                (value > v if right else value >= v)
+            if after:
+                found = p
+                break
+        out[k] = found
+
+
 def _measure(raw: Any, delta: bool, block: int, ref: Any, low: Any, width: Any, start: Any) -> None:
     n = len(raw)
     for b in range(len(ref)):
@@ -339,7 +413,8 @@ def _kernels() -> tuple[Callable[..., None], ...]:
     """The kernels compiled (cached on disk) on first use: importing this module loads no numba."""
     import numba
 
-    return tuple(numba.njit(cache=True, nogil=True)(f) for f in (_decode_range, _gather, _measure, _fill))
+    return tuple(numba.njit(cache=True, nogil=True)(f) for f in (_decode_range, _gather, _measure, _fill,
+                                                                  _search))
 
 
 def warm_up() -> None:
@@ -347,3 +422,4 @@ def warm_up() -> None:
     column = pack(np.arange(3 * BLOCK, dtype=np.uint32), delta=True)
     column.decode(1, 2)
     column.gather(np.asarray([0], dtype=np.int64))
+    column.searchsorted(0, len(column), np.asarray([5], dtype=np.int64))

@@ -61,7 +61,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from exact.arrays import joined, run_positions, sorted_ints
-from exact.store.packing import PackedFormatError, from_buffer, pack
+from exact.store.packing import Packed, PackedFormatError, from_buffer, pack
 from exact.store.packing import to_bytes as packed_bytes
 from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs
 
@@ -339,10 +339,18 @@ def _by_type(f: SeekFile, ranges: np.ndarray, wanted: frozenset[str]
     if share > _BY_TYPE_SHARE or len(ranges) * max(len(kept), 1) * _LOOKUP_ROWS > in_ranges:
         return None
     pieces = []
+    by_type = f.by_type
     for code in kept:
-        rows = f.rows_of(code)
-        if not len(rows):
+        a, b = int(f.type_start[code]), int(f.type_start[code + 1])
+        if a == b:
             continue
+        if isinstance(by_type, Packed):  # (found by the blocks' first rows: only the blocks asked for decode)
+            first = by_type.searchsorted(a, b, ranges[:, 0], "left")
+            end = by_type.searchsorted(a, b, ranges[:, 1], "right")
+            if int((end - first).sum()):
+                pieces.append(by_type.gather(run_positions(first, end - first)))
+            continue
+        rows = by_type[a:b]
         first = np.searchsorted(rows, ranges[:, 0], "left")
         end = np.searchsorted(rows, ranges[:, 1], "right")
         if int((end - first).sum()):

@@ -70,6 +70,25 @@ def test_a_packed_column_gives_back_every_value_whole_by_slice_and_by_gather(
         assert np.array_equal(again[::-1], values[::-1])
 
 
+@given(st.lists(st.integers(0, 3000), max_size=900), st.sampled_from((1, 4, 256)), st.booleans(), st.data())
+def test_a_search_in_a_sorted_run_finds_what_numpy_finds(draws: list[int], block: int, delta: bool,
+                                                         data: st.DataObject) -> None:
+    """Runs of row numbers by key (sorted within each run), searched within one run or a piece of it."""
+    rng = np.random.default_rng(len(draws))
+    keys = rng.integers(0, 4, len(draws))
+    values = np.concatenate([np.sort(np.asarray(draws, dtype=np.int64)[keys == k]) for k in range(4)])
+    values = values.astype(np.uint32) if data.draw(st.booleans()) else values
+    packed = pack(values, delta=delta, block=block)
+    runs = np.concatenate([[0], np.cumsum([int((keys == k).sum()) for k in range(4)])])
+    k = data.draw(st.integers(0, 3))
+    lo = data.draw(st.integers(int(runs[k]), int(runs[k + 1])))
+    hi = data.draw(st.integers(lo, int(runs[k + 1])))
+    probes = np.asarray(data.draw(st.lists(st.integers(-5, 3005), max_size=30)), dtype=np.int64)
+    for side in ("left", "right"):
+        want = lo + np.searchsorted(values[lo:hi].astype(np.int64), probes, side)
+        assert packed.searchsorted(lo, hi, probes, side).tolist() == want.tolist()
+
+
 def test_sorted_rows_take_a_few_bits_and_small_codes_their_range() -> None:
     rng = np.random.default_rng(3)
     rows = np.argsort(rng.integers(0, 20, 1 << 16), kind="stable").astype(np.uint32)  # rows by one of 20 types
