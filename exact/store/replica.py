@@ -88,18 +88,24 @@ class Remote:
     #: bucket objects the last sweeps found named by no commit, with when first found so (time.monotonic)
     unnamed: dict[str, float] = field(default_factory=dict)
 
+    lock: threading.Lock = field(default_factory=threading.Lock)  # (one dataset's log read or written at a time)
+
     def snapshot(self, *, fresh: bool) -> Snapshot:
-        with _LOCK:
-            if fresh or time.monotonic() - self.checked > READ_AGE_S:
+        with self.lock:
+            latest = self.log._latest
+            if fresh or latest is None or time.monotonic() - self.checked > READ_AGE_S:
                 snap = self.log.snapshot()
                 self.checked = time.monotonic()
                 return snap
-            assert self.log._latest is not None  # (set by the read that set ``checked``)
-            return self.log._latest
+            return latest
 
     def commit(self, before: Snapshot, after: Snapshot) -> Snapshot:
-        with _LOCK:
-            snap = self.log.commit(before, after)
+        with self.lock:
+            try:
+                snap = self.log.commit(before, after)
+            except BaseException:
+                self.checked = 0.0  # (a lost race, or a failure: the next read follows the log afresh)
+                raise
             self.checked = time.monotonic()
             return snap
 

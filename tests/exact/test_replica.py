@@ -276,3 +276,24 @@ def test_a_build_uploads_its_parts_as_it_writes_them_and_a_failed_one_leaves_not
     with pytest.raises(StorageUnavailable):
         Dataset.build(tmp_path / "b", "d", table, OPTIONS, store=location)
     assert ObjectStore(location).list() == [] and dataset_names(tmp_path / "b") == []
+
+
+def test_a_replica_that_lost_a_race_reads_the_winner_at_once(seaweed: Seaweed, tmp_path: Path) -> None:
+    """A commit that lost its race to another server's leaves the replica reading (the state it knew is
+    dropped), and its next read, however soon, follows the log to the winner's commit."""
+    import dataclasses
+
+    from exact.store.objectlog import LostRace
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    Dataset.build(a, "d", table_of(rows(300, seed=12)), OPTIONS, store=bucket())
+    uri = location_of(dataset_dir("d", a))
+    assert uri is not None
+    attach(dataset_dir("d", b), uri)
+    remote = Dataset.open(b, "d").store.remote
+    assert remote is not None
+    stale = remote.snapshot(fresh=True)
+    Dataset.open(a, "d").append(table_of(rows(7, seed=13, start_ts=300)).drop_columns(["seq"]))
+    with pytest.raises(LostRace):
+        remote.commit(stale, dataclasses.replace(stale, version=stale.version + 1))
+    assert Dataset.open(b, "d").store.snapshot().events == 307
