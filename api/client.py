@@ -393,7 +393,8 @@ class Client:
         """Start a build from server-side ``inputs``; options as ``seqsketch build`` (``format``,
         ``type_field``, ``time_field``, ``engine``, ``leaf_size``, ``fpq``, ``memory``, ``replace``,
         ``index_attrs``: a list of attribute names, ``[]`` for none; ``keep``: a retention; ``store``: an
-        object-storage location, ``s3://bucket/prefix``).
+        object-storage location, ``s3://bucket/prefix``; ``footprint``: the dataset's budget on disk, in times
+        its Parquet parts).
         Returns the job: ``{"job_id", "state", "url"}``."""
         body = {"inputs": list(inputs), **options}
         return self._request("POST", f"/datasets/{self._name(name)}/builds", body=body)

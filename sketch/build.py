@@ -40,6 +40,10 @@ class BuildOptions:
     #: The attributes the store's seek files serve in place (``--index-attrs``; ``()``: none); None: the
     #: cheapest within the default budget (:mod:`exact.store.seek_attrs`).
     index_attrs: tuple[str, ...] | None = None
+    #: The footprint budget (``--footprint``): the whole dataset within this many times its Parquet parts,
+    #: the attributes served and their value indexes chosen to fit; None: the default
+    #: (:data:`exact.store.seek_attrs.DEFAULT_FOOTPRINT`).
+    footprint: float | None = None
 
 
 #: The options of a build that specifies nothing.

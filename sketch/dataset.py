@@ -44,7 +44,7 @@ from exact.store import EventStore, Snapshot, dataset_dir, staged_dataset, store
 from exact.store import writer as store_writer
 from exact.store.fetch import fetched, location_of
 from exact.store.grouping import LAYOUT_KEY, Layout, default_key, layout_of
-from exact.store.manifest import INDEX_ATTRS_KEY, REMOVED_GRACE_S, check_index_attrs
+from exact.store.manifest import FOOTPRINT_KEY, INDEX_ATTRS_KEY, REMOVED_GRACE_S, check_index_attrs
 from exact.store.objectlog import LostRace
 from exact.store.retention import policy_of
 from sketch.build import DEFAULT_OPTIONS, BuildOptions, build_from_table, build_tree
@@ -112,12 +112,15 @@ def build_index_into(dataset_root: Path, table: pa.Table, options: BuildOptions 
 
 def store_extra(options: BuildOptions, table: pa.Table | None = None) -> dict[str, Any]:
     """What a new store's manifest keeps of the build's options: the attributes its seek files serve, when
-    named (checked against ``table``'s attributes)."""
+    named (checked against ``table``'s attributes), and the footprint budget, when named."""
+    extra: dict[str, Any] = {}
+    if options.footprint is not None:
+        extra[FOOTPRINT_KEY] = float(options.footprint)
     if options.index_attrs is None:
-        return {}
+        return extra
     if table is not None:
         check_index_attrs(options.index_attrs, attr_types(table.schema))
-    return {INDEX_ATTRS_KEY: list(options.index_attrs)}
+    return extra | {INDEX_ATTRS_KEY: list(options.index_attrs)}
 
 
 class Dataset(Upkeep):
@@ -368,8 +371,8 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
     ``location`` (where on object storage it lives, or None: on this server's disk), ``decayed`` (the
     summary of the retired history: units, bytes, until which seq; or None), ``types`` (type
     → count, most frequent first), ``store_bytes``,
-    ``attrs`` (attribute → type), ``partition_key``, ``attr_index`` (:func:`attr_index_section`) and ``index``
-    (None without one).
+    ``attrs`` (attribute → type), ``partition_key``, ``attr_index`` (:func:`attr_index_section`), ``index``
+    (None without one) and ``footprint`` (:func:`footprint_section`).
     """
     from exact.events import iso_of_micros
 
@@ -391,7 +394,36 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
             "types": types, "store_bytes": store.size_bytes(snap), "attrs": dict(snap.attrs),
             "partition_key": ((snap.extra or {}).get(LAYOUT_KEY) or {}).get("key"),
             "attr_index": attr_index_section(snap),
-            "index": index_section(dataset_dir(name, home), snap)}
+            "index": (index := index_section(dataset_dir(name, home), snap)),
+            "footprint": footprint_section(snap, index)}
+
+
+def footprint_section(snap: Snapshot, index: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``footprint`` section of ``info``: the bytes the dataset takes by structure — the Parquet parts
+    (``parts``), the seek files' ``types``, ``times``, ``rows_by_type``, attribute ``values`` and
+    ``value_indexes`` and their ``seek_headers`` (parts written before these were recorded: ``seek_files``
+    whole), the stream ``tree``, the ``partition_tree`` and its ``layout``, the ``decayed`` summary — each
+    with its ratio to the parts, and the whole (``bytes``, ``ratio``)."""
+    sizes: dict[str, int] = {"parts": sum(p.bytes for p in snap.parts)}
+    for part in snap.parts:
+        if part.seek_sections:
+            for key, n in part.seek_sections:
+                name = "seek_headers" if key == "header" else key
+                sizes[name] = sizes.get(name, 0) + n
+        elif part.seek_bytes:
+            sizes["seek_files"] = sizes.get("seek_files", 0) + part.seek_bytes
+    if index is not None:
+        sizes["tree"] = int(index.get("bytes", 0))
+        if "partition" in index:
+            sizes["partition_tree"] = int(index["partition"].get("bytes", 0))
+            sizes["layout"] = int(index["partition"].get("layout_bytes", 0))
+    decay = (snap.extra or {}).get(DECAY_KEY)
+    if decay:
+        sizes["decayed"] = int(decay.get("bytes", 0))
+    base = max(sizes["parts"], 1)
+    total = sum(sizes.values())
+    return {"bytes": total, "ratio": round(total / base, 3),
+            "structures": {k: {"bytes": v, "ratio": round(v / base, 3)} for k, v in sizes.items()}}
 
 
 def attr_index_section(snap: Snapshot) -> dict[str, Any]:

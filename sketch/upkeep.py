@@ -22,7 +22,7 @@ from exact.errors import NotFound
 from exact.store import EventStore, Snapshot
 from exact.store import writer as store_writer
 from exact.store.grouping import LAYOUT_KEY
-from exact.store.merge import QUIET_FANOUT, QUIET_SHARE, merge_all
+from exact.store.merge import QUIET_FANOUT, QUIET_SHARE, merge_all, upgrade_all
 from exact.store.replica import sweep_bucket
 from exact.store.retention import RETAIN_KEY, Retention, counts_of, policy_of, retirable
 from sketch.build import BuildOptions
@@ -79,7 +79,8 @@ class Upkeep:
     def compact(self, *, merges: bool = True) -> DatasetSnapshot:
         """Fold the events appended since the last build into the partition layout and tree (both built anew
         over every stored event: the same bits a build of these events makes), and with ``merges`` merge the
-        store's small parts until no balanced run is left (:mod:`exact.store.merge`).  Appends go on
+        store's small parts until no balanced run is left (:mod:`exact.store.merge`) and rewrite the parts
+        whose seek files are of an older layout (:func:`~exact.store.merge.upgrade_all`).  Appends go on
         meanwhile: the layout covers the events stored when it began, the rest stay its tail.  What the
         retention policy no longer keeps is retired first (:meth:`retire`)."""
         while self.retire() is not None:
@@ -87,6 +88,7 @@ class Upkeep:
         if merges:
             merge_all(self.store)
             merge_all(self.store, fanout=QUIET_FANOUT, share=QUIET_SHARE)
+            upgrade_all(self.store)
         if (self.store.snapshot().extra or {}).get(PARTITION_KEY):
             self.fold_layout()
         elif not merges:

@@ -51,6 +51,9 @@ def add_build(sub: argparse._SubParsersAction) -> None:
                              "bytes per event)")
     served.add_argument("--no-index-attrs", dest="index_attrs", action="store_const", const=[],
                         help="serve no attribute in place (conditions then read the Parquet parts)")
+    p.add_argument("--footprint", type=_ratio, default=None, metavar="RATIO",
+                   help="keep the whole dataset within RATIO times its Parquet parts: the attributes served in "
+                        "place and their value indexes are chosen to fit (default 4)")
     p.add_argument("--partition-key", default=AUTO_KEY, metavar="ATTR",
                    help="cluster events by this attribute for per-case questions (default: case, when every "
                         "event has it; '' for none)")
@@ -94,6 +97,16 @@ def _probability(text: str) -> float:
     return value
 
 
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 1.0 <= value <= 1000.0:
+        raise argparse.ArgumentTypeError(f"must lie between 1 and 1000, got {text}")
+    return value
+
+
 def _byte_size(text: str) -> int:
     """Bytes from ``123``, ``64K``, ``512M``, ``2G`` (binary multiples)."""
     units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -126,6 +139,7 @@ def _build(args: argparse.Namespace) -> int:
                                             job_progress=bar.job if bar else None,
                                             partition_key=args.partition_key or None,
                                             local_memory=args.local_memory, index_attrs=args.index_attrs,
+                                            footprint=args.footprint,
                                             keep=args.keep, store=args.store)
     emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
          f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
@@ -190,6 +204,13 @@ def _info_text(info: dict[str, Any]) -> str:
             return f"{attr} ({human_bytes(entry['bytes'])}{some})"
 
         lines.insert(-1, "in place    " + ", ".join(one(a, e) for a, e in served.items()))
+    footprint = info.get("footprint")
+    if footprint:
+        parts_bytes = footprint["structures"]["parts"]["bytes"]
+        rest = ", ".join(f"{k.replace('_', ' ')} {e['ratio']:.2f}" for k, e in footprint["structures"].items()
+                         if k != "parts" and e["bytes"])
+        lines.insert(-1, f"on disk     {human_bytes(footprint['bytes'])}, {footprint['ratio']:.2f}x the parts "
+                         f"({human_bytes(parts_bytes)}){': ' + rest if rest else ''}")
     lines += [f"  {count:>12,}  {typ}" for typ, count in top[:20]]
     if len(top) > 20:
         lines.append(f"  … {len(top) - 20} more (--json lists all)")

@@ -158,6 +158,10 @@ BUILD_REQUEST = Schema("BuildRequest", {
                         "items": {"type": "string", "minLength": 1},
                         "description": "the attributes served in place for conditions ([]: none; default: "
                                        "the cheapest within 24 bytes per event)"},
+        "footprint": {"type": "number", "minimum": 1, "maximum": 1000,
+                      "description": "the whole dataset within this many times its Parquet parts: the "
+                                     "attributes served in place and their value indexes are chosen to fit "
+                                     "(default 4)"},
         "keep": {"type": "string", "maxLength": 64,
                  "description": "keep this much history ('90 days', '1000000 events'); default all"},
         "store": {"type": "string", "maxLength": 1024, "pattern": "^s3://",

@@ -110,7 +110,8 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
                       progress: Progress | None = None, engine: str = "local",
                       job_progress: JobProgress | None = None, partition_key: str | None = AUTO_KEY,
                       local_memory: int | None = None, index_attrs: Sequence[str] | None = None,
-                      keep: str | None = None, store: str | None = None) -> BuildSummary:
+                      keep: str | None = None, store: str | None = None,
+                      footprint: float | None = None) -> BuildSummary:
     """Ingest ``inputs`` into a new dataset ``name`` under ``home`` (``seqsketch build``, and the body of a
     build job); nothing is left behind on failure.
 
@@ -124,10 +125,14 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
     than ``local_memory`` (:mod:`api.service.build_memory`).  ``index_attrs``: the attributes served in place
     for conditions (``[]``: none; None: the cheapest within the default budget).  ``store``: the
     object-storage location the dataset lives at (``s3://bucket/prefix``; default ``SEQSKETCH_STORE``, else
-    the home's disk; :mod:`exact.store.replica`).
+    the home's disk; :mod:`exact.store.replica`).  ``footprint``: the budget of the whole dataset, in times
+    its Parquet parts (None: :data:`exact.store.seek_attrs.DEFAULT_FOOTPRINT`).
     """
     check_dataset_name(name)
     partition_key = partition_key or None
+    if footprint is not None and not 1.0 <= footprint <= 1000.0:
+        raise InputError(f"footprint must lie between 1 and 1000 (times the Parquet parts), not {footprint}",
+                         where="footprint")
     if keep is not None:
         Retention.parse(keep)  # (refused before anything is read)
     if engine == "spark":
@@ -136,11 +141,12 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
         summary = build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
                                       leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
                                       partition_key=partition_key, progress=job_progress or _unheard,
-                                      index_attrs=index_attrs, location=store)
+                                      index_attrs=index_attrs, location=store, footprint=footprint)
         return summary if keep is None else {**summary, **set_retention(home, name, keep)}
     options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
                            memory_bytes=memory,
-                           index_attrs=tuple(index_attrs) if index_attrs is not None else None)
+                           index_attrs=tuple(index_attrs) if index_attrs is not None else None,
+                           footprint=footprint)
     for path in inputs:
         if not source_exists(path):
             raise InputError("no such file", where=str(path))
@@ -166,7 +172,8 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
 #: Build options of the API and the keyword of :func:`build_from_inputs` that takes each.
 BUILD_OPTIONS = {"format": "fmt", "type_field": "type_field", "time_field": "time_field", "engine": "engine",
                  "leaf_size": "leaf_size", "fpq": "fpq", "memory": "memory", "replace": "replace",
-                 "partition_key": "partition_key", "index_attrs": "index_attrs", "keep": "keep", "store": "store"}
+                 "partition_key": "partition_key", "index_attrs": "index_attrs", "keep": "keep", "store": "store",
+                 "footprint": "footprint"}
 
 
 def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mapping[str, Any], *,

@@ -52,6 +52,7 @@ from exact.store.fetch import REMOTE
 from exact.store.manifest import (
     DEFAULT_PART_ROWS,
     DEFAULT_ROW_GROUP_SIZE,
+    FOOTPRINT_KEY,
     INDEX_ATTRS_KEY,
     MANIFEST,
     PARTS,
@@ -99,7 +100,10 @@ class EventStore(StoreWriter, StoreReader):
             empty = empty_snapshot(row_group_size, lineage=uuid.uuid4().hex)
             with store.writing():
                 chosen = (extra or {}).get(INDEX_ATTRS_KEY)
-                parts = store._write_parts(table, 0, row_group_size, chosen) if table is not None else []
+                # (the trees' share of the footprint is not taken from ``extra`` here: a Spark build's tasks write
+                # their parts before any tree exists, and both must choose alike)
+                parts = (store._write_parts(table, 0, row_group_size, chosen, (extra or {}).get(FOOTPRINT_KEY))
+                         if table is not None else [])
                 store._publish(store._next_snapshot(empty, parts, extra))
         except BaseException:
             if created:

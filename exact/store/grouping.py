@@ -21,7 +21,8 @@ File layout (little-endian), every section aligned to 64 bytes::
     b"SQSKLAYT"  uint32 version  uint32 header length  header (JSON)  sections…
 
 The header names the key, the events covered, the groups, the types, and each section's dtype, offset,
-length and CRC-32; the key values are an Arrow IPC stream.  A file is checked on its first open in a
+length and CRC-32; the key values are an Arrow IPC stream.  Version 3 bit-packs the integer sections
+(``packed`` in a section's entry; :mod:`exact.store.packing`).  A file is checked on its first open in a
 process and mapped read-only; one that fails is :class:`~exact.errors.StoreCorrupt`.
 """
 
@@ -46,12 +47,21 @@ import pyarrow.compute as pc
 
 from exact.errors import InputError, StoreCorrupt
 from exact.events import ATTRS, TYPE
+from exact.store.packing import PackedFormatError, from_buffer, pack
+from exact.store.packing import to_bytes as packed_bytes
 
 #: The store manifest's entry naming the live layout (``extra["layout"]``): file (relative to the
 #: dataset directory), key, events, groups, bytes.
 LAYOUT_KEY = "layout"
 MAGIC = b"SQSKLAYT"
-VERSION = 2  # 1: each group's events in stream order, no counts per type
+VERSION = 3  # 2: sections not packed; 1: each group's events in stream order, no counts per type
+#: Versions a reader takes.
+READABLE = (2, 3)
+#: The sections version 3 bit-packs (:mod:`exact.store.packing`), and whether as steps: ``order`` (runs of
+#: seqs, increasing within each), the offsets (increasing); the types and counts of the (group, type) entries
+#: by frame of reference.  A layout is decoded whole when it is loaded (its groups are numbered from it
+#: then), so they are packed for the disk and the bucket, not read in place.
+_PACKED = {"order": True, "group_off": True, "type_off": True, "type_codes": False, "type_counts": False}
 SUFFIX = ".sqpl"
 #: The partition key a build takes when none is named and every event has it (XES logs' trace id).
 DEFAULT_KEY = "case"
@@ -315,20 +325,28 @@ def layout_file_name(version: int) -> str:
     return f"layout-{version:06d}-{uuid.uuid4().hex[:8]}{SUFFIX}"
 
 
-def write_layout(folder: Path, layout: Layout, version: int) -> dict[str, Any]:
-    """Write ``layout`` as ``folder/layout-<version>.sqpl`` (atomically); returns its manifest entry."""
+def write_layout(folder: Path, layout: Layout, version: int, *, file_version: int = VERSION) -> dict[str, Any]:
+    """Write ``layout`` as ``folder/layout-<version>.sqpl`` (atomically); returns its manifest entry.
+    ``file_version`` 2 writes the sections plain (the layout a dataset written before holds)."""
+    if file_version not in READABLE:
+        raise ValueError(f"layout files are written in version {', '.join(map(str, READABLE))}")
     folder.mkdir(parents=True, exist_ok=True)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, pa.schema([("key", layout.keys.type)])) as writer:
         writer.write_table(pa.table({"key": layout.keys}))
-    blobs = [(name, np.ascontiguousarray(getattr(layout, name))) for name in _ARRAYS]
-    blobs.append(("keys", np.frombuffer(sink.getvalue().to_pybytes(), dtype=np.uint8)))
+    blobs: list[tuple[str, np.ndarray, Any]] = []
+    for name in _ARRAYS:
+        arr = np.ascontiguousarray(getattr(layout, name))
+        blobs.append((name, arr, memoryview(packed_bytes(pack(arr, delta=_PACKED[name]))) if file_version >= 3
+                      else _bytes_of(arr)))
+    keys = np.frombuffer(sink.getvalue().to_pybytes(), dtype=np.uint8)
+    blobs.append(("keys", keys, _bytes_of(keys)))
     sections = []
     offset = 0
-    for name, arr in blobs:
-        data = _bytes_of(arr)
+    for name, arr, data in blobs:
         sections.append({"name": name, "dtype": arr.dtype.str, "count": int(arr.size), "offset": offset,
-                         "length": len(data), "crc32": zlib.crc32(data)})
+                         "length": len(data), "crc32": zlib.crc32(data)} | ({"packed": True} if name in _PACKED
+                                                                            and file_version >= 3 else {}))
         offset += len(data) + (-len(data) % _ALIGN)
     header = json.dumps({"key": layout.key, "events": layout.events, "groups": layout.groups,
                          "types": list(layout.types), "sections": sections}).encode()
@@ -338,11 +356,10 @@ def write_layout(folder: Path, layout: Layout, version: int) -> dict[str, Any]:
     path = folder / name
     tmp = folder / f".{name}.tmp-{os.getpid()}"
     with open(tmp, "wb") as f:
-        f.write(_PREFIX.pack(MAGIC, VERSION, len(header)))
+        f.write(_PREFIX.pack(MAGIC, file_version, len(header)))
         f.write(header)
         f.write(b"\0" * (start - _PREFIX.size - len(header)))
-        for _, arr in blobs:
-            data = _bytes_of(arr)
+        for _, _, data in blobs:
             f.write(data)
             f.write(b"\0" * (-len(data) % _ALIGN))
         f.flush()
@@ -398,8 +415,8 @@ def _read(path: Path) -> Layout:
             raise StoreCorrupt("the partition layout file is empty", where=str(path)) from None
     try:
         magic, version, hlen = _PREFIX.unpack_from(view, 0)
-        if magic != MAGIC or version != VERSION:
-            raise ValueError(f"not a layout file of version {VERSION}")
+        if magic != MAGIC or version not in READABLE:
+            raise ValueError(f"not a layout file of version {', '.join(map(str, READABLE))}")
         header = json.loads(bytes(view[_PREFIX.size:_PREFIX.size + hlen]))
         start = _PREFIX.size + hlen
         start += -start % _ALIGN
@@ -409,7 +426,13 @@ def _read(path: Path) -> Layout:
             raw = view[at:at + s["length"]]
             if len(raw) != s["length"] or zlib.crc32(raw) != s["crc32"]:
                 raise ValueError(f"section {s['name']} fails its checksum")
-            arrays[s["name"]] = np.frombuffer(view, dtype=np.dtype(s["dtype"]), count=s["count"], offset=at)
+            if s.get("packed"):
+                column = from_buffer(view, at, s["length"])
+                if len(column) != s["count"] or column.dtype != np.dtype(s["dtype"]):
+                    raise ValueError(f"section {s['name']} does not hold what its entry says")
+                arrays[s["name"]] = column.decode(0, len(column))
+            else:
+                arrays[s["name"]] = np.frombuffer(view, dtype=np.dtype(s["dtype"]), count=s["count"], offset=at)
         keys = pa.ipc.open_stream(pa.py_buffer(arrays.pop("keys").tobytes())).read_all().column("key")
         keys = keys.combine_chunks()
         events = int(header["events"])
@@ -420,7 +443,7 @@ def _read(path: Path) -> Layout:
                 or len(layout.keys) != layout.groups):
             raise ValueError("section sizes disagree with the header")
         return layout
-    except (ValueError, KeyError, TypeError, struct.error, pa.ArrowException) as err:
+    except (ValueError, KeyError, TypeError, struct.error, pa.ArrowException, PackedFormatError) as err:
         raise StoreCorrupt(f"damaged partition layout file: {err}", where=str(path)) from None
 
 

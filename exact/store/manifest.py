@@ -66,6 +66,9 @@ COLUMNS = (SEQ, TS, TYPE, ATTRS)
 #: The key of a store's ``extra`` naming the attributes its seek files serve (``build --index-attrs``; absent:
 #: the cheapest within the default budget, :data:`exact.store.seek_attrs.DEFAULT_BUDGET`).
 INDEX_ATTRS_KEY = "index_attrs"
+#: ``extra`` key: the footprint budget a build named (the dataset within this many times its Parquet parts;
+#: absent: :data:`exact.store.seek_attrs.DEFAULT_FOOTPRINT`)
+FOOTPRINT_KEY = "footprint"
 
 
 def check_index_attrs(chosen: Sequence[str] | None, attrs: Iterable[str]) -> None:
@@ -99,6 +102,9 @@ class PartInfo:
     seek_bytes: int = 0
     #: The attributes the seek file serves in place, with the bytes of their columns.
     seek_attrs: tuple[tuple[str, int], ...] = ()
+    #: The seek file's bytes by structure (:func:`exact.store.seek.structure_bytes`); empty for a part written
+    #: before they were recorded.
+    seek_sections: tuple[tuple[str, int], ...] = ()
     #: Per-type counts of this part; carried from write_part to commit, not persisted per part.
     type_counts: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
 
@@ -107,7 +113,8 @@ class PartInfo:
                 "rows": self.rows, "min_ts": self.min_ts, "max_ts": self.max_ts,
                 "row_groups": [list(r) for r in self.row_groups], "attrs": dict(self.attrs),
                 "bytes": self.bytes} | ({"seek_bytes": self.seek_bytes} if self.seek_bytes else {}) | (
-                    {"seek_attrs": dict(self.seek_attrs)} if self.seek_attrs else {})
+                    {"seek_attrs": dict(self.seek_attrs)} if self.seek_attrs else {}) | (
+                    {"seek_sections": dict(self.seek_sections)} if self.seek_sections else {})
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -121,7 +128,8 @@ class PartInfo:
                    row_groups=tuple((int(a), int(b)) for a, b in d["row_groups"]),
                    attrs=tuple(d.get("attrs", {}).items()), bytes=d.get("bytes", 0),
                    seek_bytes=d.get("seek_bytes", 0),
-                   seek_attrs=tuple((str(k), int(v)) for k, v in d.get("seek_attrs", {}).items()))
+                   seek_attrs=tuple((str(k), int(v)) for k, v in d.get("seek_attrs", {}).items()),
+                   seek_sections=tuple((str(k), int(v)) for k, v in d.get("seek_sections", {}).items()))
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,25 @@ def merge(store: object, run: Sequence[PartInfo]) -> Snapshot | None:
         return None
 
 
+def upgrade_all(store: object) -> int:
+    """Rewrite each part whose seek file is of an older version than this build writes (or that has none)
+    as a merge of that one part does: the same events under a new name, with a seek file of the current
+    layout (:data:`exact.store.seek.VERSION`), published in its place.  Returns how many were rewritten.
+    Seqs and trees stay as they are; a part taken by another merge or a retention meanwhile is passed."""
+    from exact.store import EventStore
+    from exact.store.seek import VERSION, file_version, seek_name
+
+    assert isinstance(store, EventStore)
+    made = 0
+    for part in store.snapshot().parts:
+        if part.seek_bytes and file_version(store.root / PARTS / seek_name(part.file)) == VERSION:
+            continue
+        current = {p.file for p in store.snapshot().parts}
+        if part.file in current and merge(store, [part]) is not None:
+            made += 1
+    return made
+
+
 def merge_all(store: object, *, fanout: int = FANOUT, cap: int = DEFAULT_PART_ROWS, most: int | None = None,
               seconds: float | None = None, share: float = 0.5) -> int:
     """Merge until the plan is empty (or ``most`` merges were made, or ``seconds`` have passed); returns how

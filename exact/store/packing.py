@@ -141,11 +141,43 @@ class Packed:
             return out
         _kernels()[4](self.ref, self.low, self.width, self.start, self.words, self.delta, self.block, self.n,
                       lo, hi, wanted.view(np.uint64), side == "right", self.dtype.kind == "i", out)
+        if self.dtype.kind == "u":  # (a negative value lies before every unsigned one, not after as its bits do)
+            out[wanted < 0] = lo
         return out
 
     def max(self) -> Any:
         """The largest value (decodes the column)."""
         return self.decode(0, self.n).max()
+
+    @property
+    def arrays(self) -> tuple[Any, ...]:
+        """What a kernel reads a value by (:func:`value_at`, :func:`search_one`): ``ref, low, width, start,
+        words, delta, block``."""
+        return self.ref, self.low, self.width, self.start, self.words, self.delta, self.block
+
+
+def as_packed(values: Any) -> Packed:
+    """``values`` as a :class:`Packed` column that a kernel reads alike: a packed column itself, or a plain
+    array of unsigned or int64 integers seen as one frame-of-reference block of its own width (reference 0),
+    sharing its memory where its bytes fill whole words (copied otherwise)."""
+    if isinstance(values, Packed):
+        return values
+    array = np.asarray(values)
+    if array.ndim != 1 or array.dtype not in _DTYPES or array.dtype == np.int32:
+        raise ValueError(f"a plain column read as packed is 1-d unsigned or int64, not {array.dtype}")
+    n = len(array)
+    bits = 8 * array.dtype.itemsize
+    if array.nbytes % 8 or not array.flags.c_contiguous or array.ctypes.data % 8:
+        padded = np.zeros(-(-array.nbytes // 8) * 8, dtype=np.uint8)
+        padded[:array.nbytes] = np.ascontiguousarray(array).view(np.uint8)
+        words = padded.view(np.uint64)
+    else:
+        words = array.view(np.uint64)
+    if not len(words):
+        words = np.zeros(1, np.uint64)
+    zero = np.zeros(1, dtype=np.uint64)
+    return Packed(n, False, array.dtype, zero, zero, np.asarray([bits], dtype=np.uint8),
+                  np.asarray([0, len(words)], dtype=np.int64), words, max(n, 1))
 
 
 def pack(values: np.ndarray, *, delta: bool = False, block: int = BLOCK) -> Packed:
@@ -225,29 +257,106 @@ def from_buffer(buffer: Any, offset: int = 0, length: int | None = None) -> Pack
 
 
 # ------------------------------------------------------------------------------------------------- kernels
+#
+# The helpers ``_bits``, ``value_at``, ``next_value`` and ``search_one`` are compiled first (:func:`jitted`) and
+# called by the kernels here and by those of other modules that read a packed column in place
+# (``packing.value_at(...)``).
+
+
+def _bits(words: Any, base: Any, w: Any, i: Any) -> Any:
+    """Value ``i`` of a block whose ``w``-bit values begin at word ``base``: bits ``i*w … i*w + w - 1``."""
+    if w == 0:
+        return np.uint64(0)
+    bit = i * w
+    word = base + (bit >> 6)
+    shift = np.uint64(bit & 63)
+    packed = words[word] >> shift
+    if shift != 0 and shift + np.uint64(w) > np.uint64(64):
+        packed |= words[word + 1] << (np.uint64(64) - shift)
+    if w < 64:
+        packed &= (np.uint64(1) << np.uint64(w)) - np.uint64(1)
+    return packed
+
+
+def value_at(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, p: Any) -> Any:
+    """The value at position ``p`` (uint64 bits): a frame-of-reference value at once, a delta one by summing
+    its block's steps up to it."""
+    b = p // block
+    i = p - b * block
+    w = np.int64(width[b])
+    if not delta:
+        return ref[b] + _bits(words, start[b], w, i)
+    value = ref[b]
+    for j in range(1, i + 1):
+        value = value + _bits(words, start[b], w, j) + low[b]
+    return value
+
+
+def next_value(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, p: int,
+               previous: Any) -> Any:
+    """The value at position ``p`` given ``previous``, the value at ``p - 1`` (uint64 bits): one step for a
+    delta column within a block — a scan forward costs a step per value, not the block's steps so far."""
+    b = p // block
+    i = p - b * block
+    if not delta:
+        return ref[b] + _bits(words, start[b], np.int64(width[b]), i)
+    if i == 0:
+        return ref[b]
+    return previous + _bits(words, start[b], np.int64(width[b]), i) + low[b]
+
+
+def search_one(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, n: int, lo: int,
+               hi: int, v: Any, right: bool, signed: bool) -> int:
+    """Where ``v`` would go among the values ``lo … hi - 1`` (not decreasing), as :func:`numpy.searchsorted`
+    with ``side="right"`` if ``right``: the block by the blocks' first values, then one block decoded."""
+    first_inner = -(-lo // block)  # the first block that starts inside [lo, hi)
+    last_inner = (hi - 1) // block
+    # the last block starting inside the run whose first value lies before v (after, for right)
+    a = first_inner
+    z = last_inner + 1
+    while a < z:
+        mid = (a + z) // 2
+        x = ref[mid] if delta else ref[mid] + _bits(words, start[mid], np.int64(width[mid]), 0)
+        before = (np.int64(x) <= np.int64(v) if right else np.int64(x) < np.int64(v)) if signed else \
+            (x <= v if right else x < v)
+        if before:
+            a = mid + 1
+        else:
+            z = mid
+    b = a - 1  # the block to scan: b (from its start), or the block holding lo when none lies before
+    if b < first_inner:
+        b = lo // block
+    begin = max(lo, b * block)
+    end = min(hi, (b + 1) * block, n)
+    w = np.int64(width[b])
+    value = ref[b]
+    for i in range(end - b * block):
+        packed = _bits(words, start[b], w, i)
+        if delta:
+            if i > 0:
+                value = value + packed + low[b]
+        else:
+            value = ref[b] + packed
+        p = b * block + i
+        if p < begin:
+            continue
+        after = (np.int64(value) > np.int64(v) if right else np.int64(value) >= np.int64(v)) if signed else \
+            (value > v if right else value >= v)
+        if after:
+            return p
+    return end
 
 
 def _decode_range(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, lo: int,
                   hi: int, out: Any) -> None:
-    one = np.uint64(1)
     for b in range(lo // block, (hi - 1) // block + 1):
         w = np.int64(width[b])
-        mask = np.uint64(0xFFFFFFFFFFFFFFFF) if w == 64 else (one << np.uint64(w)) - one
-        base = start[b]
         begin = b * block
         a = max(lo, begin) - begin
         z = min(hi, begin + block) - begin
         value = ref[b]
         for i in range(0 if delta else a, z):
-            packed = np.uint64(0)
-            if w > 0:  # (value i of the block: bits i*w … i*w + w - 1 of its words)
-                bit = i * w
-                word = base + (bit >> 6)
-                shift = np.uint64(bit & 63)
-                packed = words[word] >> shift
-                if shift != 0 and shift + np.uint64(w) > np.uint64(64):
-                    packed |= words[word + 1] << (np.uint64(64) - shift)
-                packed &= mask
+            packed = _bits(words, start[b], w, i)
             if delta:
                 if i > 0:
                     value = value + packed + low[b]
@@ -259,7 +368,6 @@ def _decode_range(ref: Any, low: Any, width: Any, start: Any, words: Any, delta:
 
 def _gather(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, pos: Any,
             out: Any) -> None:
-    one = np.uint64(1)
     cached = -1
     scratch = np.empty(block, dtype=np.uint64)  # a delta block's values decoded so far (``filled`` of them)
     filled = 0
@@ -268,88 +376,23 @@ def _gather(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool,
         b = p // block
         i = p - b * block
         w = np.int64(width[b])
-        mask = np.uint64(0xFFFFFFFFFFFFFFFF) if w == 64 else (one << np.uint64(w)) - one
-        if delta and b != cached:
+        if not delta:
+            out[k] = ref[b] + _bits(words, start[b], w, i)
+            continue
+        if b != cached:
             cached = b
             scratch[0] = ref[b]
             filled = 1
-        j = filled if delta else i
-        while j <= i:
-            packed = np.uint64(0)
-            if w > 0:  # (value j of the block: bits j*w … j*w + w - 1 of its words)
-                bit = j * w
-                word = start[b] + (bit >> 6)
-                shift = np.uint64(bit & 63)
-                packed = words[word] >> shift
-                if shift != 0 and shift + np.uint64(w) > np.uint64(64):
-                    packed |= words[word + 1] << (np.uint64(64) - shift)
-                packed &= mask
-            if delta:
-                scratch[j] = scratch[j - 1] + packed + low[b]
-                filled = j + 1
-            else:
-                out[k] = ref[b] + packed
-            j += 1
-        if delta:
-            out[k] = scratch[i]
+        for j in range(filled, i + 1):
+            scratch[j] = scratch[j - 1] + _bits(words, start[b], w, j) + low[b]
+        filled = max(filled, i + 1)
+        out[k] = scratch[i]
 
 
 def _search(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, n: int, lo: int,
             hi: int, values: Any, right: bool, signed: bool, out: Any) -> None:
-    one = np.uint64(1)
-    first_inner = -(-lo // block)  # the first block that starts inside [lo, hi)
-    last_inner = (hi - 1) // block
     for k in range(len(values)):
-        v = values[k]
-        # the last block starting inside the run whose first value lies before v (after, for right)
-        a = first_inner
-        z = last_inner + 1
-        while a < z:
-            mid = (a + z) // 2
-            x = ref[mid] if delta else np.uint64(0)
-            if not delta:  # (a frame of reference block's first value is not its reference: decode it)
-                w0 = np.int64(width[mid])
-                x = ref[mid] + (words[start[mid]] & ((one << np.uint64(w0)) - one) if 0 < w0 < 64
-                                else words[start[mid]] if w0 == 64 else np.uint64(0))
-            before = (np.int64(x) <= np.int64(v) if right else np.int64(x) < np.int64(v)) if signed else \
-                (x <= v if right else x < v)
-            if before:
-                a = mid + 1
-            else:
-                z = mid
-        b = a - 1  # the block to scan: b (from its start), or the block holding lo when none lies before
-        if b < first_inner:
-            b = lo // block
-        begin = max(lo, b * block)
-        end = min(hi, (b + 1) * block, n)
-        w = np.int64(width[b])
-        mask = np.uint64(0xFFFFFFFFFFFFFFFF) if w == 64 else (one << np.uint64(w)) - one
-        value = ref[b]
-        found = end
-        for i in range(end - b * block):
-            packed = np.uint64(0)
-            if w > 0:
-                bit = i * w
-                word = start[b] + (bit >> 6)
-                shift = np.uint64(bit & 63)
-                packed = words[word] >> shift
-                if shift != 0 and shift + np.uint64(w) > np.uint64(64):
-                    packed |= words[word + 1] << (np.uint64(64) - shift)
-                packed &= mask
-            if delta:
-                if i > 0:
-                    value = value + packed + low[b]
-            else:
-                value = ref[b] + packed
-            p = b * block + i
-            if p < begin:
-                continue
-            after = (np.int64(value) > np.int64(v) if right else np.int64(value) >= np.int64(v)) if signed else \
-                (value > v if right else value >= v)
-            if after:
-                found = p
-                break
-        out[k] = found
+        out[k] = search_one(ref, low, width, start, words, delta, block, n, lo, hi, values[k], right, signed)
 
 
 def _measure(raw: Any, delta: bool, block: int, ref: Any, low: Any, width: Any, start: Any) -> None:
@@ -409,10 +452,24 @@ def _fill(raw: Any, delta: bool, block: int, ref: Any, low: Any, width: Any, sta
 
 
 @functools.cache
+def jitted() -> None:
+    """Compile the helpers other kernels call (:func:`_bits`, :func:`value_at`, :func:`next_value`,
+    :func:`search_one`) and put
+    them in this module's namespace in place of the Python functions, where a kernel compiled afterwards
+    finds them; call it before compiling such a kernel."""
+    import numba
+
+    names = globals()
+    for name in ("_bits", "value_at", "next_value", "search_one"):
+        names[name] = numba.njit(cache=True, nogil=True, inline="always")(names[name])
+
+
+@functools.cache
 def _kernels() -> tuple[Callable[..., None], ...]:
     """The kernels compiled (cached on disk) on first use: importing this module loads no numba."""
     import numba
 
+    jitted()
     return tuple(numba.njit(cache=True, nogil=True)(f) for f in (_decode_range, _gather, _measure, _fill,
                                                                   _search))
 

@@ -280,8 +280,8 @@ class ValueProbe:
             options.sort(key=lambda o: o[0])
             _, spans, column, _, _ = options[0]
             assert column.index is not None
-            index_rows = column.index.rows
-            rows = joined([index_rows[a:b] for a, b in spans if b > a] or [index_rows[:0]])
+            index = column.index
+            rows = joined([index.rows_in(a, b) for a, b in spans if b > a] or [index.rows_in(0, 0)])
             if narrow and len(rows):  # (ranges over a small share of the part: cut to them before testing)
                 k = np.searchsorted(ranges[:, 0], rows, "right") - 1
                 rows = rows[(k >= 0) & (rows <= ranges[np.maximum(k, 0), 1])]

@@ -31,7 +31,12 @@ Version 5 adds to each served attribute (but booleans) a *value index*: its rows
 
 Version 6 bit-packs the ts offsets (frame of reference per 256 rows) and the rows by type (steps between
 rows, per 256): :mod:`exact.store.packing`; a read gathers or slices them in place, decoding only the blocks
-it touches.  The header lists the packed sections (``packed``).
+it touches.  The header lists the packed sections (``packed``).  Version 7 packs the attribute columns as
+well: codes and null flags by frame of reference (a code takes the bits of its part's range), a value index's
+rows as steps, and a double whose values are decimals of a few places as integers at that scale
+(:mod:`exact.store.seek_attrs`); and its header carries each section's CRC-32 (``crc32s``), so that a
+replica reads a file it does not hold by ranges, section by section, each checked on its own
+(:func:`open_seek`).
 
 Version 3 adds the part's attributes, one fixed-width code per row each (:mod:`exact.store.seek_attrs`), so
 that a condition's values are read in place too; the header lists the attributes served (``attrs``) and
@@ -51,7 +56,7 @@ import os
 import struct
 import threading
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,17 +68,19 @@ from numpy.typing import NDArray
 from exact.arrays import joined, run_positions, sorted_ints
 from exact.store.packing import Packed, PackedFormatError, from_buffer, pack
 from exact.store.packing import to_bytes as packed_bytes
-from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs
+from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs, seek_allowance
 
 MAGIC = b"SQSKSEEK"
-VERSION = 6  # 5: ts steps and rows by type not packed; 4: no value indexes; 3: nor rows by type; 2: nor
-#             attribute columns; 1: 256-row ts blocks
+VERSION = 7  # 6: attribute columns and value indexes not packed, no CRC-32 per section; 5: ts steps and rows
+#             by type not packed; 4: no value indexes; 3: nor rows by type; 2: nor attribute columns; 1: 256-row
+#             ts blocks
 #: Versions a reader takes: a version-2 file serves reads that ask for no attribute; versions 2 and 3 find
 #: the rows of a type by testing every row's code; before version 5 a condition is tested on every row of
 #: its variable's types.
-READABLE = (2, 3, 4, 5, 6)
+READABLE = (2, 3, 4, 5, 6, 7)
 #: the sections version 6 writes bit-packed (:mod:`exact.store.packing`): the ts steps by frame of reference
-#: (a block's steps take the bits of their range), the rows by type as steps (sorted runs of row numbers)
+#: (a block's steps take the bits of their range), the rows by type as steps (sorted runs of row numbers);
+#: version 7 packs the attribute columns too (:data:`exact.store.seek_attrs.PACKED_SECTIONS`)
 PACKED = {"ts": False, "by_type": True}
 SUFFIX = ".seek"
 #: Rows per ts block: short, so that a block's offsets from its first ts fit uint32 steps but where it
@@ -114,13 +121,14 @@ def _codes_dtype(n_types: int) -> np.dtype:
 
 
 def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedArray | None = None,
-           chosen: Sequence[str] | None = None, *, version: int = VERSION) -> bytes:
+           chosen: Sequence[str] | None = None, *, version: int = VERSION,
+           footprint: tuple[float, int, int | None] | None = None) -> bytes:
     """A part's seek file: ``ts`` (int64 µs, not decreasing) and ``types`` (strings, no nulls) per row, and
     the part's ``attrs`` struct (None: it has no attributes) — the attributes ``chosen``, or those within the
     default budget (:func:`exact.store.seek_attrs.encode_attrs`).  ``version`` 5 writes the sections version 6
     packs plain (the layout a store written before holds)."""
-    if version not in (5, VERSION):
-        raise ValueError(f"seek files are written in version 5 or {VERSION}, not {version}")
+    if version not in (5, 6, VERSION):
+        raise ValueError(f"seek files are written in version 5, 6 or {VERSION}, not {version}")
     packed = PACKED if version >= 6 else {}
     ts = np.ascontiguousarray(ts, dtype=np.int64)
     rows = len(ts)
@@ -151,7 +159,10 @@ def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedAr
                 "by_type": by_type.tobytes(), "type_start": type_start.tobytes()}
     for name, delta in packed.items():  # (bit-packed, read in place: exact.store.packing)
         sections[name] = packed_bytes(pack(np.frombuffer(sections[name], dtype=np.uint32), delta=delta))
-    served, unserved, attr_sections = encode_attrs(attrs, rows, chosen, type_codes=codes, n_types=len(names))
+    allowance = None if footprint is None else seek_allowance(
+        footprint[0], footprint[1], sum(len(d) + _pad(len(d)) for d in sections.values()), footprint[2])
+    served, unserved, attr_sections, attrs_packed = encode_attrs(
+        attrs, rows, chosen, type_codes=codes, n_types=len(names), packed=version >= 7, allowance=allowance)
     sections.update(attr_sections)
     layout, payload, at = {}, bytearray(), 0
     for name, data in sections.items():
@@ -160,8 +171,10 @@ def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedAr
         at += len(data) + _pad(len(data))
     header = json.dumps({"rows": rows, "block": BLOCK, "unit": unit, "type_dtype": codes_dtype.str,
                          "wide": len(wide_rows), "types": sorted_names, "sections": layout,
-                         **({"packed": sorted(packed)} if packed else {}),
+                         **({"packed": sorted([*packed, *attrs_packed])} if packed else {}),
                          "attrs": served, "unserved": unserved,
+                         **({"crc32s": {name: zlib.crc32(data) for name, data in sections.items()}}
+                            if version >= 7 else {}),
                          "crc32": zlib.crc32(payload)}, separators=(",", ":")).encode()
     header += b" " * _pad(_PREFIX.size + len(header))
     return _PREFIX.pack(MAGIC, version, len(header)) + header + bytes(payload)
@@ -173,6 +186,50 @@ def served_bytes(data: bytes) -> dict[str, int]:
     head = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + header_len]))
     sizes = {name: int(n) for name, (_, n) in head["sections"].items()}
     return {str(e["name"]): sum(sizes[f"a{e['id']}.{k}"] for k in e["sections"]) for e in head.get("attrs", [])}
+
+
+#: The structures of a seek file, as ``info`` names them, and the sections each holds (an attribute's
+#: sections are ``aN.<key>``: its ``codes`` and dictionary are its values; ``edges``, ``vrows`` and ``vstart``
+#: its value index).
+STRUCTURES = {"types": ("type",), "times": ("base", "ts", "wide_rows", "wide_ts"),
+              "rows_by_type": ("by_type", "type_start")}
+_INDEX_KEYS = ("edges", "vrows", "vstart")
+
+
+def structure_bytes(data: bytes) -> dict[str, int]:
+    """A seek file's bytes (given whole, or at least its header) by structure: ``types``, ``times``,
+    ``rows_by_type``, ``values`` (the attribute columns), ``value_indexes`` and ``header`` (the prefix, the
+    header and the sections' alignment) — summing to the file's size."""
+    _, _, header_len = _PREFIX.unpack_from(data, 0)
+    head = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + header_len]))
+    sizes = {name: int(n) for name, (_, n) in head["sections"].items()}
+    out = {"types": 0, "times": 0, "rows_by_type": 0, "values": 0, "value_indexes": 0}
+    for name, n in sizes.items():
+        if "." in name:
+            out["value_indexes" if name.split(".", 1)[1] in _INDEX_KEYS else "values"] += n
+        else:
+            out[next((k for k, names in STRUCTURES.items() if name in names), "types")] += n
+    out["header"] = _PREFIX.size + header_len + sum(_pad(n) for n in sizes.values())
+    return out
+
+
+def file_version(path: str | Path) -> int | None:
+    """The version of the seek file at ``path`` (fetched first where a replica has not yet), from its prefix;
+    None when it is missing or not a seek file."""
+    try:
+        with open(path, "rb") as fh:
+            prefix = fh.read(_PREFIX.size)
+    except OSError:
+        from exact.store.fetch import fetched
+
+        if not fetched(path):
+            return None
+        with open(path, "rb") as fh:
+            prefix = fh.read(_PREFIX.size)
+    if len(prefix) < _PREFIX.size:
+        return None
+    magic, version, _ = _PREFIX.unpack(prefix)
+    return int(version) if magic == MAGIC else None
 
 
 def write(path: Path, ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedArray | None = None,
@@ -403,7 +460,29 @@ def _code_test(types: tuple[str, ...], wanted: frozenset[str]) -> _CodeTest:
     return _CodeTest(allowed, np.flatnonzero(allowed).tolist(), np.flatnonzero(~allowed).tolist())
 
 
-def _parse(buf: mmap.mmap | bytes) -> SeekFile:
+@dataclass(frozen=True)
+class _Head:
+    """A seek file's prefix and header, parsed."""
+
+    version: int
+    start: int  # where the sections begin
+    rows: int
+    block: int
+    unit: int
+    types: tuple[str, ...]
+    type_dtype: np.dtype[Any]
+    wide: int
+    sections: dict[str, tuple[int, int]]  # name -> (offset in the file, length)
+    crc: int
+    crcs: dict[str, int] | None  # version 7: each section's CRC-32
+    attr_entries: list[dict[str, Any]]
+    packed: frozenset[str]
+    unserved: frozenset[str] | None
+
+
+def _head(buf: Any) -> _Head:
+    """The prefix and header at the start of ``buf`` (the file, or at least its first bytes: a header longer
+    than ``buf`` is :class:`_ShortHead`, telling how long it is)."""
     if len(buf) < _PREFIX.size:
         raise SeekUnavailable("shorter than its prefix")
     magic, version, header_len = _PREFIX.unpack_from(buf, 0)
@@ -412,48 +491,132 @@ def _parse(buf: mmap.mmap | bytes) -> SeekFile:
     if version not in READABLE:
         raise SeekUnavailable(f"seek file version {version}, this reader knows {', '.join(map(str, READABLE))}")
     start = _PREFIX.size + header_len
+    if len(buf) < start:
+        raise _ShortHead(start)
     try:
         head = json.loads(bytes(buf[_PREFIX.size:start]))
-        rows, block, unit = int(head["rows"]), int(head["block"]), int(head["unit"])
-        types = tuple(head["types"])
-        type_dtype, wide = np.dtype(head["type_dtype"]), int(head["wide"])
-        sections = {k: (start + int(a), int(n)) for k, (a, n) in head["sections"].items()}
-        crc = int(head["crc32"])
-        attr_entries = list(head.get("attrs", [])) if version >= 3 else []
-        packed = frozenset(map(str, head.get("packed", []))) if version >= 6 else frozenset()
-        unserved = frozenset(map(str, head.get("unserved", []))) if version >= 3 else None
+        crcs = head.get("crc32s")
+        return _Head(
+            version=version, start=start, rows=int(head["rows"]), block=int(head["block"]),
+            unit=int(head["unit"]), types=tuple(head["types"]), type_dtype=np.dtype(head["type_dtype"]),
+            wide=int(head["wide"]),
+            sections={k: (start + int(a), int(n)) for k, (a, n) in head["sections"].items()},
+            crc=int(head["crc32"]), crcs=None if crcs is None else {str(k): int(v) for k, v in crcs.items()},
+            attr_entries=list(head.get("attrs", [])) if version >= 3 else [],
+            packed=frozenset(map(str, head.get("packed", []))) if version >= 6 else frozenset(),
+            unserved=frozenset(map(str, head.get("unserved", []))) if version >= 3 else None)
     except (ValueError, KeyError, TypeError) as err:
         raise SeekUnavailable(f"unreadable header: {err}") from None
-    view = memoryview(buf)
-    if zlib.crc32(view[start:]) != crc:
-        raise SeekUnavailable("checksum mismatch")
+
+
+class _ShortHead(SeekUnavailable):
+    """The bytes read hold the prefix but not the whole header: ``length`` bytes do."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__(f"a header of {length} bytes")
+        self.length = length
+
+
+def _section_reader(head: _Head, fetch: Any) -> Any:
+    """``section(name, dtype, count)`` over the bytes ``fetch(offset, length)`` gives: a packed section read in
+    place, a plain one as a view, each checked against the header."""
 
     def section(name: str, dtype: np.dtype, count: int) -> Any:
-        at, n = sections[name]
-        if name in packed:  # (read in place: a slice or a gather decodes only its blocks)
-            if at + n > len(buf):
+        at, n = head.sections[name]
+        data = fetch(name, at, n)
+        if name in head.packed:  # (read in place: a slice or a gather decodes only its blocks)
+            if len(data) != n:
                 raise SeekUnavailable(f"section {name} runs past the file's end")
             try:
-                column = from_buffer(view, at, n)
+                column = from_buffer(data, 0, n)
             except PackedFormatError as err:
                 raise SeekUnavailable(f"section {name}: {err}") from None
             if len(column) != count or column.dtype != dtype:
                 raise SeekUnavailable(f"section {name} holds {len(column)} {column.dtype}, expected {count} {dtype}")
             return column
-        if n != count * dtype.itemsize or at + n > len(buf):
+        if n != count * dtype.itemsize or len(data) != n:
             raise SeekUnavailable(f"section {name} has {n} bytes, expected {count * dtype.itemsize}")
         if count == 0:
             return np.zeros(0, dtype=dtype)
-        return np.frombuffer(view, dtype=dtype, count=count, offset=at)
+        return np.frombuffer(data, dtype=dtype, count=count)
 
+    return section
+
+
+def _parse(buf: mmap.mmap | bytes) -> SeekFile:
+    """A whole seek file (mapped): its checksum verified, its sections views of ``buf``."""
+    head = _head(buf)
+    view = memoryview(buf)
+    if zlib.crc32(view[head.start:]) != head.crc:
+        raise SeekUnavailable("checksum mismatch")
+    return _assemble(head, _section_reader(head, lambda name, at, n: view[at:at + n]))
+
+
+def _parse_ranged(head: _Head, read: Any) -> SeekFile:
+    """A seek file of version 7 read by ranges (``read(offset, length)``: a replica's file not held, through
+    the block cache): its core sections (types, times, rows by type) now, in one read, each checked against
+    its own CRC-32; an attribute's sections when a read first asks for that attribute."""
+    assert head.crcs is not None
+    core = [name for name in head.sections if "." not in name]
+    lo = min((head.sections[n][0] for n in core), default=head.start)
+    hi = max((sum(head.sections[n]) for n in core), default=head.start)
+    held = {"": (lo, read(lo, hi - lo))}
+
+    def fetch(name: str, at: int, n: int) -> Any:
+        base, data = held[""] if "." not in name else (at, read(at, n))
+        piece = memoryview(data)[at - base:at - base + n]
+        if len(piece) != n or zlib.crc32(piece) != head.crcs.get(name):  # type: ignore[union-attr]
+            raise SeekUnavailable(f"section {name} fails its checksum")
+        return piece
+
+    return _assemble(head, _section_reader(head, fetch), lazy=True)
+
+
+class _LazyAttrs(Mapping[str, AttrColumn]):
+    """A seek file's attribute columns decoded (and, read by ranges, fetched) when first asked for."""
+
+    def __init__(self, head: _Head, section: Any) -> None:
+        self._entries = {str(e["name"]): e for e in head.attr_entries}
+        self._section = section
+        self._head = head
+        self._done: dict[str, AttrColumn] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, name: str) -> AttrColumn:
+        with self._lock:
+            found = self._done.get(name)
+            if found is None:
+                entry = self._entries[name]
+                try:
+                    found = decode_attrs([entry], self._section, self._head.rows, len(self._head.types))[name]
+                except KeyError as err:
+                    raise SeekUnavailable(f"missing section {err}") from None
+                except (ValueError, TypeError) as err:
+                    raise SeekUnavailable(f"unreadable attribute column: {err}") from None
+                self._done[name] = found
+            return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+
+def _assemble(head: _Head, section: Any, *, lazy: bool = False) -> SeekFile:
+    rows, types, version = head.rows, head.types, head.version
     try:
         i64 = np.dtype(np.int64)
-        out = SeekFile(rows=rows, types=types, codes=section("type", type_dtype, rows),
-                       base=section("base", i64, -(-rows // block)),
-                       steps=section("ts", np.dtype(np.uint32), rows), unit=unit, block=block,
-                       wide_rows=section("wide_rows", i64, wide), wide_ts=section("wide_ts", i64, wide),
-                       dictionary=pa.array(types, pa.string()),
-                       attrs=decode_attrs(attr_entries, section, rows, len(types)), unserved=unserved,
+        attrs: Mapping[str, AttrColumn] = (_LazyAttrs(head, section) if lazy
+                                           else decode_attrs(head.attr_entries, section, rows, len(types)))
+        out = SeekFile(rows=rows, types=types, codes=section("type", head.type_dtype, rows),
+                       base=section("base", i64, -(-rows // head.block)),
+                       steps=section("ts", np.dtype(np.uint32), rows), unit=head.unit, block=head.block,
+                       wide_rows=section("wide_rows", i64, head.wide), wide_ts=section("wide_ts", i64, head.wide),
+                       dictionary=pa.array(types, pa.string()), attrs=attrs, unserved=head.unserved,
                        by_type=section("by_type", np.dtype(np.uint32), rows) if version >= 4 else None,
                        type_start=(section("type_start", i64, len(types) + 1) if version >= 4 else None))
     except KeyError as err:
@@ -477,6 +640,8 @@ _OPEN_LOCK = threading.Lock()
 
 
 def _same_file(key: tuple[str, int, int, int]) -> bool:
+    if key[1] == _RANGED:  # (a replica's file read by ranges: its objects never change)
+        return True
     try:
         st = os.stat(key[0])
     except OSError:
@@ -484,16 +649,26 @@ def _same_file(key: tuple[str, int, int, int]) -> bool:
     return (st.st_size, st.st_mtime_ns, st.st_ino) == key[1:]
 
 
+#: the size in the key of a seek file read by ranges (:func:`_open_ranged`)
+_RANGED = -1
+#: the bytes a ranged open reads first: the prefix and, mostly, the whole header
+_HEAD_BYTES = 16 << 10
+
+
 def open_seek(path: str | Path, rows: int, *, again: bool = True) -> SeekFile:
-    """The seek file at ``path`` for a part of ``rows`` rows, or :class:`SeekUnavailable`."""
+    """The seek file at ``path`` for a part of ``rows`` rows, or :class:`SeekUnavailable`.  A replica's file
+    not held is read by ranges (:func:`_open_ranged`)."""
     try:
         st = os.stat(path)
     except OSError:
-        from exact.store.fetch import fetched
-
-        if not fetched(path):  # (a replica's file is fetched on first use)
-            raise SeekUnavailable("missing") from None
-        st = os.stat(path)
+        st = None
+    if st is None:
+        ranged = _open_ranged(str(path))
+        if ranged is None:
+            raise SeekUnavailable("missing")
+        if ranged.rows != rows:
+            raise SeekUnavailable(f"holds {ranged.rows} rows, the part {rows}")
+        return ranged
     key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
     with _OPEN_LOCK:
         found = _OPEN.get(key)
@@ -511,12 +686,50 @@ def open_seek(path: str | Path, rows: int, *, again: bool = True) -> SeekFile:
             if not again or not refetch(path):  # (a replica's damaged copy is fetched again)
                 raise
             return open_seek(path, rows, again=False)
-        with _OPEN_LOCK:
-            for gone in [k for k in _OPEN if not _same_file(k)]:
-                del _OPEN[gone]
-            if len(_OPEN) >= _OPEN_MAX:
-                _OPEN.pop(next(iter(_OPEN)))
-            _OPEN[key] = found
+        _remember(key, found)
     if found.rows != rows:
         raise SeekUnavailable(f"holds {found.rows} rows, the part {rows}")
+    return found
+
+
+def _remember(key: tuple[str, int, int, int], found: SeekFile) -> None:
+    with _OPEN_LOCK:
+        for gone in [k for k in _OPEN if not _same_file(k)]:
+            del _OPEN[gone]
+        if len(_OPEN) >= _OPEN_MAX:
+            _OPEN.pop(next(iter(_OPEN)))
+        _OPEN[key] = found
+
+
+def _open_ranged(path: str) -> SeekFile | None:
+    """A replica's seek file not held here, read by ranges through the home's block cache
+    (:func:`exact.store.fetch.ranged`): the header, then the sections a read asks for — a question fetches
+    the parts' types and times and the attributes it tests, not every attribute of every part.  A file
+    before version 7 (no CRC-32 per section) is fetched whole instead.  None: not a replica's file, or the
+    bucket has no such object."""
+    from exact.errors import NotFound
+    from exact.store.fetch import fetched, ranged
+
+    key = (path, _RANGED, 0, 0)
+    with _OPEN_LOCK:
+        found = _OPEN.get(key)
+    if found is not None:
+        return found
+    remote = ranged(path)
+    if remote is None:
+        return None
+    try:
+        first = remote.read(0, _HEAD_BYTES)
+        try:
+            head = _head(first)
+        except _ShortHead as short:
+            head = _head(remote.read(0, short.length))
+    except NotFound:
+        return None
+    if head.crcs is None:  # (an older file: fetched whole, then mapped)
+        if not fetched(path):
+            return None
+        return open_seek(path, head.rows)
+    found = _parse_ranged(head, remote.read)
+    _remember(key, found)
     return found

@@ -38,6 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from exact.store.packing import Packed, as_packed
+
 #: A string attribute with more distinct values than this in a part is not served from the seek file.
 MAX_DICTIONARY = 0xFFFF
 #: Nor one whose distinct values take more bytes than this.
@@ -66,8 +68,13 @@ class ValueIndex:
     ``v.a <op> literal`` are one slice of ``rows``, and a read tests only those (:mod:`exact.store.rowfilter`)."""
 
     edges: np.ndarray  # float64, increasing
-    rows: np.ndarray  # uint32, a row number per row of the part
+    rows: np.ndarray  # uint32, a row number per row of the part (keyed: int64, see ``keyed``)
     start: np.ndarray  # int64: where (type code, bucket) begins in ``rows``, code-major; and the end
+    #: version 7: ``rows`` holds ``cell * keyed + row`` (``keyed``: the part's rows; a cell is a (type code,
+    #: bucket) pair, ``code * width + bucket``), which increases through the whole column — its steps are a
+    #: cell's steps, and at a cell's end the short way round to the next cell's first row, so they pack
+    #: small where the rows themselves jump back at every cell; 0: plain row numbers
+    keyed: int = 0
 
     @property
     def width(self) -> int:
@@ -83,15 +90,34 @@ class ValueIndex:
         list costs a fraction of a NumPy call."""
         return [float(e) for e in self.edges.tolist()]
 
+    @cached_property
+    def readable_rows(self) -> Packed:
+        """``rows`` as a kernel reads them in place (:func:`exact.store.packing.as_packed`)."""
+        return as_packed(self.rows)
+
+    def rows_in(self, a: int, b: int) -> np.ndarray:
+        """The row numbers at positions ``a … b - 1`` of ``rows`` (a span of whole cells, or part of one)."""
+        raw = self.rows[a:b]
+        if not self.keyed or b <= a:
+            return raw
+        first = int(np.searchsorted(self.start, a, "right")) - 1
+        last = int(np.searchsorted(self.start, b - 1, "right")) - 1
+        if first == last:
+            return raw - np.int64(first) * self.keyed
+        bounds = np.clip(self.start[first:last + 2], a, b) - a
+        cells = np.repeat(np.arange(first, last + 1, dtype=np.int64), np.diff(bounds))
+        return raw - cells * self.keyed
+
     def span(self, code: int, lo: int, hi: int) -> tuple[int, int]:
         """Where the rows of type ``code`` in buckets ``lo … hi`` lie in ``rows``."""
         w = self.width
         return int(self.start[code * w + lo]), int(self.start[code * w + hi + 1])
 
 
-def value_index(values: np.ndarray, type_codes: np.ndarray, n_types: int) -> dict[str, bytes]:
+def value_index(values: np.ndarray, type_codes: np.ndarray, n_types: int, *, keyed: bool = False
+                ) -> dict[str, bytes]:
     """The sections of a :class:`ValueIndex` over ``values`` (float64 per row, NaN for null) of rows whose
-    types are ``type_codes``."""
+    types are ``type_codes``; ``keyed``: its rows as ``cell * rows + row`` (int64; version 7)."""
     present = values[~np.isnan(values)]
     cuts = np.linspace(0.0, 1.0, BUCKETS + 1)[1:-1]
     edges = (np.unique(np.quantile(present, cuts, method="lower")) if len(present)
@@ -104,7 +130,8 @@ def value_index(values: np.ndarray, type_codes: np.ndarray, n_types: int) -> dic
     order = np.argsort(key.astype(np.uint16) if cells <= 1 << 16 else key, kind="stable").astype(np.uint32)
     start = np.zeros(cells + 1, dtype=np.int64)
     np.cumsum(np.bincount(key, minlength=cells), out=start[1:])
-    return {"edges": edges.tobytes(), "vrows": order.tobytes(), "vstart": start.tobytes()}
+    rows = key[order].astype(np.int64) * len(values) + order if keyed else order
+    return {"edges": edges.tobytes(), "vrows": rows.tobytes(), "vstart": start.tobytes()}
 
 
 @dataclass(frozen=True)
@@ -123,6 +150,20 @@ class AttrColumn:
     dictionary: pa.Array | None = None
     #: the rows by type and value (version 5; ``string``: by code, which orders as the values do)
     index: ValueIndex | None = None
+    #: ``double`` kept as decimals (version 7): the codes are int64, the value ``code / 10**scale``
+    scale: int | None = None
+
+    def numbers(self, codes: np.ndarray) -> np.ndarray:
+        """Raw codes (a raw int64 or double column's, not a narrow one's) as the values they stand for."""
+        if self.scale is not None:
+            return codes.astype(np.float64) / 10.0 ** self.scale
+        return codes
+
+    @cached_property
+    def readable_codes(self) -> Packed:
+        """``codes`` (integers: not a raw double's) as a kernel reads them in place
+        (:func:`exact.store.packing.as_packed`)."""
+        return as_packed(self.codes)
 
     @cached_property
     def code_of(self) -> dict[str, int]:
@@ -153,7 +194,7 @@ class AttrColumn:
             if low is not None and low > 0:
                 out &= codes >= low
             return out
-        values = codes.astype(np.float64)
+        values = self.numbers(codes).astype(np.float64)
         if self.null is not None:
             values += float(self.base)
             values[codes == self.null] = np.nan
@@ -186,7 +227,7 @@ class AttrColumn:
             return pa.array(values, pa.int64(), mask=missing if missing.any() else None)
         missing_raw = None if self.valid is None else self.valid[rows] == 0
         typ = pa.int64() if self.kind == "int64" else pa.float64()
-        return pa.array(np.ascontiguousarray(codes), typ,
+        return pa.array(np.ascontiguousarray(self.numbers(codes)), typ,
                         mask=missing_raw if missing_raw is not None and missing_raw.any() else None)
 
 
@@ -217,7 +258,7 @@ def numeric_values(parts: Sequence[tuple[AttrColumn | None, np.ndarray]], typ: p
             values.append(codes.astype(np.int64) + column.base)
             nulls.append(codes == column.null)
         else:
-            values.append(codes.astype(dtype, copy=False))
+            values.append(column.numbers(codes).astype(dtype, copy=False))
             nulls.append(np.zeros(n, dtype=bool) if column.valid is None else column.valid[rows] == 0)
     if not values:
         return pa.array(np.zeros(0, dtype=dtype), typ)
@@ -234,25 +275,35 @@ def _narrow(span: int) -> np.dtype | None:
 
 
 def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chosen: Sequence[str] | None = None,
-                 budget: float = DEFAULT_BUDGET, type_codes: np.ndarray | None = None, n_types: int = 0
-                 ) -> tuple[list[dict[str, Any]], list[str], dict[str, bytes]]:
+                 budget: float = DEFAULT_BUDGET, type_codes: np.ndarray | None = None, n_types: int = 0,
+                 *, packed: bool = False, allowance: int | None = None
+                 ) -> tuple[list[dict[str, Any]], list[str], dict[str, bytes], list[str]]:
     """A part's attribute struct as seek-file columns: the header entry of each served attribute, the names
-    of those not served, and the sections (name → bytes) to write.
+    of those not served, the sections (name → bytes) to write, and which of them are bit-packed
+    (``packed``, version 7: the codes by frame of reference, a value index's rows as steps, a double that is
+    a decimal of at most :data:`MAX_SCALE` places as its integer of that scale — see :func:`_pack_sections`).
 
     ``chosen`` names the attributes to serve (those a part cannot serve are left out all the same); None
     serves the cheapest attributes, in bytes per row, while together they take at most ``budget`` bytes per
-    row (:data:`DEFAULT_BUDGET`)."""
+    row (:data:`DEFAULT_BUDGET`), and then — with an ``allowance``, the bytes the attribute sections may take
+    in all (the footprint budget, :func:`seek_allowance`) — the cheapest columns as written while they fit,
+    then the value indexes of those served, cheapest first, while they fit too.  Attributes named are served
+    with their value indexes whatever the allowance."""
     unserved: list[str] = []
-    costed: list[tuple[float, str, int, dict[str, Any], dict[str, bytes]]] = []
+    costed: list[tuple[float, str, int, dict[str, Any], dict[str, bytes], dict[str, bytes]]] = []
     for i, (name, column) in enumerate(_fields(attrs)):
         if chosen is not None and name not in chosen:
             unserved.append(name)
             continue
-        entry, data = _encode_one(column, rows)
+        entry, raw = _encode_one(column, rows, scaled=packed)
         if entry is None:
             unserved.append(name)
             continue
-        costed.append((sum(map(len, data.values())) / max(rows, 1), name, i, entry, data))
+        data = dict(raw)
+        if packed:
+            _pack_sections(entry, data)
+        # (costed at its plain width: packing's fixed bytes would price a column of a short part out)
+        costed.append((sum(map(len, raw.values())) / max(rows, 1), name, i, entry, data, raw))
     if chosen is None:
         spent, kept = 0.0, []
         for item in sorted(costed, key=lambda c: (c[0], c[1])):
@@ -262,16 +313,109 @@ def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chos
             else:
                 unserved.append(item[1])
         costed = sorted(kept, key=lambda c: c[2])
+    indexes: dict[str, dict[str, bytes]] = {}
+    for _, name, _, entry, _, raw in costed:
+        if type_codes is not None and entry["kind"] in ("int64", "double", "string"):
+            values = _as_float(entry, raw, rows)
+            present = values[~np.isnan(values)]
+            if packed and (not len(present) or present.min() == present.max()):
+                continue  # (one value in the part: its bucket holds a type's rows, as the rows by type do)
+            index = value_index(values, type_codes, n_types, keyed=packed)
+            if packed:
+                entry["vkeyed"] = True
+                _pack_sections(entry, index)
+            indexes[name] = index
+    if chosen is None and allowance is not None:
+        costed, dropped, indexes = _within(costed, indexes, allowance)
+        unserved.extend(dropped)
     served: list[dict[str, Any]] = []
     sections: dict[str, bytes] = {}
-    for _, name, i, entry, data in costed:
-        if type_codes is not None and entry["kind"] in ("int64", "double", "string"):
-            data.update(value_index(_as_float(entry, data, rows), type_codes, n_types))
+    packed_names: list[str] = []
+    for _, name, i, entry, data, _ in costed:
+        if name in indexes:
+            data.update(indexes[name])
             entry["edges"] = len(data["edges"]) // 8
+        if packed:
+            packed_names.extend(f"a{i}.{key}" for key in data if _packs(entry, key))
         entry.update(name=name, id=i, sections=sorted(data))
         sections.update({f"a{i}.{key}": blob for key, blob in data.items()})
         served.append(entry)
-    return served, sorted(unserved), sections
+    return served, sorted(unserved), sections, sorted(packed_names)
+
+
+def _within(costed: list[Any], indexes: dict[str, dict[str, bytes]], allowance: int
+            ) -> tuple[list[Any], list[str], dict[str, dict[str, bytes]]]:
+    """The attributes of ``costed`` whose columns fit ``allowance`` bytes (the cheapest as written first), the
+    names of the others, and the value indexes of those kept that fit in what is left (cheapest first)."""
+    spent, kept, dropped = 0, [], []
+    for item in sorted(costed, key=lambda c: (sum(map(len, c[4].values())), c[1])):
+        size = sum(map(len, item[4].values()))
+        if spent + size <= allowance:
+            spent += size
+            kept.append(item)
+        else:
+            dropped.append(item[1])
+    names = {item[1] for item in kept}
+    fitting: dict[str, dict[str, bytes]] = {}
+    for name, index in sorted(((n, x) for n, x in indexes.items() if n in names),
+                              key=lambda nx: (sum(map(len, nx[1].values())), nx[0])):
+        size = sum(map(len, index.values()))
+        if spent + size <= allowance:
+            spent += size
+            fitting[name] = index
+    return sorted(kept, key=lambda c: c[2]), dropped, fitting
+
+
+def seek_allowance(footprint: float, parquet_bytes: int, base_bytes: int, reserve: int | None = None) -> int:
+    """The bytes a part's attribute sections may take under a footprint budget: the whole dataset within
+    ``footprint`` times its Parquet parts — less the part's ``parquet_bytes`` itself, its seek file's sections
+    that are not attributes (``base_bytes``: types, times, rows by type), and the part's share of the trees
+    and the partition layout (``reserve``; None, not known yet: :data:`TREE_SHARE` of its Parquet bytes) —
+    and never less than :data:`MIN_ALLOWANCE`."""
+    kept = int(TREE_SHARE * parquet_bytes) if reserve is None else reserve
+    return max(MIN_ALLOWANCE, int((footprint - 1.0) * parquet_bytes) - base_bytes - kept)
+
+
+#: The bytes a part's attributes may take whatever the footprint budget: the budget guards the disk of large
+#: datasets, and a short part's few kilobytes (where the trees and Parquet's own metadata alone outweigh its
+#: events) are not worth a slower question.
+MIN_ALLOWANCE = 64 << 10
+#: The share of the Parquet parts' bytes a footprint budget keeps for the trees and a partition layout when
+#: their size is not known yet (a build: its parts are written before its trees on Spark, and a local build
+#: chooses as Spark does).  Measured: the stream tree 0.05 (ACER-like) to 0.06 (BPI 2012), the partition tree
+#: and layout 0.37 more on BPI 2012.
+TREE_SHARE = 0.25
+#: The footprint budget of a dataset whose build names none: the whole dataset within this many times its
+#: Parquet parts (see docs/attribute-index.md for how it was chosen).
+DEFAULT_FOOTPRINT = 4.0
+
+
+#: Sections of an attribute that version 7 bit-packs, and whether as steps (:mod:`exact.store.packing`):
+#: the codes (a narrow width's range, or a raw int64's, or a scaled double's) and the null flags by frame of
+#: reference, the value index's rows as steps (keyed by cell: one increasing run) and where its cells start
+#: (decoded whole when the file is opened: a cell's bounds are looked up per condition and part).
+PACKED_SECTIONS = {"codes": False, "valid": False, "vrows": True, "vstart": True}
+
+
+def _packs(entry: dict[str, Any], key: str) -> bool:
+    """Does version 7 pack section ``key`` of the attribute ``entry`` describes?"""
+    return key in PACKED_SECTIONS and not (key == "codes" and entry["kind"] == "double" and entry.get("scale") is None)
+
+
+def _pack_sections(entry: dict[str, Any], data: dict[str, bytes]) -> list[str]:
+    """Replace ``data``'s sections that pack (:data:`PACKED_SECTIONS`) with their packed form; their keys.
+    A raw double's codes (its float64 bits) are left as they are: they are not integers to pack."""
+    from exact.store.packing import pack, to_bytes
+
+    done = []
+    for key, delta in PACKED_SECTIONS.items():
+        if key not in data or not _packs(entry, key):
+            continue
+        dtype = {"vrows": np.dtype(np.int64) if entry.get("vkeyed") else np.dtype(np.uint32),
+                 "vstart": np.dtype(np.int64), "valid": np.dtype(np.uint8)}.get(key, np.dtype(entry["dtype"]))
+        data[key] = to_bytes(pack(np.frombuffer(data[key], dtype=dtype), delta=delta))
+        done.append(key)
+    return done
 
 
 def _as_float(entry: dict[str, Any], data: dict[str, bytes], rows: int) -> np.ndarray:
@@ -280,6 +424,8 @@ def _as_float(entry: dict[str, Any], data: dict[str, bytes], rows: int) -> np.nd
     found for a literal the same way holds every row that can meet it.)"""
     codes = np.frombuffer(data["codes"], dtype=np.dtype(entry["dtype"]), count=rows)
     out = codes.astype(np.float64) + (float(entry.get("base", 0)) if entry["kind"] == "int64" else 0.0)
+    if entry.get("scale") is not None:
+        out /= 10.0 ** int(entry["scale"])
     if entry.get("null") is not None:
         out[codes == entry["null"]] = np.nan
     if "valid" in data:
@@ -297,7 +443,8 @@ def _fields(attrs: pa.StructArray | pa.ChunkedArray | None) -> Iterator[tuple[st
         yield field.name, child
 
 
-def _encode_one(column: pa.Array, rows: int) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
+def _encode_one(column: pa.Array, rows: int, *, scaled: bool = False
+                ) -> tuple[dict[str, Any] | None, dict[str, bytes]]:
     typ = column.type
     nulls = column.null_count
     if pa.types.is_null(typ) or nulls == rows:
@@ -325,8 +472,34 @@ def _encode_one(column: pa.Array, rows: int) -> tuple[dict[str, Any] | None, dic
     if pa.types.is_float64(typ):
         values = column.fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
         valid = ~column.is_null().to_numpy(zero_copy_only=False) if nulls else None
+        scale = _decimal_scale(values) if scaled else None
+        if scale is not None:
+            entry, data = _raw("int64", np.rint(values * 10.0 ** scale).astype(np.int64), valid)
+            return entry | {"kind": "double", "scale": scale}, data
         return _raw("double", values, valid)
     return None, {}
+
+
+#: A double column whose every value is a decimal of at most this many places is kept as integers of that
+#: scale (version 7), which pack.
+MAX_SCALE = 6
+
+
+def _decimal_scale(values: np.ndarray) -> int | None:
+    """The fewest decimal places ``k`` (up to :data:`MAX_SCALE`) such that every value of ``values`` is
+    ``round(value * 10**k) / 10**k`` to the bit (so the integers give it back exactly), or None: a NaN, an
+    infinity, a -0.0, a magnitude past 2**53 at that scale, or more places than that."""
+    if not len(values) or not bool(np.isfinite(values).all()):
+        return None
+    bits = values.view(np.int64)
+    for k in range(MAX_SCALE + 1):
+        factor = 10.0 ** k
+        scaled = np.rint(values * factor)
+        if float(np.abs(scaled).max()) >= 2.0 ** 53:
+            return None
+        if np.array_equal((scaled.astype(np.int64) / factor).view(np.int64), bits):
+            return k
+    return None
 
 
 def _raw(kind: str, values: np.ndarray, valid: np.ndarray | None) -> tuple[dict[str, Any], dict[str, bytes]]:
@@ -392,11 +565,15 @@ def decode_attrs(entries: list[dict[str, Any]], section: Any, rows: int, n_types
             edges = section(f"{key}.edges", np.dtype(np.float64), int(entry["edges"]))
             if bool((np.diff(edges) <= 0).any()) or bool(np.isnan(edges).any()):
                 raise ValueError(f"attribute {name!r}: its value index's edges do not increase")
-            starts = section(f"{key}.vstart", np.dtype(np.int64), n_types * (len(edges) + 2) + 1)
-            vrows = section(f"{key}.vrows", np.dtype(np.uint32), rows)
+            starts = np.asarray(section(f"{key}.vstart", np.dtype(np.int64), n_types * (len(edges) + 2) + 1))
+            keyed = bool(entry.get("vkeyed"))
+            vrows = section(f"{key}.vrows", np.dtype(np.int64 if keyed else np.uint32), rows)
             if len(starts) and (starts[0] != 0 or starts[-1] != rows or bool((np.diff(starts) < 0).any())):
                 raise ValueError(f"attribute {name!r}: its value index does not cover the part")
-            index = ValueIndex(edges, vrows, starts)
+            index = ValueIndex(edges, vrows, starts, rows if keyed else 0)
+        scale = None if entry.get("scale") is None else int(entry["scale"])
+        if scale is not None and (kind != "double" or dtype != np.int64 or not 0 <= scale <= MAX_SCALE):
+            raise ValueError(f"attribute {name!r}: a decimal scale on a column that cannot have one")
         out[name] = AttrColumn(kind, codes, None if null is None else int(null), int(entry.get("base", 0)),
-                               valid, dictionary, index)
+                               valid, dictionary, index, scale)
     return out

@@ -48,6 +48,7 @@ from exact.ingest import order_by_time, with_seq
 from exact.store.manifest import (
     CHECKPOINT_EVERY,
     DEFAULT_PART_ROWS,
+    FOOTPRINT_KEY,
     INDEX_ATTRS_KEY,
     MANIFEST,
     PARTS,
@@ -64,8 +65,9 @@ from exact.store.manifest import (
 from exact.store.replica import upload_written
 from exact.store.seek import SUFFIX as SEEK_SUFFIX
 from exact.store.seek import encode as encode_seek
-from exact.store.seek import seek_name, served_bytes
+from exact.store.seek import seek_name, served_bytes, structure_bytes
 from exact.store.seek import write_bytes as write_seek_bytes
+from exact.store.seek_attrs import DEFAULT_FOOTPRINT
 
 _LOCK = ".lock"
 #: A commit deletes the files no snapshot needs (:meth:`StoreWriter._clean_orphans`, a listing of the parts'
@@ -124,10 +126,12 @@ class StoreWriter(StoreBase):
                     self._lock_file = None
 
     def write_part(self, table: pa.Table, first_seq: int, *, row_group_size: int | None = None,
-                   index_attrs: Sequence[str] | None = None) -> PartInfo:
+                   index_attrs: Sequence[str] | None = None, footprint: float | None = None) -> PartInfo:
         """Write one part (not yet visible: :meth:`commit` publishes it).  Its seek file serves the attributes
         ``index_attrs``, or those the store's ``extra`` names (:data:`INDEX_ATTRS_KEY`), or by default the
-        cheapest within the budget (:mod:`exact.store.seek_attrs`).
+        cheapest within the budget (:mod:`exact.store.seek_attrs`) and the footprint budget (``footprint``,
+        or the store's :data:`FOOTPRINT_KEY`, or :data:`~exact.store.seek_attrs.DEFAULT_FOOTPRINT`), with the
+        share of the trees and layout the store names (:func:`index_bytes_per_event`).
 
         ``table`` is a stream table whose ``seq`` runs ``first_seq, first_seq+1, …`` and whose ts never
         decreases.  Its Parquet file and its seek file (:mod:`exact.store.seek`) are each written under a
@@ -146,11 +150,6 @@ class StoreWriter(StoreBase):
         seek_final = parts_dir / seek_name(final.name)
         table = finish_table(table).combine_chunks()
         try:
-            # The seek file first: a part on disk always has its seek file beside it.
-            attrs = table.column(ATTRS) if ATTRS in table.column_names else None
-            seek_data = encode_seek(table.column(TS).combine_chunks().view(pa.int64()).to_numpy(),
-                                    table.column(TYPE).combine_chunks(), attrs, chosen)
-            seek_bytes = write_seek_bytes(seek_tmp, seek_data, sync=False)
             # Page checksums (CRC-32) let a read detect damaged data pages instead of decoding them.  seq and
             # ts only grow, so delta encoding stores them in a few bits per row (a dictionary of unique
             # values would store each twice); type and attribute values repeat, so they keep dictionaries.
@@ -163,6 +162,16 @@ class StoreWriter(StoreBase):
             pq.write_table(table, tmp, row_group_size=size, compression=compression, write_statistics=True,
                            write_page_checksum=True, use_dictionary=dictionary,
                            column_encoding={SEQ: "DELTA_BINARY_PACKED", TS: "DELTA_BINARY_PACKED"})
+            # The seek file after: the footprint budget weighs it against the Parquet file's bytes.  Both
+            # are renamed into place seek file first, so a part on disk always has its seek file beside it.
+            attrs = table.column(ATTRS) if ATTRS in table.column_names else None
+            budget = float(footprint or (snap.extra or {}).get(FOOTPRINT_KEY) or DEFAULT_FOOTPRINT)
+            per_event = index_bytes_per_event(snap.extra, snap.events)
+            seek_data = encode_seek(table.column(TS).combine_chunks().view(pa.int64()).to_numpy(),
+                                    table.column(TYPE).combine_chunks(), attrs, chosen,
+                                    footprint=(budget, tmp.stat().st_size,
+                                               None if per_event is None else int(per_event * table.num_rows)))
+            seek_bytes = write_seek_bytes(seek_tmp, seek_data, sync=False)
             fsync_all([seek_tmp, tmp])
             os.replace(seek_tmp, seek_final)
             os.replace(tmp, final)
@@ -173,7 +182,8 @@ class StoreWriter(StoreBase):
             raise
         if self.bound_for:  # (a build's stage bound for a bucket: its parts' uploads go on as it writes)
             upload_written(self.root, self.bound_for, (final.name, seek_final.name))
-        return _part_info(final, table, first_seq, seek_bytes, tuple(served_bytes(seek_data).items()))
+        return _part_info(final, table, first_seq, seek_bytes, tuple(served_bytes(seek_data).items()),
+                          tuple(structure_bytes(seek_data).items()))
 
     def commit(self, parts: Sequence[PartInfo] = (), extra_update: Mapping[str, Any] | None = None, *,
                expect_version: int | None = None, watermark: int | None = None,
@@ -239,14 +249,14 @@ class StoreWriter(StoreBase):
                 raise
 
     def _write_parts(self, table: pa.Table, first_seq: int, row_group_size: int,
-                     index_attrs: Sequence[str] | None = None) -> list[PartInfo]:
+                     index_attrs: Sequence[str] | None = None, footprint: float | None = None) -> list[PartInfo]:
         """Write ``table`` as parts of at most ``part_rows`` rows; all of them, or none remain."""
         parts: list[PartInfo] = []
         try:
             for offset in range(0, table.num_rows, self.part_rows):
                 chunk = table.slice(offset, self.part_rows)
                 parts.append(self.write_part(chunk, first_seq + offset, row_group_size=row_group_size,
-                                             index_attrs=index_attrs))
+                                             index_attrs=index_attrs, footprint=footprint))
         except BaseException:
             for p in parts:
                 for f in p.files:
@@ -515,8 +525,20 @@ def _check_not_older(table: pa.Table, snap: Snapshot) -> None:
                        "in time, so nothing of this batch was written", where="append")
 
 
+def index_bytes_per_event(extra: Mapping[str, Any] | None, events: int | None) -> float | None:
+    """The bytes per event of the files a store's ``extra`` names beside its parts (the trees, the partition
+    layout, a decayed summary: each entry with a ``file`` and its ``bytes``), over ``events``; None when it
+    names none or there are no events (not known yet)."""
+    sizes = [int(v["bytes"]) for v in (extra or {}).values()
+             if isinstance(v, Mapping) and "file" in v and isinstance(v.get("bytes"), int)]
+    if not sizes or not events:
+        return None
+    return sum(sizes) / events
+
+
 def _part_info(path: Path, table: pa.Table, first_seq: int, seek_bytes: int = 0,
-               seek_attrs: tuple[tuple[str, int], ...] = ()) -> PartInfo:
+               seek_attrs: tuple[tuple[str, int], ...] = (),
+               seek_sections: tuple[tuple[str, int], ...] = ()) -> PartInfo:
     md = pq.ParquetFile(path).metadata
     groups = []
     start = first_seq
@@ -533,5 +555,5 @@ def _part_info(path: Path, table: pa.Table, first_seq: int, seek_bytes: int = 0,
                     row_groups=tuple(groups),
                     attrs=tuple((k, type_name(v)) for k, v in attr_types(table.schema).items()),
                     bytes=path.stat().st_size, seek_bytes=seek_bytes, seek_attrs=seek_attrs,
-                    type_counts=type_counts)
+                    seek_sections=seek_sections, type_counts=type_counts)
 

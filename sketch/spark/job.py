@@ -362,7 +362,8 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
                         fpq: float | None = None, memory: int | None = None, replace_existing: bool = False,
                         progress: Progress = _no_progress, spark: Any = None,
                         window_events: int | None = None, partition_key: str | None = AUTO_KEY,
-                        index_attrs: Sequence[str] | None = None, location: str | None = None) -> dict[str, Any]:
+                        index_attrs: Sequence[str] | None = None, location: str | None = None,
+                        footprint: float | None = None) -> dict[str, Any]:
     """``seqsketch build --engine spark``: a new dataset (store + index, and with a partition key the
     partition layout and tree) published at once, or nothing; with a store ``location``, on object storage
     (:mod:`exact.store.replica`)."""
@@ -382,7 +383,8 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
         spark = spark_session(events=estimated_events(inputs, ingest))
     jvm = time.perf_counter() - started
     options = replace(build_options(leaf_size, fpq, memory),
-                      index_attrs=tuple(index_attrs) if index_attrs is not None else None)
+                      index_attrs=tuple(index_attrs) if index_attrs is not None else None,
+                      footprint=footprint)
     with staged_dataset(name, home, replace=replace_existing, store=location) as stage:
         # the executors' parts serve the attributes the manifest names (checked once the inputs are read)
         store = EventStore.create(store_dir(stage), extra=store_extra(options))

@@ -106,3 +106,50 @@ def test_a_damaged_or_foreign_section_is_refused() -> None:
         pack(np.zeros(3, dtype=np.float64))
     with pytest.raises(IndexError):
         pack(np.arange(5, dtype=np.int64))[np.asarray([5])]
+
+
+def _kernel_reads() -> object:
+    """A compiled kernel that reads a column through :func:`value_at` and :func:`search_one`, as the kernels of
+    other modules do."""
+    import numba
+
+    from exact.store import packing
+
+    packing.jitted()
+
+    def reads(ref, low, width, start, words, delta, block, n, positions, probes, out, found):  # type: ignore[no-untyped-def]
+        for k in range(len(positions)):
+            out[k] = packing.value_at(ref, low, width, start, words, delta, block, positions[k])
+        for k in range(len(probes)):
+            found[k] = packing.search_one(ref, low, width, start, words, delta, block, n, 0, n, probes[k],
+                                          False, True)
+
+    return numba.njit(reads)
+
+
+@given(columns(), st.booleans(), st.sampled_from((1, 3, 256)), st.booleans(), st.data())
+def test_a_compiled_kernel_reads_a_packed_or_plain_column_alike(
+        values: np.ndarray, delta: bool, block: int, plain: bool, data: st.DataObject) -> None:
+    from exact.store.packing import as_packed
+
+    if plain and values.dtype == np.int32:
+        values = values.astype(np.int64)
+    column = as_packed(values) if plain else pack(values, delta=delta, block=block)
+    n = len(values)
+    positions = np.asarray(data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=40)) if n else [],
+                           dtype=np.int64)
+    ordered = np.sort(values).astype(values.dtype)
+    sorted_column = as_packed(ordered) if plain else pack(ordered, delta=delta, block=block)
+    probes = ordered[positions].astype(np.int64) if n else np.zeros(0, np.int64)
+    out = np.zeros(len(positions), dtype=np.uint64)
+    found = np.zeros(len(probes), dtype=np.int64)
+    kernel = _KERNEL.setdefault("reads", _kernel_reads())
+    kernel(*column.arrays, n, positions, np.zeros(0, np.int64), out, np.zeros(0, np.int64))  # type: ignore[operator]
+    assert out.view(np.int64).astype(values.dtype).tolist() == values[positions].tolist()
+    if values.dtype.kind == "i" or int(ordered[-1] if n else 0) < 1 << 63:
+        kernel(*sorted_column.arrays, n, np.zeros(0, np.int64), probes, out[:0], found)  # type: ignore[operator]
+        assert found.tolist() == np.searchsorted(ordered.astype(np.int64) if values.dtype.kind == "i"
+                                                 else ordered, probes, "left").tolist()
+
+
+_KERNEL: dict[str, object] = {}

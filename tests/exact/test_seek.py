@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import exact.store.seek as seek_module
-from exact.store.seek import BLOCK, SeekUnavailable, encode, open_seek, select, ts_of, write, write_bytes
+from exact.store.seek import BLOCK, SeekUnavailable, encode, file_version, open_seek, select, ts_of, write, write_bytes
 from tests.generators import scaled
 
 SETTINGS = scaled(60, HealthCheck.function_scoped_fixture)
@@ -146,9 +146,13 @@ def test_files_deleted_or_replaced_leave_the_open_maps(tmp_path: Path) -> None:
     assert any(k[0] == str(other) for k in seek_module._OPEN)
 
 
-def test_a_store_whose_seek_files_are_of_version_5_answers_as_one_of_version_6(tmp_path: Path) -> None:
-    """The same dataset with every seek file written in the plain layout of version 5 (as a store written
-    before keeps them) answers every mode of every question as with the packed files of version 6."""
+@pytest.mark.parametrize("older", [5, 6])
+def test_a_store_whose_seek_files_are_of_an_older_version_answers_alike_and_compact_upgrades_it(
+        tmp_path: Path, older: int) -> None:
+    """The same dataset with every seek file written in the plain layout of version 5, or the layout of
+    version 6 (its attributes not packed) — as a store written before keeps them — answers every mode of
+    every question as with the files of this version; ``compact`` rewrites those parts in this version, and
+    the answers stay."""
     from api.service.queries import run_query
     from exact.reference import stream_table
     from exact.store import EventStore, dataset_dir, store_dir
@@ -177,8 +181,14 @@ def test_a_store_whose_seek_files_are_of_version_5_answers_as_one_of_version_6(t
         table = store.read_table(part.first_seq, part.last_seq)
         path = store.root / "parts" / seek_name(part.file)
         assert open_seek(path, part.rows).by_type is not None
-        version_5 = encode(table.column("ts").combine_chunks().view(pa.int64()).to_numpy(),
-                           table.column("type").combine_chunks(), table.column("attrs"), version=5)
-        write_bytes(path, version_5)
-        assert not hasattr(open_seek(path, part.rows).by_type, "words")  # (plain: a numpy view)
+        written = encode(table.column("ts").combine_chunks().view(pa.int64()).to_numpy(),
+                         table.column("type").combine_chunks(), table.column("attrs"), version=older)
+        write_bytes(path, written)
+        assert file_version(path) == older
+        assert hasattr(open_seek(path, part.rows).by_type, "words") == (older >= 6)  # (plain: a numpy view)
+    assert answers() == packed
+    Dataset.open(tmp_path, "d").compact()
+    store = EventStore.open(store_dir(dataset_dir("d", tmp_path)))
+    assert all(file_version(store.root / "parts" / seek_name(p.file)) == seek_module.VERSION
+               for p in store.snapshot().parts)
     assert answers() == packed

@@ -22,7 +22,7 @@ from exact.events import records_to_table
 from exact.query.ast import Condition, Field, Literal
 from exact.store import EventStore
 from exact.store.rowfilter import Clause, RowFilter, SeekValues, index_candidates
-from exact.store.seek import code_mask, encode, open_seek, seek_name, write
+from exact.store.seek import code_mask, encode, open_seek, seek_name, write_bytes
 from exact.store.seek_attrs import DEFAULT_BUDGET, encode_attrs
 from tests.generators import OPS, scaled
 
@@ -35,7 +35,7 @@ STRINGS = st.one_of(st.text(max_size=6), st.sampled_from(["", "é", "A_SUBMITTED
 
 def column_values(draw: st.DrawFn, n: int) -> tuple[pa.DataType, list[Any]]:
     """One attribute's values over ``n`` rows: its type and its values, some null."""
-    kind = draw(st.sampled_from(["small_int", "wide_int", "float", "bool", "string", "null"]))
+    kind = draw(st.sampled_from(["small_int", "wide_int", "float", "decimal", "bool", "string", "null"]))
     values: st.SearchStrategy[Any]
     if kind == "small_int":
         lo = draw(st.integers(-10**6, 10**6))
@@ -44,6 +44,12 @@ def column_values(draw: st.DrawFn, n: int) -> tuple[pa.DataType, list[Any]]:
         values, typ = st.integers(*_I64), pa.int64()
     elif kind == "float":
         values, typ = FLOATS, pa.float64()
+    elif kind == "decimal":  # (a few places: version 7 keeps them as integers of that scale; -0.0 keeps its sign)
+        places = draw(st.integers(0, 8))
+        top = draw(st.sampled_from([10, 10**6, 2**53]))
+        values = st.one_of(st.integers(-top, top).map(lambda i, k=places: i / 10.0**k),
+                           st.sampled_from([0.0, -0.0, 0.1, 1e15]))
+        values, typ = values, pa.float64()
     elif kind == "bool":
         values, typ = st.booleans(), pa.bool_()
     elif kind == "string":
@@ -74,7 +80,9 @@ def test_every_value_comes_back_exactly(tmp_path_factory: pytest.TempPathFactory
     columns = {f"c{i}": column_values(data.draw, n) for i in range(data.draw(st.integers(1, 4)))}
     struct = pa.StructArray.from_arrays([pa.array(v, t) for t, v in columns.values()], names=list(columns))
     path = tmp_path_factory.mktemp("seek") / "p.seek"
-    write(path, np.arange(n, dtype=np.int64), pa.array(["A"] * n), struct, chosen=list(columns))
+    version = data.draw(st.sampled_from([5, 6, seek_module.VERSION]))  # (plain, ts packed, attributes packed)
+    write_bytes(path, encode(np.arange(n, dtype=np.int64), pa.array(["A"] * n), struct, chosen=list(columns),
+                             version=version))
     seek = open_seek(path, n)
     assert seek.serves(list(columns))  # named: every one of these kinds and sizes is served
     rows = np.asarray(sorted(data.draw(st.sets(st.integers(0, n - 1)))), dtype=np.int64)
@@ -96,22 +104,22 @@ def test_the_budget_serves_the_cheapest_attributes_first() -> None:
         pa.array([f"id-{i}" for i in range(n)], pa.string()),  # 2 + its dictionary (~9)
         pa.array([i % 2 == 0 for i in range(n)], pa.bool_()),  # 1
     ], names=["small", "double", "unique", "flag"])
-    served, unserved, _ = encode_attrs(struct, n, budget=8.0)
+    served, unserved, _, _ = encode_attrs(struct, n, budget=8.0)
     assert [e["name"] for e in served] == ["small", "flag"] and unserved == ["double", "unique"]
-    served, unserved, _ = encode_attrs(struct, n, budget=10.0)
+    served, unserved, _, _ = encode_attrs(struct, n, budget=10.0)
     assert [e["name"] for e in served] == ["small", "double", "flag"] and unserved == ["unique"]
-    served, unserved, _ = encode_attrs(struct, n)
+    served, unserved, _, _ = encode_attrs(struct, n)
     assert DEFAULT_BUDGET >= 1 + 1 + 8 + 11 and len(served) == 4  # by default a few doubles are served
-    served, unserved, _ = encode_attrs(struct, n, chosen=["double", "unique"])
+    served, unserved, _, _ = encode_attrs(struct, n, chosen=["double", "unique"])
     assert [e["name"] for e in served] == ["double", "unique"] and unserved == ["flag", "small"]
-    served, unserved, _ = encode_attrs(struct, n, budget=100.0)
+    served, unserved, _, _ = encode_attrs(struct, n, budget=100.0)
     assert len(served) == 4 and not unserved
 
 
 def test_too_many_distinct_strings_are_not_served() -> None:
     n = 70_000
     struct = pa.StructArray.from_arrays([pa.array([str(i) for i in range(n)])], names=["id"])
-    served, unserved, sections = encode_attrs(struct, n, chosen=["id"])
+    served, unserved, sections, _ = encode_attrs(struct, n, chosen=["id"])
     assert not served and unserved == ["id"] and not sections
     data = encode(np.arange(n, dtype=np.int64), pa.array(["A"] * n), struct)
     assert len(data) < 11 * n  # the seek file holds ts, type and the rows by type only
@@ -301,7 +309,7 @@ def test_a_clause_on_two_indexed_attributes_keeps_the_rows_in_both_ranges_of_buc
         index = seek.attrs[attr].index
         lo, hi = index.bucket(op_lo), index.bucket(op_hi) if op_hi < math.inf else index.width - 2
         a, b = index.span(code, lo, hi)
-        return set(index.rows[a:b].tolist())
+        return set(index.rows_in(a, b).tolist())
 
     expected = filed("x", 1_500, 1_700) & filed("y", least, math.inf)
     ranges = np.asarray([[lo_row, n - 1]], dtype=np.int64)
@@ -378,7 +386,7 @@ def test_in_buckets_tells_the_rows_the_index_files_under_a_range_of_buckets(data
                                                               column.code_of[v])
                                for r, v in enumerate(values)], dtype=np.float64)
     if column.kind == "int64":  # the index's value of a narrow code is code + base, each as float64
-        codes = column.codes.astype(np.float64)
+        codes = np.asarray(column.codes).astype(np.float64)
         exact_values = np.where(np.isnan(exact_values), np.nan,
                                 codes + float(column.base) if column.null is not None else codes)
     filed = np.searchsorted(index.edges, exact_values, "right")
@@ -388,3 +396,21 @@ def test_in_buckets_tells_the_rows_the_index_files_under_a_range_of_buckets(data
     hi = data.draw(st.integers(0, index.width - 2))
     got = column.in_buckets(rows, lo, hi)
     assert got.tolist() == ((filed[rows] >= lo) & (filed[rows] <= hi)).tolist()
+
+
+def test_a_double_of_few_decimal_places_is_kept_at_its_scale_and_others_as_they_are() -> None:
+    from exact.store.seek_attrs import _decimal_scale
+
+    assert _decimal_scale(np.asarray([1.25, 3.5, -7.0])) == 2
+    assert _decimal_scale(np.asarray([0.1, 0.2, 0.3])) == 1
+    assert _decimal_scale(np.asarray([3.0, 1e15])) == 0
+    for kept_whole in ([-0.0, 1.0], [math.nan], [math.inf], [1e300], [0.1234567], [2.0**53 + 2], [1 / 3]):
+        assert _decimal_scale(np.asarray(kept_whole)) is None, kept_whole
+    rng = np.random.default_rng(5)
+    amounts = np.round(rng.uniform(0, 10_000, 5000), 2)
+    struct = pa.StructArray.from_arrays([pa.array(amounts), pa.array(rng.uniform(0, 1, 5000))], names=["amount", "x"])
+    packed = encode(np.arange(5000, dtype=np.int64), pa.array(["A"] * 5000), struct, chosen=["amount", "x"])
+    plain = encode(np.arange(5000, dtype=np.int64), pa.array(["A"] * 5000), struct, chosen=["amount", "x"], version=6)
+    sizes = {v: seek_module.served_bytes(d) for v, d in (("packed", packed), ("plain", plain))}
+    assert sizes["packed"]["amount"] < 0.8 * sizes["plain"]["amount"]  # (20 bits a value where 64 were)
+    assert sizes["packed"]["x"] < sizes["plain"]["x"]  # (its value index's rows packed; its values not)
