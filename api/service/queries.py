@@ -90,7 +90,8 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
         answer = _run_query(home, name, query, mode=mode, limit=limit, granularity=granularity, budget=budget,
                             columnar=columnar)
     if isinstance(answer.get("stats"), dict):
-        answer["stats"].update(fetched_bytes=fetched["fetched_bytes"], fetches=fetched["fetches"])
+        answer["stats"].update(fetched_bytes=fetched["fetched_bytes"], fetches=fetched["fetches"],
+                               cache_hits=fetched["cache_hits"])
     return answer
 
 

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from exact.errors import InputError, NotFound
-from exact.store.objects import DEFAULT_CACHE_BYTES, ObjectStore, count_fetched
+from exact.store.objects import DEFAULT_CACHE_BYTES, BlockCache, ObjectStore, count_fetched
 
 #: in a dataset folder: the object-store location the dataset lives at (the folder is then its replica)
 REMOTE = "remote.json"
@@ -37,6 +37,8 @@ YOUNG_S = 120.0
 
 _LOCK = threading.Lock()
 _FILES: dict[str, ObjectStore] = {}  # location → its objects
+_RANGED: dict[tuple[str, str], ObjectStore] = {}  # (location, home) → its objects, read through the home's cache
+_CACHES: dict[str, BlockCache] = {}  # home → its block cache
 _FETCHING: dict[str, threading.Lock] = {}
 _SINCE_TRIM: dict[str, int] = {}
 
@@ -67,6 +69,37 @@ def replica_root(path: Path) -> Path | None:
         if (folder / REMOTE).is_file():
             return folder
     return None
+
+
+class Ranged:
+    """A replica's file read by byte ranges through its home's :class:`~exact.store.objects.BlockCache`
+    (blocks fetched once, kept within ``SEQSKETCH_CACHE_BYTES``, each checked when read)."""
+
+    def __init__(self, files: ObjectStore, key: str) -> None:
+        self.files, self.key = files, key
+
+    def read(self, offset: int, length: int) -> bytes:
+        """``length`` bytes from ``offset`` (fewer at the end); :class:`~exact.errors.NotFound` when the
+        bucket has no such object."""
+        return self.files.read_range(self.key, offset, length)
+
+
+def ranged(path: str | os.PathLike[str]) -> Ranged | None:
+    """``path`` — a replica's file — to be read by ranges (None: not a replica's file)."""
+    path = Path(path)
+    root = replica_root(path)
+    uri = None if root is None else location_of(root)
+    if root is None or uri is None:
+        return None
+    home = root.parent.parent
+    with _LOCK:
+        files = _RANGED.get((uri, str(home)))
+        if files is None:
+            cache = _CACHES.get(str(home))
+            if cache is None:
+                cache = _CACHES[str(home)] = BlockCache.from_env(home)
+            files = _RANGED[(uri, str(home))] = ObjectStore(uri, cache)
+    return Ranged(files, path.relative_to(root).as_posix())
 
 
 def fetched(path: str | os.PathLike[str]) -> bool:

@@ -45,6 +45,8 @@ SCHEME = "s3"
 BLOCK_BYTES = 1 << 20
 #: the default bound of a server's cache of fetched blocks
 DEFAULT_CACHE_BYTES = 2 << 30
+#: blocks of one read fetched at once
+RANGE_THREADS = 8
 
 _MAGIC = b"SQBLK1\0\0"
 _HEAD = struct.Struct("<8sQQI")  # magic, block number, length, CRC-32
@@ -134,7 +136,7 @@ class BlockCache:
         except ValueError:
             raise InputError(f"SEQSKETCH_CACHE_BYTES must be a number of bytes, not {raw!r}",
                              where="SEQSKETCH_CACHE_BYTES") from None
-        return cls(home / "cache" / "objects", size)
+        return cls(home / "cache" / "objects", size, BLOCK_BYTES)
 
     def _scan(self) -> OrderedDict[str, int]:
         if self._held is None:
@@ -366,15 +368,34 @@ class ObjectStore:
             return self._fetch(key, offset, end - offset)
         step = self.cache.block_bytes
         path = self.location.path(key)
-        pieces = []
-        for block in range(offset // step, (end - 1) // step + 1):
-            name = self.cache.name(path, size, block)
-            data = self.cache.get(name, block)
+        blocks = range(offset // step, (end - 1) // step + 1)
+        found: dict[int, bytes] = {}
+        missing = []
+        for block in blocks:
+            data = self.cache.get(self.cache.name(path, size, block), block)
             if data is None:
-                data = self._fetch(key, block * step, min(step, size - block * step))
-                self.cache.put(name, block, data)
+                missing.append(block)
             else:
                 _COUNTS.cache_hits += 1
+                found[block] = data
+
+        def fetch(block: int) -> tuple[int, bytes]:
+            data = self.fetch_uncounted(key, block * step, min(step, size - block * step))
+            self.cache.put(self.cache.name(path, size, block), block, data)  # type: ignore[union-attr]
+            return block, data
+
+        if len(missing) > 1:  # (several blocks at once: one stream from an object store moves far less)
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(RANGE_THREADS, len(missing))) as pool:
+                found.update(pool.map(fetch, missing))
+        else:
+            found.update(map(fetch, missing))
+        _COUNTS.fetched_bytes += sum(len(found[b]) for b in missing)
+        _COUNTS.fetches += len(missing)
+        pieces = []
+        for block in blocks:
+            data = found[block]
             lo = max(offset - block * step, 0)
             hi = min(end - block * step, len(data))
             pieces.append(data[lo:hi])
@@ -385,13 +406,19 @@ class ObjectStore:
         return self._fetch(key, offset, length)
 
     def _fetch(self, key: str, offset: int, length: int) -> bytes:
+        data = self.fetch_uncounted(key, offset, length)
+        _COUNTS.fetched_bytes += len(data)
+        _COUNTS.fetches += 1
+        return data
+
+    def fetch_uncounted(self, key: str, offset: int, length: int) -> bytes:
+        """One ranged GET, not counted (a caller on several threads counts for the thread it serves)."""
+
         def read() -> bytes:
             with self.fs.open_input_file(self.location.path(key)) as f:
                 return bytes(f.read_at(length, offset))
 
         data: bytes = self._call(read, key)
-        _COUNTS.fetched_bytes += len(data)
-        _COUNTS.fetches += 1
         return data
 
     def open(self, key: str) -> RangedFile:

@@ -23,10 +23,10 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from exact.arrays import joined, run_positions
-from exact.errors import Conflict, StoreCorrupt
+from exact.errors import Conflict, NotFound, StoreCorrupt
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
-from exact.store.fetch import fetched, refetch
+from exact.store.fetch import Ranged, ranged, refetch
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
 from exact.store.rowfilter import JoinedValues, RowFilter, SeekValues, ValueProbe
 from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
@@ -360,6 +360,22 @@ def open_part(path: Path, *, verify: bool = True) -> pq.ParquetFile:
     return pf
 
 
+def _open_ranged_part(path: Path, remote: Ranged) -> pq.ParquetFile:
+    """A replica's part not held, opened over ranged reads of its object: its footer fetched once per process,
+    then only the column chunks of the row groups a read asks for."""
+    key = (str(path), -1, 0, 0)
+    with _FOOTERS_LOCK:
+        meta = _FOOTERS.get(key)
+    pf = pq.ParquetFile(remote.files.open(remote.key), metadata=meta, page_checksum_verification=True,
+                        read_dictionary=[TYPE])
+    if meta is None:
+        with _FOOTERS_LOCK:
+            if len(_FOOTERS) >= _FOOTERS_MAX:
+                _FOOTERS.pop(next(iter(_FOOTERS)))
+            _FOOTERS[key] = pf.metadata
+    return pf
+
+
 class _PartMissing(StoreCorrupt):
     """A part named by a snapshot is not on disk (damage, or a dataset replaced under its reader)."""
 
@@ -370,18 +386,23 @@ def _read_part(path: Path, part: PartInfo, groups: list[int], cols: list[str],
     differs from the manifest's, whose pages fail their checksums or that cannot be decoded is
     :class:`StoreCorrupt`, never returned."""
     try:
+        remote = None
         try:
             size = path.stat().st_size
         except FileNotFoundError:
-            if not fetched(path):  # (a replica's part is fetched on first use)
+            remote = ranged(path)  # (a replica's part not held: read by ranges, through the block cache)
+            if remote is None:
                 raise
-            size = path.stat().st_size
-        if part.bytes and size != part.bytes and refetch(path):  # (a replica's copy damaged: fetched again)
+            try:
+                size = remote.files.size(remote.key)
+            except NotFound:
+                raise FileNotFoundError(str(path)) from None
+        if remote is None and part.bytes and size != part.bytes and refetch(path):  # (a damaged copy: again)
             size = path.stat().st_size
         if part.bytes and size != part.bytes:
             raise StoreCorrupt(f"damaged event-store part: {size} bytes, the manifest says {part.bytes}",
                                where=str(path))
-        pf = open_part(path)
+        pf = open_part(path) if remote is None else _open_ranged_part(path, remote)
         file_cols = []
         for c in cols:
             if c != ATTRS:

@@ -86,20 +86,33 @@ def test_a_build_to_the_bucket_answers_as_on_local_disk_and_a_second_server_read
     attach(dataset_dir("d", tmp_path / "c"), uri)  # (an answer says what it fetched)
     said = [run_query(tmp_path / "c", "d", QUERIES[1], mode="exact")["stats"] for _ in range(2)]
     assert said[0]["fetched_bytes"] > 20_000 and said[0]["fetches"] >= 2 and said[1]["fetched_bytes"] < 2_000
+    assert said[0]["cache_hits"] >= 0 and "cache_hits" in said[1]
     assert "fetched_bytes" not in run_query(local, "d", QUERIES[1])["stats"]
-    # a damaged local copy of a part fails its check and is fetched again, never read
+    # parts and seek files are read by ranges through the home's block cache, not copied whole
     whole = Dataset.open(local, "d").store.read_table()
-    assert Dataset.open(b, "d").store.read_table().equals(whole)  # (the events themselves: every part fetched)
-    part = next((store_dir(dataset_dir("d", b)) / "parts").glob("part-*.parquet"))
-    data = bytearray(part.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    part.write_bytes(bytes(data))
-    assert Dataset.open(b, "d").store.read_table().equals(whole)
-    assert answers(b, "d") == expected
-    assert part.read_bytes() == (store_dir(dataset_dir("d", a)) / "parts" / part.name).read_bytes()
-    # so is a damaged copy of a seek file, a tree or a layout, in a process that has not opened it yet
-    damaged = [next((store_dir(dataset_dir("d", b)) / "parts").glob("*.seek")),
-               *(dataset_dir("d", b) / "index").glob("*tree-*.sqt"), *(dataset_dir("d", b) / "partition").glob("*")]
+    assert Dataset.open(b, "d").store.read_table().equals(whole)  # (the events themselves: every part read)
+    assert not list((store_dir(dataset_dir("d", b)) / "parts").glob("*"))
+    blocks = sorted((b / "cache" / "objects").rglob("*.blk"))
+    assert blocks
+    # a damaged block fails its check and is fetched again, never used
+    forget_open_files()
+    for block in blocks:
+        data = bytearray(block.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        block.write_bytes(bytes(data))
+    with fetch_counts() as again:
+        assert Dataset.open(b, "d").store.read_table().equals(whole)
+        assert answers(b, "d") == expected
+    assert again["fetched_bytes"] > 0
+    fetch._CACHES.clear()  # (a new process: the cache's own record of its blocks read again from disk)
+    fetch._RANGED.clear()
+    forget_open_files()
+    with fetch_counts() as held:
+        assert answers(b, "d") == expected
+    assert held["fetched_bytes"] < again["fetched_bytes"] // 10 and held["cache_hits"] > 0
+    # so is a damaged copy of a tree or a layout (fetched whole), in a process that has not opened it yet
+    damaged = [*(dataset_dir("d", b) / "index").glob("*tree-*.sqt"), *(dataset_dir("d", b) / "partition").glob("*")]
+    assert damaged
     for f in damaged:
         data = bytearray(f.read_bytes())
         data[len(data) - 9] ^= 0x5A
@@ -239,13 +252,14 @@ def test_a_large_file_is_fetched_in_ranges_by_several_threads_and_counted_for_th
 
 def forget_open_files() -> None:
     """What this process holds of files it opened (as a new server process would hold nothing)."""
-    from exact.store import grouping, seek
+    from exact.store import grouping, reader, seek
     from sketch.index_files import LOADED
 
     LOADED._trees.clear()
     LOADED._file_events.clear()
     seek._OPEN.clear()
     grouping._LOADED.clear()
+    reader._FOOTERS.clear()
 
 
 def test_a_build_uploads_its_parts_as_it_writes_them_and_a_failed_one_leaves_nothing_in_the_bucket(
@@ -297,3 +311,30 @@ def test_a_replica_that_lost_a_race_reads_the_winner_at_once(seaweed: Seaweed, t
     with pytest.raises(LostRace):
         remote.commit(stale, dataclasses.replace(stale, version=stale.version + 1))
     assert Dataset.open(b, "d").store.snapshot().events == 307
+
+
+def test_a_cold_question_fetches_the_ranges_it_reads_not_every_attribute(
+        seaweed: Seaweed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica with nothing held answers a question on one attribute by fetching the seek files' types and
+    times and that attribute's sections — not the other attributes' columns and value indexes."""
+    from exact.store import objects
+
+    monkeypatch.setattr(objects, "BLOCK_BYTES", 64 << 10)  # (blocks as small beside these files as 1 MiB is
+    #                                                         beside those of a million events)
+    rng = random.Random(8)
+    events = [{"type": rng.choice("ABCD"), "ts": i, "x": rng.randrange(1000), "y": rng.random(),
+               "z": rng.random(), "w": rng.randrange(10**6)} for i in range(60_000)]
+    table = table_of(events)
+    Dataset.build(tmp_path / "local", "d", table, OPTIONS, partition_key=None)
+    Dataset.build(tmp_path / "a", "d", table, OPTIONS, partition_key=None, store=bucket())
+    uri = location_of(dataset_dir("d", tmp_path / "a"))
+    assert uri is not None
+    attach(dataset_dir("d", tmp_path / "b"), uri)
+    Dataset.open(tmp_path / "b", "d").index_info()  # (the tree and the log: fetched whole, before counting)
+    seek_bytes = sum(p.seek_bytes for p in Dataset.open(tmp_path / "local", "d").store.snapshot().parts)
+    query = "PATTERN SEQ(A a, B b) WHERE a.x < 10 AND b.x > 990 WITHIN 50 EVENTS"
+    for mode in ("verified", "exact"):
+        with fetch_counts() as cold:
+            got = run_query(tmp_path / "b", "d", query, mode=mode)
+        assert got["count"] == run_query(tmp_path / "local", "d", query, mode=mode)["count"] > 0
+        assert cold["fetched_bytes"] < 0.6 * seek_bytes, (cold, seek_bytes)
