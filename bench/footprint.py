@@ -27,7 +27,8 @@ from typing import Any
 from bench.acer import generate, questions
 from bench.timing import ratio
 from exact.store import EventStore, dataset_dir, store_dir
-from exact.store.seek import open_seek, seek_name
+from exact.store.seek import open_seek
+from exact.store.seek_format import seek_name
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset, dataset_info
 

@@ -190,6 +190,9 @@ def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
         if name == "live" and "bar" in (rec.get("results") or {}):
             parts.append(head + "\n\n" + section_live(rec["results"]))
             continue
+        if name == "footprint" and "bpi_default" in (rec.get("results") or {}):
+            parts.append(head + "\n\n" + section_footprint(rec["results"]))
+            continue
         leaves = flatten(rec["results"])
         shown = leaves[:limit]
         parts.append(head + "\n\n" + table(("figure", "value"), shown)
@@ -351,6 +354,35 @@ def section_live(r: dict[str, Any]) -> str:
                  [(c["events"], k, v["live_ms"], v["fresh_ms"], v["ratio"]) for c in day["compared_to_fresh_builds"]
                   for k, v in c.items() if isinstance(v, dict)])]
     return "\n\n".join(out)
+
+
+def section_footprint(r: dict[str, Any]) -> str:
+    """What a build takes on disk, by structure, beside its Parquet parts (``bench/footprint.py``)."""
+    rows = []
+    for key, label in (("bpi", "BPI 2012"), ("acer", f"ACER-like {fmt(r.get('acer_events'))}")):
+        for budget in ("default", "tight"):
+            built = r.get(f"{key}_{budget}")
+            if not built:
+                continue
+            st = built["footprint"]["structures"]
+
+            def ratio(*names: str, st: dict[str, Any] = st) -> float:
+                return round(sum(st.get(n, {}).get("ratio", 0.0) for n in names), 3)
+
+            served = list(built["served"].values())
+            rows.append((label, "default" if budget == "default" else r.get("tight_budget"),
+                         round(st["parts"]["bytes"] / 1e6, 2), built["footprint"]["ratio"],
+                         ratio("types", "times", "rows_by_type", "seek_headers"), ratio("values"),
+                         ratio("value_indexes"), ratio("tree", "partition_tree", "layout", "decayed"),
+                         f"{served.count('indexed')} / {served.count('values')} / {served.count('not served')}"))
+    text = table(("dataset", "budget", "Parquet parts MB", "whole / parts", "types, times, rows by type",
+                  "attribute values", "value indexes", "trees and layout", "attrs indexed / values / not served"),
+                 rows)
+    if r.get("tight_over_default_median") is not None:
+        text += (f"\n\nACER-like questions under the tight budget, answers equal: median "
+                 f"{fmt(r['tight_over_default_median'])}x the default build's latency over "
+                 f"{len(r.get('questions') or [])} questions.")
+    return text
 
 
 def section_exact(r: dict[str, Any]) -> str:

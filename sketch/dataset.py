@@ -398,6 +398,18 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
             "footprint": footprint_section(snap, index)}
 
 
+def forget_open_files() -> None:
+    """Drop what this process holds of the files it opened — trees, seek files, layouts, Parquet footers — as
+    a new server process holds nothing (a benchmark's first question, a test of what a cold reader does)."""
+    from exact.store import grouping, reader, seek
+
+    LOADED._trees.clear()
+    LOADED._file_events.clear()
+    seek._OPEN.clear()
+    grouping._LOADED.clear()
+    reader._FOOTERS.clear()
+
+
 def footprint_section(snap: Snapshot, index: dict[str, Any] | None) -> dict[str, Any]:
     """The ``footprint`` section of ``info``: the bytes the dataset takes by structure — the Parquet parts
     (``parts``), the seek files' ``types``, ``times``, ``rows_by_type``, attribute ``values`` and

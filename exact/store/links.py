@@ -36,8 +36,9 @@ import pyarrow.compute as pc
 
 from exact.store import packing
 from exact.store.manifest import PARTS, PartInfo, SeqRanges, Snapshot, StoreBase
-from exact.store.seek import SeekFile, SeekUnavailable, open_seek, seek_name
+from exact.store.seek import open_seek
 from exact.store.seek_attrs import AttrColumn
+from exact.store.seek_format import SeekFile, SeekUnavailable, seek_name
 
 _I64 = np.int64
 #: Integer partition values are numbered by ``value - least`` (over every part's codes, which may be 8, 16

@@ -45,7 +45,7 @@ import pyarrow as pa
 
 from exact.errors import InputError, NotFound, SeqsketchError
 from exact.events import ATTRS, SEQ, TS, TYPE, event_schema, type_from_name
-from exact.store.seek import seek_name
+from exact.store.seek_format import seek_name
 
 #: Seq ranges, inclusive, sorted and disjoint: as (first, last) pairs or an (n, 2) integer array.
 SeqRanges = Sequence[tuple[int, int]] | np.ndarray

@@ -108,10 +108,10 @@ def merge(store: object, run: Sequence[PartInfo]) -> Snapshot | None:
 def upgrade_all(store: object) -> int:
     """Rewrite each part whose seek file is of an older version than this build writes (or that has none)
     as a merge of that one part does: the same events under a new name, with a seek file of the current
-    layout (:data:`exact.store.seek.VERSION`), published in its place.  Returns how many were rewritten.
+    layout (:data:`exact.store.seek_format.VERSION`), published in its place.  Returns how many were rewritten.
     Seqs and trees stay as they are; a part taken by another merge or a retention meanwhile is passed."""
     from exact.store import EventStore
-    from exact.store.seek import VERSION, file_version, seek_name
+    from exact.store.seek_format import VERSION, file_version, seek_name
 
     assert isinstance(store, EventStore)
     made = 0

@@ -29,8 +29,9 @@ from exact.prefilter import EventFrame
 from exact.store.fetch import Ranged, ranged, refetch
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
 from exact.store.rowfilter import JoinedValues, RowFilter, SeekValues, ValueProbe
-from exact.store.seek import SeekFile, SeekUnavailable, code_mask, open_seek, seek_name, select_counted, ts_of
+from exact.store.seek import code_mask, open_seek, select_counted, ts_of
 from exact.store.seek_attrs import numeric_values
+from exact.store.seek_format import SeekFile, SeekUnavailable, seek_name
 
 _log = logging.getLogger(__name__)
 

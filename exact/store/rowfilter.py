@@ -39,8 +39,9 @@ from exact.events import cast_attr
 from exact.prefilter import EventFrame, condition_mask, type_mask, values_condition_mask
 from exact.query.ast import Condition, Field, Literal, Query, Strategy
 from exact.query.normalize import FLIPPED, Plan
-from exact.store.seek import SeekFile, type_codes
+from exact.store.seek import type_codes
 from exact.store.seek_attrs import AttrColumn, numeric_values
+from exact.store.seek_format import SeekFile
 
 
 @dataclass(frozen=True)

@@ -63,11 +63,11 @@ from exact.store.manifest import (
     write_manifest,
 )
 from exact.store.replica import upload_written
-from exact.store.seek import SUFFIX as SEEK_SUFFIX
-from exact.store.seek import encode as encode_seek
-from exact.store.seek import seek_name, served_bytes, structure_bytes
-from exact.store.seek import write_bytes as write_seek_bytes
 from exact.store.seek_attrs import DEFAULT_FOOTPRINT
+from exact.store.seek_format import SUFFIX as SEEK_SUFFIX
+from exact.store.seek_format import encode as encode_seek
+from exact.store.seek_format import seek_name, served_bytes, structure_bytes
+from exact.store.seek_format import write_bytes as write_seek_bytes
 
 _LOCK = ".lock"
 #: A commit deletes the files no snapshot needs (:meth:`StoreWriter._clean_orphans`, a listing of the parts'

@@ -23,7 +23,7 @@ from exact.store.merge import merge_all
 from exact.store.objects import fetch_counts
 from exact.store.replica import attach
 from sketch.build import BuildOptions
-from sketch.dataset import Dataset
+from sketch.dataset import Dataset, forget_open_files
 from sketch.tree import BloomTree
 from tests.objectstore import Seaweed, weed_binary
 
@@ -248,18 +248,6 @@ def test_a_large_file_is_fetched_in_ranges_by_several_threads_and_counted_for_th
     for f in copies:  # byte for byte the bucket's
         assert f.read_bytes() == (dataset_dir("d", tmp_path / "a") / f.relative_to(dataset_dir("d", tmp_path / "b"))
                                   ).read_bytes()
-
-
-def forget_open_files() -> None:
-    """What this process holds of files it opened (as a new server process would hold nothing)."""
-    from exact.store import grouping, reader, seek
-    from sketch.index_files import LOADED
-
-    LOADED._trees.clear()
-    LOADED._file_events.clear()
-    seek._OPEN.clear()
-    grouping._LOADED.clear()
-    reader._FOOTERS.clear()
 
 
 def test_a_build_uploads_its_parts_as_it_writes_them_and_a_failed_one_leaves_nothing_in_the_bucket(

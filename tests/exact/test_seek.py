@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import exact.store.seek as seek_module
-from exact.store.seek import BLOCK, SeekUnavailable, encode, file_version, open_seek, select, ts_of, write, write_bytes
+import exact.store.seek_format as seek_format
+from exact.store.seek import open_seek, select, ts_of
+from exact.store.seek_format import BLOCK, SeekUnavailable, encode, file_version, write, write_bytes
 from tests.generators import scaled
 
 SETTINGS = scaled(60, HealthCheck.function_scoped_fixture)
@@ -38,7 +40,7 @@ def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactor
     ts, types = part
     n = len(ts)
     path = tmp_path_factory.mktemp("seek") / "p.seek"
-    version = data.draw(st.sampled_from([5, seek_module.VERSION]))  # (plain, and bit-packed where 6 packs)
+    version = data.draw(st.sampled_from([5, seek_format.VERSION]))  # (plain, and bit-packed where 6 packs)
     size = write_bytes(path, encode(ts, pa.array(types), version=version))
     assert size == path.stat().st_size
     seek = open_seek(path, n)
@@ -156,7 +158,7 @@ def test_a_store_whose_seek_files_are_of_an_older_version_answers_alike_and_comp
     from api.service.queries import run_query
     from exact.reference import stream_table
     from exact.store import EventStore, dataset_dir, store_dir
-    from exact.store.seek import seek_name
+    from exact.store.seek_format import seek_name
     from sketch.build import BuildOptions
     from sketch.dataset import Dataset
 
@@ -189,6 +191,6 @@ def test_a_store_whose_seek_files_are_of_an_older_version_answers_alike_and_comp
     assert answers() == packed
     Dataset.open(tmp_path, "d").compact()
     store = EventStore.open(store_dir(dataset_dir("d", tmp_path)))
-    assert all(file_version(store.root / "parts" / seek_name(p.file)) == seek_module.VERSION
+    assert all(file_version(store.root / "parts" / seek_name(p.file)) == seek_format.VERSION
                for p in store.snapshot().parts)
     assert answers() == packed

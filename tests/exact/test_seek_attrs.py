@@ -18,12 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import exact.store.seek as seek_module
+import exact.store.seek_format as seek_format
 from exact.events import records_to_table
 from exact.query.ast import Condition, Field, Literal
 from exact.store import EventStore
 from exact.store.rowfilter import Clause, RowFilter, SeekValues, index_candidates
-from exact.store.seek import code_mask, encode, open_seek, seek_name, write_bytes
+from exact.store.seek import code_mask, open_seek
 from exact.store.seek_attrs import DEFAULT_BUDGET, encode_attrs
+from exact.store.seek_format import encode, seek_name, write_bytes
 from tests.generators import OPS, scaled
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -80,7 +82,7 @@ def test_every_value_comes_back_exactly(tmp_path_factory: pytest.TempPathFactory
     columns = {f"c{i}": column_values(data.draw, n) for i in range(data.draw(st.integers(1, 4)))}
     struct = pa.StructArray.from_arrays([pa.array(v, t) for t, v in columns.values()], names=list(columns))
     path = tmp_path_factory.mktemp("seek") / "p.seek"
-    version = data.draw(st.sampled_from([5, 6, seek_module.VERSION]))  # (plain, ts packed, attributes packed)
+    version = data.draw(st.sampled_from([5, 6, seek_format.VERSION]))  # (plain, ts packed, attributes packed)
     write_bytes(path, encode(np.arange(n, dtype=np.int64), pa.array(["A"] * n), struct, chosen=list(columns),
                              version=version))
     seek = open_seek(path, n)
@@ -229,7 +231,7 @@ def test_the_value_index_hands_on_every_row_a_condition_keeps(data: st.DataObjec
     type_col = pa.array([data.draw(st.sampled_from(types)) for _ in range(n)])
     columns = {f"c{i}": column_values(data.draw, n) for i in range(data.draw(st.integers(1, 3)))}
     struct = pa.StructArray.from_arrays([pa.array(v, t) for t, v in columns.values()], names=list(columns))
-    seek = seek_module._parse(encode(np.arange(n, dtype=np.int64), type_col, struct, chosen=list(columns)))
+    seek = seek_format.parse_file(encode(np.arange(n, dtype=np.int64), type_col, struct, chosen=list(columns)))
     literals = st.one_of(st.integers(-3, 3), st.integers(*_I64), FLOATS, STRINGS, st.booleans())
     clauses = []
     for _ in range(data.draw(st.integers(1, 3))):
@@ -263,7 +265,7 @@ def test_the_value_index_narrows_a_selective_condition() -> None:
     amounts = rng.integers(0, 100_000, n)
     names = rng.choice(np.asarray([f"r{i}" for i in range(50)]), n)
     struct = pa.StructArray.from_arrays([pa.array(amounts), pa.array(names)], names=["amount", "who"])
-    seek = seek_module._parse(encode(np.arange(n, dtype=np.int64), pa.array(["A", "B"] * (n // 2)), struct))
+    seek = seek_format.parse_file(encode(np.arange(n, dtype=np.int64), pa.array(["A", "B"] * (n // 2)), struct))
     whole = np.asarray([[0, n - 1]], dtype=np.int64)
     for cond, fits in ((Condition(Field("v", "amount"), ">=", Literal(99_000)), amounts >= 99_000),
                        (Condition(Field("v", "who"), "=", Literal("r7")), names == "r7")):
@@ -299,7 +301,7 @@ def test_a_clause_on_two_indexed_attributes_keeps_the_rows_in_both_ranges_of_buc
     y[rng.random(n) < 0.1] = np.nan
     struct = pa.StructArray.from_arrays([pa.array(list(x), pa.int64()), pa.array(y)], names=["x", "y"])
     types = pa.array(rng.choice(["A", "B"], n).tolist())
-    seek = seek_module._parse(encode(np.arange(n, dtype=np.int64), types, struct, chosen=["x", "y"]))
+    seek = seek_format.parse_file(encode(np.arange(n, dtype=np.int64), types, struct, chosen=["x", "y"]))
     conds = (Condition(Field("v", "x"), ">=", Literal(1_500)), Condition(Field("v", "x"), "<=", Literal(1_700)),
              Condition(Field("v", "y"), ">=", Literal(least)))
     keep = RowFilter((Clause(frozenset("A"), conds),))
@@ -345,7 +347,7 @@ def test_numeric_values_over_parts_are_each_parts_values_joined(data: st.DataObj
         else:
             column_values = [data.draw(values) for _ in range(n)]
         struct = pa.StructArray.from_arrays([pa.array(column_values, kind)], names=["a"])
-        seek = seek_module._parse(encode(np.arange(n, dtype=np.int64), pa.array(["A"] * n), struct, chosen=["a"]))
+        seek = seek_format.parse_file(encode(np.arange(n, dtype=np.int64), pa.array(["A"] * n), struct, chosen=["a"]))
         column = seek.attrs.get("a")
         parts.append((column, rows))
         expected.append(pa.nulls(len(rows), kind) if column is None else column.values(rows).cast(kind))
@@ -376,7 +378,7 @@ def test_in_buckets_tells_the_rows_the_index_files_under_a_range_of_buckets(data
         values = [None if v is None else base + abs(v) % 1_000 for v in values]
     struct = pa.StructArray.from_arrays([pa.array(values, typ)], names=["x"])
     types = pa.array([data.draw(st.sampled_from(["A", "B"])) for _ in range(n)])
-    seek = seek_module._parse(encode(np.arange(n, dtype=np.int64), types, struct, chosen=["x"]))
+    seek = seek_format.parse_file(encode(np.arange(n, dtype=np.int64), types, struct, chosen=["x"]))
     column = seek.attrs.get("x")
     if column is None or column.index is None:
         return  # (not served, or a kind without an index: bool, null)
@@ -411,6 +413,6 @@ def test_a_double_of_few_decimal_places_is_kept_at_its_scale_and_others_as_they_
     struct = pa.StructArray.from_arrays([pa.array(amounts), pa.array(rng.uniform(0, 1, 5000))], names=["amount", "x"])
     packed = encode(np.arange(5000, dtype=np.int64), pa.array(["A"] * 5000), struct, chosen=["amount", "x"])
     plain = encode(np.arange(5000, dtype=np.int64), pa.array(["A"] * 5000), struct, chosen=["amount", "x"], version=6)
-    sizes = {v: seek_module.served_bytes(d) for v, d in (("packed", packed), ("plain", plain))}
+    sizes = {v: seek_format.served_bytes(d) for v, d in (("packed", packed), ("plain", plain))}
     assert sizes["packed"]["amount"] < 0.8 * sizes["plain"]["amount"]  # (20 bits a value where 64 were)
     assert sizes["packed"]["x"] < sizes["plain"]["x"]  # (its value index's rows packed; its values not)

@@ -28,7 +28,8 @@ from exact.store import (
     staged_dataset,
 )
 from exact.store.manifest import REMOVED_GRACE_S
-from exact.store.seek import open_seek, seek_name
+from exact.store.seek import open_seek
+from exact.store.seek_format import seek_name
 from tests.generators import scaled
 
 SETTINGS = scaled(25, HealthCheck.function_scoped_fixture)

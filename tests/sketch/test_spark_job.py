@@ -27,7 +27,8 @@ from exact.events import iso_of_micros
 from exact.ingest import IngestOptions, ingest, read_inputs
 from exact.store import EventStore, dataset_dir, store_dir
 from exact.store.manifest import PARTS
-from exact.store.seek import open_seek, seek_name
+from exact.store.seek import open_seek
+from exact.store.seek_format import seek_name
 from sketch.dataset import Dataset
 from sketch.spark.job import append_dataset_spark, build_dataset_spark
 from sketch.spark.read import collect_staged, plan_inputs, plan_pieces, shifted, stage_inputs, unified_attrs
