@@ -42,7 +42,7 @@ class BuildOptions:
     index_attrs: tuple[str, ...] | None = None
     #: The footprint budget (``--footprint``): the whole dataset within this many times its Parquet parts,
     #: the attributes served and their value indexes chosen to fit; None: the default
-    #: (:data:`exact.store.seek_attrs.DEFAULT_FOOTPRINT`).
+    #: (:data:`exact.store.footprint.DEFAULT_FOOTPRINT`).
     footprint: float | None = None
 
 

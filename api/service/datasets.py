@@ -126,7 +126,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
     for conditions (``[]``: none; None: the cheapest within the default budget).  ``store``: the
     object-storage location the dataset lives at (``s3://bucket/prefix``; default ``SEQSKETCH_STORE``, else
     the home's disk; :mod:`exact.store.replica`).  ``footprint``: the budget of the whole dataset, in times
-    its Parquet parts (None: :data:`exact.store.seek_attrs.DEFAULT_FOOTPRINT`).
+    its Parquet parts (None: :data:`exact.store.footprint.DEFAULT_FOOTPRINT`).
     """
     check_dataset_name(name)
     partition_key = partition_key or None

@@ -67,7 +67,7 @@ COLUMNS = (SEQ, TS, TYPE, ATTRS)
 #: the cheapest within the default budget, :data:`exact.store.seek_attrs.DEFAULT_BUDGET`).
 INDEX_ATTRS_KEY = "index_attrs"
 #: ``extra`` key: the footprint budget a build named (the dataset within this many times its Parquet parts;
-#: absent: :data:`exact.store.seek_attrs.DEFAULT_FOOTPRINT`)
+#: absent: :data:`exact.store.footprint.DEFAULT_FOOTPRINT`)
 FOOTPRINT_KEY = "footprint"
 
 

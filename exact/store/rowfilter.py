@@ -198,7 +198,7 @@ _NARROW_RANGES = 4
 
 class ValueProbe:
     """The rows of a part a read's filter may keep, from the part's value indexes
-    (:class:`~exact.store.seek_attrs.ValueIndex`): made once per read, asked once per part
+    (:class:`~exact.store.value_index.ValueIndex`): made once per read, asked once per part
     (:meth:`candidates`).  Each clause's conditions of the form ``v.a <op> literal`` are grouped by
     attribute here, once, so that a part costs a few look-ups per condition and a few array operations per
     clause."""

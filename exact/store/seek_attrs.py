@@ -26,7 +26,6 @@ attribute the part does not have is null, as in the Parquet read.
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -38,7 +37,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from exact.store.footprint import within
 from exact.store.packing import Packed, as_packed
+from exact.store.value_index import ValueIndex, value_index
 
 #: A string attribute with more distinct values than this in a part is not served from the seek file.
 MAX_DICTIONARY = 0xFFFF
@@ -51,87 +52,8 @@ MAX_DICTIONARY_BYTES = 16 << 20
 DEFAULT_BUDGET = 24.0
 
 _UNSIGNED = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
-#: Value buckets of an attribute's index (at most; fewer where the part's values are fewer).
-BUCKETS = 256
 #: Integers below this in magnitude are float64 exactly (a narrow column's base and codes together).
 _EXACT_BELOW = 1 << 52
-
-
-@dataclass(frozen=True)
-class ValueIndex:
-    """An attribute's rows by type and value (version 5): the part's non-null values cut into buckets at
-    ``edges`` (quantiles, so each bucket holds about as many rows), and the part's rows ordered by type
-    code, then bucket (nulls and NaN last, in a bucket of their own), then row.
-
-    A row's bucket is the number of edges not above its value, so a value equal to, below or above a literal
-    lies in the literal's bucket, at or below it, or at or above it: the rows of a type that may meet
-    ``v.a <op> literal`` are one slice of ``rows``, and a read tests only those (:mod:`exact.store.rowfilter`)."""
-
-    edges: np.ndarray  # float64, increasing
-    rows: np.ndarray  # uint32, a row number per row of the part (keyed: int64, see ``keyed``)
-    start: np.ndarray  # int64: where (type code, bucket) begins in ``rows``, code-major; and the end
-    #: version 7: ``rows`` holds ``cell * keyed + row`` (``keyed``: the part's rows; a cell is a (type code,
-    #: bucket) pair, ``code * width + bucket``), which increases through the whole column — its steps are a
-    #: cell's steps, and at a cell's end the short way round to the next cell's first row, so they pack
-    #: small where the rows themselves jump back at every cell; 0: plain row numbers
-    keyed: int = 0
-
-    @property
-    def width(self) -> int:
-        """Buckets per type: the value buckets and the null bucket."""
-        return len(self.edges) + 2
-
-    def bucket(self, value: float) -> int:
-        return bisect.bisect_right(self.edge_list, value)
-
-    @cached_property
-    def edge_list(self) -> list[float]:
-        """``edges`` as Python floats: a bucket is looked up per condition and part, and a bisection of a
-        list costs a fraction of a NumPy call."""
-        return [float(e) for e in self.edges.tolist()]
-
-    @cached_property
-    def readable_rows(self) -> Packed:
-        """``rows`` as a kernel reads them in place (:func:`exact.store.packing.as_packed`)."""
-        return as_packed(self.rows)
-
-    def rows_in(self, a: int, b: int) -> np.ndarray:
-        """The row numbers at positions ``a … b - 1`` of ``rows`` (a span of whole cells, or part of one)."""
-        raw = self.rows[a:b]
-        if not self.keyed or b <= a:
-            return raw
-        first = int(np.searchsorted(self.start, a, "right")) - 1
-        last = int(np.searchsorted(self.start, b - 1, "right")) - 1
-        if first == last:
-            return raw - np.int64(first) * self.keyed
-        bounds = np.clip(self.start[first:last + 2], a, b) - a
-        cells = np.repeat(np.arange(first, last + 1, dtype=np.int64), np.diff(bounds))
-        return raw - cells * self.keyed
-
-    def span(self, code: int, lo: int, hi: int) -> tuple[int, int]:
-        """Where the rows of type ``code`` in buckets ``lo … hi`` lie in ``rows``."""
-        w = self.width
-        return int(self.start[code * w + lo]), int(self.start[code * w + hi + 1])
-
-
-def value_index(values: np.ndarray, type_codes: np.ndarray, n_types: int, *, keyed: bool = False
-                ) -> dict[str, bytes]:
-    """The sections of a :class:`ValueIndex` over ``values`` (float64 per row, NaN for null) of rows whose
-    types are ``type_codes``; ``keyed``: its rows as ``cell * rows + row`` (int64; version 7)."""
-    present = values[~np.isnan(values)]
-    cuts = np.linspace(0.0, 1.0, BUCKETS + 1)[1:-1]
-    edges = (np.unique(np.quantile(present, cuts, method="lower")) if len(present)
-             else np.zeros(0, np.float64)).astype(np.float64)
-    width = len(edges) + 2
-    bucket = np.searchsorted(edges, values, "right")
-    bucket[np.isnan(values)] = width - 1
-    key = type_codes.astype(np.int64) * width + bucket
-    cells = n_types * width
-    order = np.argsort(key.astype(np.uint16) if cells <= 1 << 16 else key, kind="stable").astype(np.uint32)
-    start = np.zeros(cells + 1, dtype=np.int64)
-    np.cumsum(np.bincount(key, minlength=cells), out=start[1:])
-    rows = key[order].astype(np.int64) * len(values) + order if keyed else order
-    return {"edges": edges.tobytes(), "vrows": rows.tobytes(), "vstart": start.tobytes()}
 
 
 @dataclass(frozen=True)
@@ -286,9 +208,9 @@ def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chos
     ``chosen`` names the attributes to serve (those a part cannot serve are left out all the same); None
     serves the cheapest attributes, in bytes per row, while together they take at most ``budget`` bytes per
     row (:data:`DEFAULT_BUDGET`), and then — with an ``allowance``, the bytes the attribute sections may take
-    in all (the footprint budget, :func:`seek_allowance`) — the cheapest columns as written while they fit,
-    then the value indexes of those served, cheapest first, while they fit too.  Attributes named are served
-    with their value indexes whatever the allowance."""
+    in all (the footprint budget, :func:`exact.store.footprint.seek_allowance`) — the cheapest columns as
+    written while they fit, then the value indexes of those served, cheapest first, while they fit too.
+    Attributes named are served with their value indexes whatever the allowance."""
     unserved: list[str] = []
     costed: list[tuple[float, str, int, dict[str, Any], dict[str, bytes], dict[str, bytes]]] = []
     for i, (name, column) in enumerate(_fields(attrs)):
@@ -326,7 +248,7 @@ def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chos
                 _pack_sections(entry, index)
             indexes[name] = index
     if chosen is None and allowance is not None:
-        costed, dropped, indexes = _within(costed, indexes, allowance)
+        costed, dropped, indexes = within(costed, indexes, allowance)
         unserved.extend(dropped)
     served: list[dict[str, Any]] = []
     sections: dict[str, bytes] = {}
@@ -341,53 +263,6 @@ def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chos
         sections.update({f"a{i}.{key}": blob for key, blob in data.items()})
         served.append(entry)
     return served, sorted(unserved), sections, sorted(packed_names)
-
-
-def _within(costed: list[Any], indexes: dict[str, dict[str, bytes]], allowance: int
-            ) -> tuple[list[Any], list[str], dict[str, dict[str, bytes]]]:
-    """The attributes of ``costed`` whose columns fit ``allowance`` bytes (the cheapest as written first), the
-    names of the others, and the value indexes of those kept that fit in what is left (cheapest first)."""
-    spent, kept, dropped = 0, [], []
-    for item in sorted(costed, key=lambda c: (sum(map(len, c[4].values())), c[1])):
-        size = sum(map(len, item[4].values()))
-        if spent + size <= allowance:
-            spent += size
-            kept.append(item)
-        else:
-            dropped.append(item[1])
-    names = {item[1] for item in kept}
-    fitting: dict[str, dict[str, bytes]] = {}
-    for name, index in sorted(((n, x) for n, x in indexes.items() if n in names),
-                              key=lambda nx: (sum(map(len, nx[1].values())), nx[0])):
-        size = sum(map(len, index.values()))
-        if spent + size <= allowance:
-            spent += size
-            fitting[name] = index
-    return sorted(kept, key=lambda c: c[2]), dropped, fitting
-
-
-def seek_allowance(footprint: float, parquet_bytes: int, base_bytes: int, reserve: int | None = None) -> int:
-    """The bytes a part's attribute sections may take under a footprint budget: the whole dataset within
-    ``footprint`` times its Parquet parts — less the part's ``parquet_bytes`` itself, its seek file's sections
-    that are not attributes (``base_bytes``: types, times, rows by type), and the part's share of the trees
-    and the partition layout (``reserve``; None, not known yet: :data:`TREE_SHARE` of its Parquet bytes) —
-    and never less than :data:`MIN_ALLOWANCE`."""
-    kept = int(TREE_SHARE * parquet_bytes) if reserve is None else reserve
-    return max(MIN_ALLOWANCE, int((footprint - 1.0) * parquet_bytes) - base_bytes - kept)
-
-
-#: The bytes a part's attributes may take whatever the footprint budget: the budget guards the disk of large
-#: datasets, and a short part's few kilobytes (where the trees and Parquet's own metadata alone outweigh its
-#: events) are not worth a slower question.
-MIN_ALLOWANCE = 64 << 10
-#: The share of the Parquet parts' bytes a footprint budget keeps for the trees and a partition layout when
-#: their size is not known yet (a build: its parts are written before its trees on Spark, and a local build
-#: chooses as Spark does).  Measured: the stream tree 0.05 (ACER-like) to 0.06 (BPI 2012), the partition tree
-#: and layout 0.37 more on BPI 2012.
-TREE_SHARE = 0.25
-#: The footprint budget of a dataset whose build names none: the whole dataset within this many times its
-#: Parquet parts (see docs/attribute-index.md for how it was chosen).
-DEFAULT_FOOTPRINT = 4.0
 
 
 #: Sections of an attribute that version 7 bit-packs, and whether as steps (:mod:`exact.store.packing`):

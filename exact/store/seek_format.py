@@ -26,7 +26,7 @@ row.  A read of a few frequent-enough types in a long range then costs the rows 
 of every row's code (:func:`select`).
 
 Version 5 adds to each served attribute (but booleans) a *value index*: its rows by type and value bucket
-(:class:`exact.store.seek_attrs.ValueIndex`, 4 bytes per row and attribute), so that a condition such as
+(:class:`exact.store.value_index.ValueIndex`, 4 bytes per row and attribute), so that a condition such as
 ``v.amount > 50000`` finds the rows of ``v``'s types that may meet it without testing the others.
 
 Version 6 bit-packs the ts offsets (frame of reference per 256 rows) and the rows by type (steps between
@@ -62,9 +62,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from exact.store.footprint import seek_allowance
 from exact.store.packing import PackedFormatError, from_buffer, pack
 from exact.store.packing import to_bytes as packed_bytes
-from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs, seek_allowance
+from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs
 
 MAGIC = b"SQSKSEEK"
 VERSION = 7  # 6: attribute columns and value indexes not packed, no CRC-32 per section; 5: ts steps and rows

@@ -45,6 +45,7 @@ from exact.events import (
     unify_attr_types,
 )
 from exact.ingest import order_by_time, with_seq
+from exact.store.footprint import DEFAULT_FOOTPRINT
 from exact.store.manifest import (
     CHECKPOINT_EVERY,
     DEFAULT_PART_ROWS,
@@ -63,7 +64,6 @@ from exact.store.manifest import (
     write_manifest,
 )
 from exact.store.replica import upload_written
-from exact.store.seek_attrs import DEFAULT_FOOTPRINT
 from exact.store.seek_format import SUFFIX as SEEK_SUFFIX
 from exact.store.seek_format import encode as encode_seek
 from exact.store.seek_format import seek_name, served_bytes, structure_bytes
@@ -130,7 +130,7 @@ class StoreWriter(StoreBase):
         """Write one part (not yet visible: :meth:`commit` publishes it).  Its seek file serves the attributes
         ``index_attrs``, or those the store's ``extra`` names (:data:`INDEX_ATTRS_KEY`), or by default the
         cheapest within the budget (:mod:`exact.store.seek_attrs`) and the footprint budget (``footprint``,
-        or the store's :data:`FOOTPRINT_KEY`, or :data:`~exact.store.seek_attrs.DEFAULT_FOOTPRINT`), with the
+        or the store's :data:`FOOTPRINT_KEY`, or :data:`~exact.store.footprint.DEFAULT_FOOTPRINT`), with the
         share of the trees and layout the store names (:func:`index_bytes_per_event`).
 
         ``table`` is a stream table whose ``seq`` runs ``first_seq, first_seq+1, …`` and whose ts never

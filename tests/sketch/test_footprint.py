@@ -13,8 +13,8 @@ from api.service.queries import run_query
 from exact.errors import InputError
 from exact.reference import stream_table
 from exact.store import EventStore, dataset_dir, store_dir
+from exact.store.footprint import MIN_ALLOWANCE
 from exact.store.seek import open_seek
-from exact.store.seek_attrs import MIN_ALLOWANCE
 from exact.store.seek_format import seek_name
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset, dataset_info
