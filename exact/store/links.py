@@ -34,7 +34,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exact.store import packing
 from exact.store.manifest import PARTS, PartInfo, SeqRanges, Snapshot, StoreBase
 from exact.store.seek import open_seek
 from exact.store.seek_attrs import AttrColumn
@@ -162,8 +161,8 @@ def partition_next_near(parts: Sequence[tuple[PartInfo, SeekFile, np.ndarray]], 
             continue
         assert column.codes is not None
         table, offset, null = number
-        at = kernel(*column.readable_codes.arrays, inside - firsts[i], table, offset, null, int(firsts[i]), targets,
-                    at, pending, found)
+        at = kernel(column.plain_codes, inside - firsts[i], table, offset, null, int(firsts[i]), targets, at, pending,
+                    found)
     out[wanted] = found
     return out, len(seqs) + int((gaps[:, 1] - gaps[:, 0] + 1).sum())
 
@@ -212,9 +211,8 @@ def _near_by_index(parts: Sequence[tuple[PartInfo, SeekFile, np.ndarray]], colum
         bucket = np.searchsorted(edges, codes, "right").astype(_I64)
         width = index.width
         found = np.empty(len(here), dtype=_I64)
-        looked += kernel(lo_seq[here] - first, later[here] - first, codes, bucket, *index.readable_rows.arrays,
-                         len(index.rows), index.keyed, index.start, width, (len(index.start) - 1) // width,
-                         *column.readable_codes.arrays, found)
+        looked += kernel(lo_seq[here] - first, later[here] - first, codes, bucket, index.plain_rows, index.start,
+                         width, (len(index.start) - 1) // width, column.plain_codes, found)
         hit = found < later[here] - first
         result[here[hit]] = found[hit] + first
         open_[here[hit]] = False
@@ -227,49 +225,36 @@ def _search_compiled() -> Callable[..., int]:
     """:func:`_bucket_search` compiled (cached on disk) on first use."""
     import numba
 
-    packing.jitted()
     compiled: Callable[..., int] = numba.njit(cache=True, nogil=True)(_bucket_search)
     return compiled
 
 
-def _bucket_search(lo: Any, hi: Any, code: Any, bucket: Any, rref: Any, rlow: Any, rwidth: Any, rstart: Any,
-                   rwords: Any, rdelta: bool, rblock: int, n_rows: int, keyed: int, start: Any, width: int,
-                   n_types: int,
-                   cref: Any, clow: Any, cwidth: Any, cstart: Any, cwords: Any, cdelta: bool, cblock: int,
-                   found: Any) -> int:
+def _bucket_search(lo: Any, hi: Any, code: Any, bucket: Any, rows: Any, start: Any, width: int, n_types: int,
+                   codes: Any, found: Any) -> int:
     """Per link ``k``: the first row strictly between ``lo[k]`` and ``hi[k]`` (row numbers of the part; either
     may lie outside it) whose code is ``code[k]`` (-1: none here), found among each type's rows of the
-    value-index bucket ``bucket[k]``; ``hi[k]`` where there is none.  The value index's rows (``r…``; with
-    ``keyed``, each stored as ``cell * keyed + row``) and the codes (``c…``) are read in place
-    (:func:`exact.store.packing.value_at`).  Returns how many rows' codes were compared."""
+    value-index bucket ``bucket[k]``; ``hi[k]`` where there is none.  Returns how many rows' codes were
+    compared."""
     looked = 0
     for k in range(len(lo)):
         best = hi[k]
         if code[k] >= 0:
             for c in range(n_types):
-                cell = c * width + bucket[k]
-                a = start[cell]
-                b = start[cell + 1]
-                if a == b:
-                    continue
-                shift = np.int64(cell) * keyed
-                # the first of the cell's rows after lo
-                at = a
-                if lo[k] >= 0:
-                    at = packing.search_one(rref, rlow, rwidth, rstart, rwords, rdelta, rblock, n_rows, a, b,
-                                            np.uint64(lo[k] + shift), True, True)
-                stored = np.uint64(0)
-                if at < b:
-                    stored = packing.value_at(rref, rlow, rwidth, rstart, rwords, rdelta, rblock, at)
-                while at < b and np.int64(stored) - shift < best:
-                    row = np.int64(stored) - shift
+                a = start[c * width + bucket[k]]
+                b = start[c * width + bucket[k] + 1]
+                left, right = a, b
+                while left < right:  # the first of the cell's rows after lo
+                    mid = (left + right) // 2
+                    if rows[mid] <= lo[k]:
+                        left = mid + 1
+                    else:
+                        right = mid
+                while left < b and rows[left] < best:
                     looked += 1
-                    if np.int64(packing.value_at(cref, clow, cwidth, cstart, cwords, cdelta, cblock, row)) == code[k]:
-                        best = row
+                    if codes[rows[left]] == code[k]:
+                        best = rows[left]
                         break
-                    at += 1
-                    if at < b:
-                        stored = packing.next_value(rref, rlow, rwidth, rstart, rwords, rdelta, rblock, at, stored)
+                    left += 1
         found[k] = best
     return looked
 
@@ -296,8 +281,7 @@ def partition_next(parts: Sequence[tuple[PartInfo, SeekFile, np.ndarray]], attr:
         assert column.codes is not None
         table, offset, null = number
         rows = np.ascontiguousarray(inside, dtype=_I64).reshape(-1, 2) - part.first_seq
-        at = kernel(*column.readable_codes.arrays, rows, table, offset, null, int(part.first_seq), seqs, at,
-                    pending, out)
+        at = kernel(column.plain_codes, rows, table, offset, null, int(part.first_seq), seqs, at, pending, out)
     return out
 
 
@@ -385,7 +369,7 @@ def _largest(column: AttrColumn) -> int:
     assert codes is not None
     if codes.dtype.itemsize <= 2:  # the width's range bounds it well enough: a table this size is small
         return (1 << (8 * codes.dtype.itemsize)) - 1
-    codes = np.asarray(codes)
+    codes = column.plain_codes
     values = codes if column.null is None else codes[codes != column.null]
     return int(values.max()) if len(values) else 0
 
@@ -401,23 +385,20 @@ def _pass_compiled() -> Callable[..., int]:
     """:func:`_successor_pass` compiled (cached on disk) on first use."""
     import numba
 
-    packing.jitted()
     compiled: Callable[..., int] = numba.njit(cache=True, nogil=True)(_successor_pass)
     return compiled
 
 
-def _successor_pass(cref: Any, clow: Any, cwidth: Any, cstart: Any, cwords: Any, cdelta: bool, cblock: int,
-                    ranges: Any, table: Any, offset: int, null: int, first_seq: int, seqs: Any, at: int,
-                    pending: Any, out: Any) -> int:
-    """One part's rows in ``ranges`` (row numbers, inclusive) in order: each row's partition (its code — read
-    in place from the ``c…`` column, :func:`exact.store.packing.value_at` — its entry in ``table``, or without
-    a table ``code + offset`` unless the code is ``null``; -1: none) gives its seq to the kept event waiting
-    in that partition (``pending``: an index into ``seqs``/``out``, -1: none), and a kept row (the next of
-    ``seqs`` from ``at``) waits in its own.  Returns where ``at`` has got to."""
+def _successor_pass(codes: Any, ranges: Any, table: Any, offset: int, null: int, first_seq: int, seqs: Any,
+                    at: int, pending: Any, out: Any) -> int:
+    """One part's rows in ``ranges`` (row numbers, inclusive) in order: each row's partition (its code's entry
+    in ``table``, or without a table ``code + offset`` unless the code is ``null``; -1: none) gives its seq
+    to the kept event waiting in that partition (``pending``: an index into ``seqs``/``out``, -1: none), and
+    a kept row (the next of ``seqs`` from ``at``) waits in its own.  Returns where ``at`` has got to."""
     n = len(seqs)
     for k in range(len(ranges)):
         for row in range(ranges[k, 0], ranges[k, 1] + 1):
-            c = np.int64(packing.value_at(cref, clow, cwidth, cstart, cwords, cdelta, cblock, row))
+            c = codes[row]
             if len(table):
                 g = table[c]
             elif c == null:

@@ -149,36 +149,6 @@ class Packed:
         """The largest value (decodes the column)."""
         return self.decode(0, self.n).max()
 
-    @property
-    def arrays(self) -> tuple[Any, ...]:
-        """What a kernel reads a value by (:func:`value_at`, :func:`search_one`): ``ref, low, width, start,
-        words, delta, block``."""
-        return self.ref, self.low, self.width, self.start, self.words, self.delta, self.block
-
-
-def as_packed(values: Any) -> Packed:
-    """``values`` as a :class:`Packed` column that a kernel reads alike: a packed column itself, or a plain
-    array of unsigned or int64 integers seen as one frame-of-reference block of its own width (reference 0),
-    sharing its memory where its bytes fill whole words (copied otherwise)."""
-    if isinstance(values, Packed):
-        return values
-    array = np.asarray(values)
-    if array.ndim != 1 or array.dtype not in _DTYPES or array.dtype == np.int32:
-        raise ValueError(f"a plain column read as packed is 1-d unsigned or int64, not {array.dtype}")
-    n = len(array)
-    bits = 8 * array.dtype.itemsize
-    if array.nbytes % 8 or not array.flags.c_contiguous or array.ctypes.data % 8:
-        padded = np.zeros(-(-array.nbytes // 8) * 8, dtype=np.uint8)
-        padded[:array.nbytes] = np.ascontiguousarray(array).view(np.uint8)
-        words = padded.view(np.uint64)
-    else:
-        words = array.view(np.uint64)
-    if not len(words):
-        words = np.zeros(1, np.uint64)
-    zero = np.zeros(1, dtype=np.uint64)
-    return Packed(n, False, array.dtype, zero, zero, np.asarray([bits], dtype=np.uint8),
-                  np.asarray([0, len(words)], dtype=np.int64), words, max(n, 1))
-
 
 def pack(values: np.ndarray, *, delta: bool = False, block: int = BLOCK) -> Packed:
     """``values`` (a 1-d integer array) packed; decoded, it gives them back in their own dtype."""
@@ -258,9 +228,7 @@ def from_buffer(buffer: Any, offset: int = 0, length: int | None = None) -> Pack
 
 # ------------------------------------------------------------------------------------------------- kernels
 #
-# The helpers ``_bits``, ``value_at``, ``next_value`` and ``search_one`` are compiled first (:func:`jitted`) and
-# called by the kernels here and by those of other modules that read a packed column in place
-# (``packing.value_at(...)``).
+# The helpers ``_bits`` and ``search_one`` are compiled first (:func:`jitted`) and called by the kernels.
 
 
 def _bits(words: Any, base: Any, w: Any, i: Any) -> Any:
@@ -278,37 +246,25 @@ def _bits(words: Any, base: Any, w: Any, i: Any) -> Any:
     return packed
 
 
-def value_at(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, p: Any) -> Any:
-    """The value at position ``p`` (uint64 bits): a frame-of-reference value at once, a delta one by summing
-    its block's steps up to it."""
-    b = p // block
-    i = p - b * block
-    w = np.int64(width[b])
-    if not delta:
-        return ref[b] + _bits(words, start[b], w, i)
-    value = ref[b]
-    for j in range(1, i + 1):
-        value = value + _bits(words, start[b], w, j) + low[b]
-    return value
-
-
-def next_value(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, p: int,
-               previous: Any) -> Any:
-    """The value at position ``p`` given ``previous``, the value at ``p - 1`` (uint64 bits): one step for a
-    delta column within a block — a scan forward costs a step per value, not the block's steps so far."""
-    b = p // block
-    i = p - b * block
-    if not delta:
-        return ref[b] + _bits(words, start[b], np.int64(width[b]), i)
-    if i == 0:
-        return ref[b]
-    return previous + _bits(words, start[b], np.int64(width[b]), i) + low[b]
-
-
 def search_one(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, n: int, lo: int,
                hi: int, v: Any, right: bool, signed: bool) -> int:
     """Where ``v`` would go among the values ``lo … hi - 1`` (not decreasing), as :func:`numpy.searchsorted`
-    with ``side="right"`` if ``right``: the block by the blocks' first values, then one block decoded."""
+    with ``side="right"`` if ``right``: a frame-of-reference column by bisection (a value is read in place);
+    a delta one by its blocks' first values, then one block decoded."""
+    if not delta:
+        a = lo
+        z = hi
+        while a < z:
+            mid = (a + z) // 2
+            b = mid // block
+            x = ref[b] + _bits(words, start[b], np.int64(width[b]), mid - b * block)
+            after = (np.int64(x) > np.int64(v) if right else np.int64(x) >= np.int64(v)) if signed else \
+                (x > v if right else x >= v)
+            if after:
+                z = mid
+            else:
+                a = mid + 1
+        return a
     first_inner = -(-lo // block)  # the first block that starts inside [lo, hi)
     last_inner = (hi - 1) // block
     # the last block starting inside the run whose first value lies before v (after, for right)
@@ -453,14 +409,13 @@ def _fill(raw: Any, delta: bool, block: int, ref: Any, low: Any, width: Any, sta
 
 @functools.cache
 def jitted() -> None:
-    """Compile the helpers other kernels call (:func:`_bits`, :func:`value_at`, :func:`next_value`,
-    :func:`search_one`) and put
+    """Compile the helpers the kernels call (:func:`_bits`, :func:`search_one`) and put
     them in this module's namespace in place of the Python functions, where a kernel compiled afterwards
     finds them; call it before compiling such a kernel."""
     import numba
 
     names = globals()
-    for name in ("_bits", "value_at", "next_value", "search_one"):
+    for name in ("_bits", "search_one"):
         names[name] = numba.njit(cache=True, nogil=True, inline="always")(names[name])
 
 

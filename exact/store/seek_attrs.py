@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from exact.store.footprint import within
-from exact.store.packing import Packed, as_packed
+from exact.store.packing import Packed
 from exact.store.value_index import ValueIndex, value_index
 
 #: A string attribute with more distinct values than this in a part is not served from the seek file.
@@ -82,10 +82,12 @@ class AttrColumn:
         return codes
 
     @cached_property
-    def readable_codes(self) -> Packed:
-        """``codes`` (integers: not a raw double's) as a kernel reads them in place
-        (:func:`exact.store.packing.as_packed`)."""
-        return as_packed(self.codes)
+    def plain_codes(self) -> np.ndarray:
+        """``codes`` as a plain array, for the compiled partition-link passes (:mod:`exact.store.links`), which
+        read a code per row of long ranges and per probe of many cells: packed codes are decoded once (their
+        width in bytes a row, kept with the open file) rather than a block per look."""
+        assert self.codes is not None
+        return np.asarray(self.codes) if isinstance(self.codes, Packed) else self.codes
 
     @cached_property
     def code_of(self) -> dict[str, int]:

@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from exact.store.packing import Packed, as_packed
+from exact.store.packing import Packed
 
 #: Value buckets of an attribute's index (at most; fewer where the part's values are fewer).
 BUCKETS = 256
@@ -52,9 +52,13 @@ class ValueIndex:
         return [float(e) for e in self.edges.tolist()]
 
     @cached_property
-    def readable_rows(self) -> Packed:
-        """``rows`` as a kernel reads them in place (:func:`exact.store.packing.as_packed`)."""
-        return as_packed(self.rows)
+    def plain_rows(self) -> np.ndarray:
+        """The row numbers of ``rows`` as a plain array, for the compiled partition-link search
+        (:mod:`exact.store.links`), which bisects every cell of every type for each of many links: packed rows
+        are decoded once (4 bytes a row, kept with the open file) rather than a block per probe."""
+        if not self.keyed and not isinstance(self.rows, Packed):
+            return self.rows
+        return np.ascontiguousarray(self.rows_in(0, len(self.rows)), dtype=np.uint32)
 
     def rows_in(self, a: int, b: int) -> np.ndarray:
         """The row numbers at positions ``a … b - 1`` of ``rows`` (a span of whole cells, or part of one)."""

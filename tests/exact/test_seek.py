@@ -15,7 +15,7 @@ import exact.store.seek as seek_module
 import exact.store.seek_format as seek_format
 from exact.store.seek import open_seek, select, ts_of
 from exact.store.seek_format import BLOCK, SeekUnavailable, encode, file_version, write, write_bytes
-from tests.generators import scaled
+from tests.generators import index_queries, index_streams, scaled
 
 SETTINGS = scaled(60, HealthCheck.function_scoped_fixture)
 
@@ -194,3 +194,41 @@ def test_a_store_whose_seek_files_are_of_an_older_version_answers_alike_and_comp
     assert all(file_version(store.root / "parts" / seek_name(p.file)) == seek_format.VERSION
                for p in store.snapshot().parts)
     assert answers() == packed
+
+
+@scaled(25, HealthCheck.function_scoped_fixture, HealthCheck.too_slow, deadline=None)
+@given(query=index_queries(), rows=index_streams(max_events=40), older=st.sampled_from([5, 6]), data=st.data())
+def test_random_streams_answer_alike_from_seek_files_of_every_version(
+        tmp_path_factory: pytest.TempPathFactory, query, rows: list[dict], older: int, data: st.DataObject) -> None:
+    """On random streams (nulls; decimals, raw doubles and int64 extremes beside ``x``), every mode of a random
+    query answers the same from the seek files this version writes as from those of an older version."""
+    from api.service.queries import run_query
+    from exact.reference import stream_table
+    from exact.store import EventStore, dataset_dir, store_dir
+    from exact.store.seek_format import seek_name
+    from sketch.build import BuildOptions
+    from sketch.dataset import Dataset
+
+    if not rows:
+        return
+    extra = data.draw(st.sampled_from(["decimal", "double", "extreme"]))
+    for r in rows:
+        r["v"] = data.draw(st.one_of(st.none(), {
+            "decimal": st.integers(-10**6, 10**6).map(lambda i: i / 100),
+            "double": st.floats(allow_nan=True, allow_infinity=True),
+            "extreme": st.sampled_from([-(1 << 63), (1 << 63) - 1, 0, -1])}[extra]))
+    home = tmp_path_factory.mktemp("formats")
+    Dataset.build(home, "d", stream_table(rows), BuildOptions(leaf_size=2, fpq=0.5))
+
+    def answers() -> list:
+        return [(m, a.get("count"), a.get("matches")) for m in ("exact", "verified")
+                for a in [run_query(home, "d", query, mode=m, limit=1000)]]
+
+    now = answers()
+    store = EventStore.open(store_dir(dataset_dir("d", home)))
+    for part in store.snapshot().parts:
+        table = store.read_table(part.first_seq, part.last_seq)
+        path = store.root / "parts" / seek_name(part.file)
+        write_bytes(path, encode(table.column("ts").combine_chunks().view(pa.int64()).to_numpy(),
+                                 table.column("type").combine_chunks(), table.column("attrs"), version=older))
+    assert answers() == now
