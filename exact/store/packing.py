@@ -108,24 +108,34 @@ class Packed:
         lo, hi = max(0, lo), min(self.n, hi)
         if hi <= lo:
             return np.zeros(0, dtype=self.dtype)
-        out = np.empty(hi - lo, dtype=np.uint64)
+        out = np.empty(hi - lo, dtype=self.dtype)
         _kernels()[0](self.ref, self.low, self.width, self.start, self.words, self.delta, self.block, lo, hi, out)
-        return out.view(np.int64).astype(self.dtype) if self.dtype != np.uint64 else out
+        return out
 
     def gather(self, positions: np.ndarray) -> np.ndarray:
         """The values at ``positions`` (any order, repeats allowed), decoding only the blocks they fall in."""
-        pos = np.asarray(positions, dtype=np.int64)
-        if pos.ndim != 1:
-            pos = pos.reshape(-1)
-        if len(pos) and (int(pos.min()) < -self.n or int(pos.max()) >= self.n):
-            raise IndexError(f"an index is out of range for a column of {self.n}")
-        pos = np.where(pos < 0, pos + self.n, pos)
-        out = np.empty(len(pos), dtype=np.uint64)
+        pos = positions
+        if not (isinstance(pos, np.ndarray) and pos.dtype == np.int64 and pos.ndim == 1):
+            pos = np.asarray(positions, dtype=np.int64).reshape(-1)
+        out = np.empty(len(pos), dtype=self.dtype)
         if len(pos):
-            _kernels()[1](self.ref, self.low, self.width, self.start, self.words, self.delta, self.block, pos, out)
+            bad: int = _kernels()[1](self.ref, self.low, self.width, self.start, self.words, self.delta, self.block,
+                                     self.n, np.ascontiguousarray(pos), out)
+            if bad >= 0:
+                raise IndexError(f"index {int(pos[bad])} is out of range for a column of {self.n}")
         shaped = np.asarray(positions)
-        result = out.view(np.int64).astype(self.dtype) if self.dtype != np.uint64 else out
-        return result.reshape(shaped.shape) if shaped.ndim > 1 else result
+        return out.reshape(shaped.shape) if shaped.ndim > 1 else out
+
+    def decode_runs(self, lo: int, hi: int, runs: np.ndarray, per_run: int) -> np.ndarray:
+        """The values ``lo … hi - 1`` less ``per_run`` times their run's number (int64), where run ``r`` holds
+        the positions ``runs[r] … runs[r + 1] - 1``: a value index's rows keyed by cell
+        (:class:`exact.store.value_index.ValueIndex`) back to row numbers, in one compiled pass."""
+        lo, hi = max(0, lo), min(self.n, hi)
+        out = np.empty(max(hi - lo, 0), dtype=np.uint64)
+        if hi > lo:
+            _kernels()[0](self.ref, self.low, self.width, self.start, self.words, self.delta, self.block, lo, hi, out)
+            _kernels()[4](out, lo, np.ascontiguousarray(runs, dtype=np.int64), per_run)
+        return out.view(np.int64)
 
     def searchsorted(self, lo: int, hi: int, values: np.ndarray, side: str = "left") -> np.ndarray:
         """Where ``values`` would go among the values ``lo … hi - 1`` (which must not decrease), as
@@ -139,7 +149,7 @@ class Packed:
         if hi <= lo:
             out[:] = lo
             return out
-        _kernels()[4](self.ref, self.low, self.width, self.start, self.words, self.delta, self.block, self.n,
+        _kernels()[5](self.ref, self.low, self.width, self.start, self.words, self.delta, self.block, self.n,
                       lo, hi, wanted.view(np.uint64), side == "right", self.dtype.kind == "i", out)
         if self.dtype.kind == "u":  # (a negative value lies before every unsigned one, not after as its bits do)
             out[wanted < 0] = lo
@@ -322,13 +332,19 @@ def _decode_range(ref: Any, low: Any, width: Any, start: Any, words: Any, delta:
                 out[begin + i - lo] = ref[b] + packed
 
 
-def _gather(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, pos: Any,
-            out: Any) -> None:
+def _gather(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, n: int, pos: Any,
+            out: Any) -> int:
+    """``out[k]``: the value at ``pos[k]`` (negative: from the end); returns -1, or the first ``k`` whose
+    position lies outside the column (the rest then left unwritten)."""
     cached = -1
-    scratch = np.empty(block, dtype=np.uint64)  # a delta block's values decoded so far (``filled`` of them)
+    scratch = np.empty(block if delta else 1, dtype=np.uint64)  # a delta block's values decoded so far
     filled = 0
     for k in range(len(pos)):
         p = pos[k]
+        if p < 0:
+            p += n
+        if p < 0 or p >= n:
+            return k
         b = p // block
         i = p - b * block
         w = np.int64(width[b])
@@ -343,6 +359,20 @@ def _gather(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool,
             scratch[j] = scratch[j - 1] + _bits(words, start[b], w, j) + low[b]
         filled = max(filled, i + 1)
         out[k] = scratch[i]
+    return -1
+
+
+def _unkey(values: Any, lo: int, runs: Any, per_run: int) -> None:
+    """``values`` (positions ``lo …`` of a column, uint64) less ``per_run`` times their run's number, in place
+    (see :meth:`Packed.decode_runs`)."""
+    run = 0
+    hi = len(runs) - 1
+    while run < hi and runs[run + 1] <= lo:
+        run += 1
+    for i in range(len(values)):
+        while run < hi and runs[run + 1] <= lo + i:
+            run += 1
+        values[i] = values[i] - np.uint64(run) * np.uint64(per_run)
 
 
 def _search(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool, block: int, n: int, lo: int,
@@ -420,13 +450,13 @@ def jitted() -> None:
 
 
 @functools.cache
-def _kernels() -> tuple[Callable[..., None], ...]:
+def _kernels() -> tuple[Callable[..., Any], ...]:
     """The kernels compiled (cached on disk) on first use: importing this module loads no numba."""
     import numba
 
     jitted()
     return tuple(numba.njit(cache=True, nogil=True)(f) for f in (_decode_range, _gather, _measure, _fill,
-                                                                  _search))
+                                                                  _unkey, _search))
 
 
 def warm_up() -> None:

@@ -62,16 +62,10 @@ class ValueIndex:
 
     def rows_in(self, a: int, b: int) -> np.ndarray:
         """The row numbers at positions ``a … b - 1`` of ``rows`` (a span of whole cells, or part of one)."""
-        raw = self.rows[a:b]
         if not self.keyed or b <= a:
-            return raw
-        first = int(np.searchsorted(self.start, a, "right")) - 1
-        last = int(np.searchsorted(self.start, b - 1, "right")) - 1
-        if first == last:
-            return raw - np.int64(first) * self.keyed
-        bounds = np.clip(self.start[first:last + 2], a, b) - a
-        cells = np.repeat(np.arange(first, last + 1, dtype=np.int64), np.diff(bounds))
-        return raw - cells * self.keyed
+            return self.rows[a:b]
+        assert isinstance(self.rows, Packed)
+        return self.rows.decode_runs(a, b, self.start, self.keyed)
 
     def span(self, code: int, lo: int, hi: int) -> tuple[int, int]:
         """Where the rows of type ``code`` in buckets ``lo … hi`` lie in ``rows``."""
