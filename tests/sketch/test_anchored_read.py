@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
-import exact.store.seek as seek_module
+import exact.store.seek_format as seek_format
 import sketch.answer.cause as explain_cause
 import sketch.answer.relaxed as relaxed_search
 from api.service import run_query
@@ -113,7 +113,7 @@ def test_an_anchored_read_answers_as_the_reference(events: list[dict], more: lis
     home = Path(tempfile.mkdtemp(prefix="seqsketch-anchor-"))
     try:
         # seek files' ts blocks of a row or two, too: a window's look-up then rounds out by next to nothing
-        with patch.object(seek_module, "BLOCK", data.draw(st.sampled_from([1, 2, 32]))):
+        with patch.object(seek_format, "BLOCK", data.draw(st.sampled_from([1, 2, 32]))):
             Dataset.build(home, "d", table_of(events), OPTIONS)
             dataset = Dataset.open(home, "d")
             for batch in more:  # appended parts, later in time
@@ -221,7 +221,7 @@ def test_an_anchored_reads_relaxations_count_what_the_whole_stream_holds(query: 
     rows = [{"seq": i, **e} for i, e in enumerate(events)]
     home = Path(tempfile.mkdtemp(prefix="seqsketch-anchor-explain-"))
     try:
-        with patch.object(seek_module, "BLOCK", data.draw(st.sampled_from([1, 32]))):
+        with patch.object(seek_format, "BLOCK", data.draw(st.sampled_from([1, 32]))):
             store = EventStore.create(home / "s", table, part_rows=data.draw(st.integers(4, 40)))
         source = StoreSource(store)
 
