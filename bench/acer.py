@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from bench.timing import median_ms
 from exact.events import make_table
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
@@ -164,15 +165,6 @@ def attribute_bound(stream: pa.Table, q: Question) -> int:
     return int(fits.sum())
 
 
-def _median_ms(fn: Any, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        fn()
-        times.append(1000 * (time.perf_counter() - started))
-    return statistics.median(times)
-
-
 #: DuckDB is given this long per question: a band self-join over frequent types can grow past any memory
 #: (it spills to disk) before the conditions between variables cut it down.
 DUCKDB_SECONDS = float(os.environ.get("SEQSKETCH_ACER_DUCKDB_SECONDS", 60))
@@ -248,7 +240,7 @@ def measure(stream: pa.Table, qs: list[Question], rounds: int) -> dict[str, Any]
                     times["duckdb"].append(_duckdb_count(con, sql)[1])
                     run_query(home, "acer", text, mode="exact")
                 for mode in ("verified", "exact") if r % 2 == 0 else ("exact", "verified"):
-                    times[mode].append(_median_ms(lambda m=mode, t=text: run_query(home, "acer", t, mode=m), 1))
+                    times[mode].append(median_ms(lambda m=mode, t=text: run_query(home, "acer", t, mode=m), 1, None))
             med = {k: statistics.median(v) for k, v in times.items() if v}
             row.update({f"{k}_ms": round(v, 2) for k, v in med.items()})
             row["scanned_over_bound"] = round(row["verified_scanned"] / max(row["bound"], 1), 2)

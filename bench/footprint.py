@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.acer import generate, questions
-from bench.timing import ratio
+from bench.timing import median_ms, ratio
 from exact.store import EventStore, dataset_dir, store_dir
 from exact.store.seek import open_seek
 from exact.store.seek_format import seek_name
@@ -54,15 +54,6 @@ def _built(home: Path, name: str, build: Any) -> dict[str, Any]:
             "served": _served(home, name)}
 
 
-def _median_ms(fn: Any, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return round(statistics.median(times) * 1000, 3)
-
-
 def run(quick: bool = False) -> dict[str, Any]:
     from api.service.datasets import build_from_inputs
     from api.service.queries import run_query
@@ -88,7 +79,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             text = q.text()
             answers = {k: run_query(h, "acer", text)["count"] for k, h in homes.items()}
             assert answers["default"] == answers["tight"], (text, answers)
-            times = {k: _median_ms(lambda h=h, text=text: run_query(h, "acer", text), rounds) for k, h in homes.items()}
+            times = {k: median_ms(lambda h=h, text=text: run_query(h, "acer", text), rounds) for k, h in homes.items()}
             rows.append({"query": text, "count": answers["default"], "default_ms": times["default"],
                          "tight_ms": times["tight"], "tight_over_default": ratio(times["tight"], times["default"], 2)})
         out.update(acer_events=events, questions=rows,

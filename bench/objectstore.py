@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.acer import generate, questions
-from bench.timing import ratio
+from bench.timing import median_ms, ratio
 from exact.store import dataset_dir
 from exact.store.fetch import location_of
 from exact.store.objects import fetch_counts
 from exact.store.replica import attach
 from sketch.build import BuildOptions
-from sketch.dataset import Dataset, forget_open_files
+from sketch.dataset import Dataset
+from sketch.store_info import forget_open_files
 
 
 def _store() -> tuple[str, Any]:
@@ -90,8 +91,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                 got = run_query(cold, "acer", text)
                 first = time.perf_counter() - t0
             assert got["count"] == want["count"], (text, got["count"], want["count"])
-            local_ms = _median_ms(lambda text=text: run_query(local, "acer", text), rounds)
-            bucket_ms = _median_ms(lambda text=text: run_query(cold, "acer", text), rounds)
+            local_ms = median_ms(lambda text=text: run_query(local, "acer", text), rounds)
+            bucket_ms = median_ms(lambda text=text: run_query(cold, "acer", text), rounds)
             rows.append({"query": text, "count": want["count"], "local_ms": local_ms, "bucket_warm_ms": bucket_ms,
                          "bucket_cold_ms": round(first * 1000, 2), "fetched_bytes": fetched["fetched_bytes"],
                          "fetches": fetched["fetches"], "warm_ratio": ratio(bucket_ms, local_ms, 2),
@@ -119,15 +120,6 @@ def run(quick: bool = False) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
         if server is not None:
             server.stop()
-
-
-def _median_ms(fn: Any, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return round(statistics.median(times) * 1000, 3)
 
 
 def _with_spark(quick: bool) -> bool:

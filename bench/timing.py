@@ -20,6 +20,17 @@ def timed(fn: Callable[[], T]) -> tuple[T, float]:
     return out, time.perf_counter() - started
 
 
+def median_ms(fn: Callable[[], Any], rounds: int, digits: int | None = 3) -> float:
+    """The median wall time of ``rounds`` calls of ``fn`` in milliseconds, rounded to ``digits`` (None: not)."""
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    median = float(np.median(times)) * 1000
+    return median if digits is None else round(median, digits)
+
+
 def summary_ms(seconds: Sequence[float]) -> dict[str, Any]:
     """Mean, p50 and p95 in milliseconds, with the sample size (None when there is no sample)."""
     if not len(seconds):

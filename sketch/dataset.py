@@ -71,6 +71,7 @@ from sketch.partition.files import (
     write_partition,
 )
 from sketch.partition.index import PartitionIndex
+from sketch.store_info import attr_index_section, footprint_section
 from sketch.tree import BloomTree, TreeConfig
 from sketch.tree.decay import DECAY_KEY
 from sketch.upkeep import _PRUNED, Upkeep
@@ -371,8 +372,9 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
     ``location`` (where on object storage it lives, or None: on this server's disk), ``decayed`` (the
     summary of the retired history: units, bytes, until which seq; or None), ``types`` (type
     → count, most frequent first), ``store_bytes``,
-    ``attrs`` (attribute → type), ``partition_key``, ``attr_index`` (:func:`attr_index_section`), ``index``
-    (None without one) and ``footprint`` (:func:`footprint_section`).
+    ``attrs`` (attribute → type), ``partition_key``, ``attr_index``
+    (:func:`sketch.store_info.attr_index_section`), ``index`` (None without one) and ``footprint``
+    (:func:`sketch.store_info.footprint_section`).
     """
     from exact.events import iso_of_micros
 
@@ -396,63 +398,6 @@ def dataset_info(home: Path, name: str) -> dict[str, Any]:
             "attr_index": attr_index_section(snap),
             "index": (index := index_section(dataset_dir(name, home), snap)),
             "footprint": footprint_section(snap, index)}
-
-
-def forget_open_files() -> None:
-    """Drop what this process holds of the files it opened — trees, seek files, layouts, Parquet footers — as
-    a new server process holds nothing (a benchmark's first question, a test of what a cold reader does)."""
-    from exact.store import grouping, reader, seek
-
-    LOADED._trees.clear()
-    LOADED._file_events.clear()
-    seek._OPEN.clear()
-    grouping._LOADED.clear()
-    reader._FOOTERS.clear()
-
-
-def footprint_section(snap: Snapshot, index: dict[str, Any] | None) -> dict[str, Any]:
-    """The ``footprint`` section of ``info``: the bytes the dataset takes by structure — the Parquet parts
-    (``parts``), the seek files' ``types``, ``times``, ``rows_by_type``, attribute ``values`` and
-    ``value_indexes`` and their ``seek_headers`` (parts written before these were recorded: ``seek_files``
-    whole), the stream ``tree``, the ``partition_tree`` and its ``layout``, the ``decayed`` summary — each
-    with its ratio to the parts, and the whole (``bytes``, ``ratio``)."""
-    sizes: dict[str, int] = {"parts": sum(p.bytes for p in snap.parts)}
-    for part in snap.parts:
-        if part.seek_sections:
-            for key, n in part.seek_sections:
-                name = "seek_headers" if key == "header" else key
-                sizes[name] = sizes.get(name, 0) + n
-        elif part.seek_bytes:
-            sizes["seek_files"] = sizes.get("seek_files", 0) + part.seek_bytes
-    if index is not None:
-        sizes["tree"] = int(index.get("bytes", 0))
-        if "partition" in index:
-            sizes["partition_tree"] = int(index["partition"].get("bytes", 0))
-            sizes["layout"] = int(index["partition"].get("layout_bytes", 0))
-    decay = (snap.extra or {}).get(DECAY_KEY)
-    if decay:
-        sizes["decayed"] = int(decay.get("bytes", 0))
-    base = max(sizes["parts"], 1)
-    total = sum(sizes.values())
-    return {"bytes": total, "ratio": round(total / base, 3),
-            "structures": {k: {"bytes": v, "ratio": round(v / base, 3)} for k, v in sizes.items()}}
-
-
-def attr_index_section(snap: Snapshot) -> dict[str, Any]:
-    """The ``attr_index`` section of ``info``: the attributes the seek files serve in place for conditions
-    (per attribute its bytes and the parts serving it), those chosen at build (``index_attrs``; None: the
-    cheapest within the default budget), and the seek files' bytes in all (ts, types, the rows by type and
-    the attributes)."""
-    served: dict[str, dict[str, int]] = {}
-    for part in snap.parts:
-        for attr, size in part.seek_attrs:
-            entry = served.setdefault(attr, {"bytes": 0, "parts": 0})
-            entry["bytes"] += size
-            entry["parts"] += 1
-    chosen = (snap.extra or {}).get(INDEX_ATTRS_KEY)
-    return {"chosen": chosen, "attributes": dict(sorted(served.items())),
-            "unserved": sorted(a for a in snap.attrs if a not in served), "parts": len(snap.parts),
-            "seek_bytes": sum(p.seek_bytes for p in snap.parts)}
 
 
 def index_section(dataset_root: Path, snap: Snapshot) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -349,26 +350,20 @@ def open_part(path: Path, *, verify: bool = True) -> pq.ParquetFile:
     dictionary-encoded (a part stores it so; decoding to strings per row group costs more than one cast of
     the result).  ``verify`` checks the pages' CRCs as they are read."""
     st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
-    with _FOOTERS_LOCK:
-        meta = _FOOTERS.get(key)
-    pf = pq.ParquetFile(path, metadata=meta, page_checksum_verification=verify, read_dictionary=[TYPE])
-    if meta is None:
-        with _FOOTERS_LOCK:
-            if len(_FOOTERS) >= _FOOTERS_MAX:
-                _FOOTERS.pop(next(iter(_FOOTERS)))
-            _FOOTERS[key] = pf.metadata
-    return pf
+    return _with_footer((str(path), st.st_size, st.st_mtime_ns, st.st_ino), path, verify)
 
 
 def _open_ranged_part(path: Path, remote: Ranged) -> pq.ParquetFile:
     """A replica's part not held, opened over ranged reads of its object: its footer fetched once per process,
     then only the column chunks of the row groups a read asks for."""
-    key = (str(path), -1, 0, 0)
+    return _with_footer((str(path), -1, 0, 0), remote.files.open(remote.key), True)
+
+
+def _with_footer(key: tuple[str, int, int, int], source: Any, verify: bool) -> pq.ParquetFile:
+    """``source`` opened as a Parquet file with the footer kept under ``key`` (parsed and kept on a miss)."""
     with _FOOTERS_LOCK:
         meta = _FOOTERS.get(key)
-    pf = pq.ParquetFile(remote.files.open(remote.key), metadata=meta, page_checksum_verification=True,
-                        read_dictionary=[TYPE])
+    pf = pq.ParquetFile(source, metadata=meta, page_checksum_verification=verify, read_dictionary=[TYPE])
     if meta is None:
         with _FOOTERS_LOCK:
             if len(_FOOTERS) >= _FOOTERS_MAX:

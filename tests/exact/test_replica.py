@@ -23,7 +23,8 @@ from exact.store.merge import merge_all
 from exact.store.objects import fetch_counts
 from exact.store.replica import attach
 from sketch.build import BuildOptions
-from sketch.dataset import Dataset, forget_open_files
+from sketch.dataset import Dataset
+from sketch.store_info import forget_open_files
 from sketch.tree import BloomTree
 from tests.objectstore import Seaweed, weed_binary
 
