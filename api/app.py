@@ -51,7 +51,7 @@ from api.state import EXTENSION, ServiceState, default_config
 from api.streaming import StreamSlots
 from exact import jsontext
 from exact.engine.parallel import query_threads
-from exact.errors import SeqsketchError
+from exact.errors import OutOfResources, SeqsketchError, out_of_resources
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,12 @@ def error_body(code: str, message: str, position: Mapping[str, int] | None = Non
 def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(SeqsketchError)
     def user_error(err: SeqsketchError) -> Any:
+        exhausted = out_of_resources(err)  # (a layer that took running out of files for damage, or a miss)
+        if exhausted is not None and not isinstance(err, OutOfResources):
+            log.warning("%s (reported as %s: %s)", exhausted, err.code, err)
+            err = exhausted
+        elif err.http_status == 500:  # (damage the server found: the operator needs where it was found)
+            log.error("%s: %s", err.code, err, exc_info=err)
         response = jsonify({"error": err.to_dict()})
         response.status_code = err.http_status
         for name, value in getattr(err, "headers", {}).items():  # (Retry-After of a refused stream)
@@ -141,5 +147,9 @@ def _register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def internal_error(err: Exception) -> Any:
+        exhausted = out_of_resources(err)
+        if exhausted is not None:
+            log.warning("%s", exhausted)
+            return user_error(exhausted)
         log.exception("unhandled error")
         return jsonify(error_body("internal", "internal server error; see the server log")), 500

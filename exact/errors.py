@@ -6,6 +6,7 @@ serialises ``to_dict()`` as ``{"error": {...}}`` with ``http_status``.  Anything
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 
@@ -104,3 +105,31 @@ class StorageUnavailable(SeqsketchError):
 
     code = "storage_unavailable"
     http_status = 503
+
+
+class OutOfResources(SeqsketchError):
+    """The server ran out of open files or memory while answering: nothing is damaged, and the same request
+    answers once load falls (or the operator raises ``ulimit -n``).  Never reported as damage."""
+
+    code = "out_of_resources"
+    http_status = 503
+    headers = {"Retry-After": "1"}
+
+
+#: the errnos of a process out of resources (open files, the system's file table, memory), not of damage
+_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
+
+def out_of_resources(err: BaseException) -> OutOfResources | None:
+    """``err`` as :class:`OutOfResources` when it, or an error it was raised from or during (a layer that
+    reported it as damage or as missing), is the process running out of open files or memory; else None."""
+    seen: set[int] = set()
+    at: BaseException | None = err
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        if isinstance(at, OSError) and at.errno in _EXHAUSTED:
+            found = OutOfResources(f"the server is out of {'memory' if at.errno == errno.ENOMEM else 'open files'}"
+                                   f" ({at.strerror}); retry, or raise its limit (ulimit -n)")
+            return found
+        at = at.__cause__ or at.__context__
+    return None

@@ -12,7 +12,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from api.cli import admin, data, serving, watching
-from exact.errors import SeqsketchError
+from api.rlimits import raise_open_file_limit
+from exact.errors import SeqsketchError, out_of_resources
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -37,10 +38,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     if args.command in _WITHOUT_PANDAS:
         _answer_pyarrows_pandas_probe()
+    raise_open_file_limit()
     try:
         return handler(args)
     except SeqsketchError as err:
-        print(f"seqsketch: error: {err}", file=sys.stderr)
+        print(f"seqsketch: error: {out_of_resources(err) or err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        exhausted = out_of_resources(err)
+        if exhausted is None:
+            raise
+        print(f"seqsketch: error: {exhausted}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("seqsketch: interrupted", file=sys.stderr)

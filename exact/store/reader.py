@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from exact.arrays import joined, run_positions
-from exact.errors import Conflict, NotFound, StoreCorrupt
+from exact.errors import Conflict, NotFound, StoreCorrupt, out_of_resources
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
 from exact.prefilter import EventFrame
 from exact.store.fetch import Ranged, ranged, refetch
@@ -413,6 +413,9 @@ def _read_part(path: Path, part: PartInfo, groups: list[int], cols: list[str],
     except FileNotFoundError:
         raise _PartMissing("event-store part is missing", where=str(path)) from None
     except (pa.ArrowException, OSError, ValueError) as err:
+        exhausted = out_of_resources(err)
+        if exhausted is not None:  # (the process is out of files or memory: the part is not to blame)
+            raise exhausted from err
         raise StoreCorrupt(f"damaged event-store part: {err}", where=str(path)) from None
     if table.num_rows != sum(part.row_groups[g][1] - part.row_groups[g][0] + 1 for g in groups):
         raise StoreCorrupt("damaged event-store part: row counts differ from the manifest", where=str(path))

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from exact.arrays import joined, run_positions, sorted_ints
+from exact.errors import out_of_resources
 from exact.store.packing import Packed
 from exact.store.seek_format import (
     WIDE,
@@ -268,6 +269,9 @@ def open_seek(path: str | Path, rows: int, *, again: bool = True) -> SeekFile:
             with open(path, "rb") as fh:
                 buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
         except (OSError, ValueError) as err:
+            exhausted = out_of_resources(err)
+            if exhausted is not None:  # (not the file's fault: the query fails, the store stays trusted)
+                raise exhausted from err
             raise SeekUnavailable(f"cannot map: {err}") from None
         try:
             found = parse_file(buf)
@@ -283,11 +287,24 @@ def open_seek(path: str | Path, rows: int, *, again: bool = True) -> SeekFile:
     return found
 
 
+def _most_open() -> int:
+    """How many mapped files to keep: :data:`_OPEN_MAX`, or a quarter of the open files this process may
+    hold if that is fewer (each map keeps a file open)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return _OPEN_MAX
+    return _OPEN_MAX if soft == resource.RLIM_INFINITY else max(8, min(_OPEN_MAX, soft // 4))
+
+
 def _remember(key: tuple[str, int, int, int], found: SeekFile) -> None:
+    most = _most_open()
     with _OPEN_LOCK:
         for gone in [k for k in _OPEN if not _same_file(k)]:
             del _OPEN[gone]
-        if len(_OPEN) >= _OPEN_MAX:
+        while _OPEN and len(_OPEN) >= most:
             _OPEN.pop(next(iter(_OPEN)))
         _OPEN[key] = found
 
