@@ -20,7 +20,8 @@ class QueryResult:
     table: Any = field(default=None, repr=False)
 
     def to_arrow(self) -> Any:
-        """The answer's rows — matches, cases or intervals (docs/contract.md §3.6) — as a ``pyarrow.Table``:
+        """The answer's rows — matches, cases, intervals or a summary's rows (docs/contract.md §3.6, §3.7) — as
+        a ``pyarrow.Table``:
         as sent in Arrow form, or made from the JSON rows (a variable whose every binding is one event is
         then one seq column, otherwise a list column)."""
         if self.table is not None:
@@ -39,6 +40,26 @@ class QueryResult:
     @property
     def case_count(self) -> int | None:
         return self.raw.get("case_count")
+
+    @property
+    def funnel(self) -> list[JSON]:
+        """``RETURN funnel``: per step, the cases (or windows) that reached it and its conversion time."""
+        return self._rows("funnel")
+
+    @property
+    def next(self) -> list[JSON]:
+        """``RETURN next k``: per offset and type, the matches that event follows and the time to it."""
+        return self._rows("next")
+
+    @property
+    def durations(self) -> list[JSON]:
+        """``RETURN durations``: per pair of consecutive steps (and first to last), the gaps' distribution."""
+        return self._rows("durations")
+
+    @property
+    def groups(self) -> list[JSON]:
+        """``RETURN count BY`` / ``cases BY``: the top values and their counts (the rest: ``raw["other"]``)."""
+        return self._rows("groups")
 
     def _rows(self, kind: str) -> list[JSON]:
         if self.table is not None:
@@ -101,6 +122,9 @@ def _table_of_json(raw: JSON) -> Any:
     times are not in a JSON answer: only ``<var>.seq``)."""
     import pyarrow as pa
 
+    summary = next((k for k in ("funnel", "next", "durations", "groups") if k in raw), None)
+    if summary is not None:  # (a summary's rows, docs/contract.md §3.7)
+        return pa.Table.from_pylist(list(raw[summary])) if raw[summary] else pa.table({})
     kind = next((k for k in ("matches", "cases", "intervals") if k in raw), None)
     if kind is None:
         return pa.table({"exists": pa.array([bool(raw.get("exists"))]),

@@ -35,9 +35,14 @@ _BATCH = 8192
 OUT_SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson")
 
 
+#: the rows of the answers summarised from every match (docs/contract.md §3.7), by their key
+SUMMARY_ROWS = ("funnel", "next", "durations", "groups")
+
+
 def split_answer(answer: dict[str, Any]) -> tuple[dict[str, Any], pa.Table]:
     """An answer's head (every field but its rows; ``rows`` names what they are: ``matches``, ``cases``,
-    ``intervals`` or ``summary``) and its rows as a table — the columnar ``rows``; an answer without them
+    ``intervals``, a summary's ``funnel``, ``next``, ``durations`` or ``groups``, or ``summary``) and its
+    rows as a table — the columnar ``rows``; an answer without them
     (approximate candidates; ``RETURN count`` or ``exists``) gives its ``intervals`` as rows, or one row of
     ``exists`` and ``count``."""
     head = {k: v for k, v in answer.items() if k != "rows"}
@@ -45,7 +50,7 @@ def split_answer(answer: dict[str, Any]) -> tuple[dict[str, Any], pa.Table]:
     if isinstance(rows, pa.Table):
         head["rows"] = rows_kind(rows)
         return head, rows
-    for key in ("matches", "cases", "intervals"):
+    for key in ("matches", "cases", "intervals", *SUMMARY_ROWS):
         if key in head:
             listed = head.pop(key)
             head["rows"] = key

@@ -11,6 +11,7 @@ from typing import Any
 from api import service
 from api.cli.output import common, emit, human_bytes, positive_int, table
 from api.cli.progress import TerminalProgress, terminal_progress
+from api.cli.summaries import summary_text
 from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
 from exact.store import check_dataset_name, dataset_names, seqsketch_home
 from sketch.dataset import AUTO_KEY
@@ -301,6 +302,9 @@ def _count_text(result: dict[str, Any]) -> str:
 
 
 def _query_text(result: dict[str, Any], partition: tuple[list[str], list[str]] | None = None) -> str:
+    summary = summary_text(result)  # (funnel, next, durations, counts BY)
+    if summary is not None:
+        return summary
     stats = result.get("stats", {})
     if result.get("mode") == "approximate":  # no matches, no count: candidate intervals with their level
         head = (f"{len(result.get('intervals', [])):,} candidate interval(s), exists: "

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from api.service.datasets import dataset_exists, warm_up_appends
 from api.service.limits import call_with_timeout
+from api.service.summaries import summarised_answer
 from exact.engine import Budget, answer, evaluate_table, warm_up
 from exact.engine.columns import bound_columns_of
 from exact.engine.matchtable import match_times
@@ -83,6 +84,11 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
                                  where="mode")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise QuerySemanticError(f"limit must be an integer ≥ 1, got {limit!r}", where="limit")
+    if _summarises(query):  # (funnel, next, durations, counts BY: made from every match, §3.7)
+        return summarised_answer(
+            home, name, _checked_against(home, name, query), mode=mode, budget=budget,
+            ask=lambda q, m, b: run_query(home, name, q, mode=m, columnar=True, budget=b),
+            bind=lambda rows: bound_columns(home, name, rows))
     if location_of(dataset_dir(check_dataset_name(name), home)) is None:
         return _run_query(home, name, query, mode=mode, limit=limit, granularity=granularity, budget=budget,
                           columnar=columnar)
@@ -93,6 +99,31 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
         answer["stats"].update(fetched_bytes=fetched["fetched_bytes"], fetches=fetched["fetches"],
                                cache_hits=fetched["cache_hits"])
     return answer
+
+
+def _summarises(query: QueryInput) -> bool:
+    """Does ``query`` ask for a summary of its matches (§3.7)?  Its JSON form is not parsed to tell."""
+    if isinstance(query, Query):
+        return query.summarised
+    if isinstance(query, str):
+        return parsed_query(query).summarised
+    return query.get("returns") in ("funnel", "next", "durations") or query.get("group_by") is not None
+
+
+def _checked_against(home: Path, name: str, query: QueryInput) -> Query:
+    """``query`` parsed and checked against dataset ``name``'s attributes (a missing one is refused)."""
+    parsed = parsed_query(query)
+    if not dataset_exists(home, check_dataset_name(name)):
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    attrs = Dataset.open(home, name).store.snapshot().attrs
+    if parsed.group_by is not None and parsed.group_by.attr not in attrs:  # (refused where BY stands)
+        kinds = attribute_kinds(attrs)
+        if isinstance(query, Query):
+            check_kinds(parsed, kinds)
+        else:
+            load(query if isinstance(query, str) else dict(query), kinds)
+    check_attribute_kinds(query, parsed, attrs)
+    return parsed
 
 
 def _run_query(home: Path, name: str, query: QueryInput, *, mode: str, limit: int | None,

@@ -81,6 +81,20 @@ class Return(str, Enum):
     COUNT = "count"
     #: the partitions (cases) holding a match, each with its number of matches and its first match's interval
     CASES = "cases"
+    #: how far the partitions (or windows) get along the SEQ's steps (docs/semantics.md §7.1)
+    FUNNEL = "funnel"
+    #: the events that follow each match's last event, by type and offset (docs/semantics.md §7.2)
+    NEXT = "next"
+    #: the time between consecutive steps of the matches, and from first to last (docs/semantics.md §7.3)
+    DURATIONS = "durations"
+
+
+#: the answers summarised from every match (docs/semantics.md §7), rather than the matches themselves
+SUMMARIES = frozenset({Return.FUNNEL, Return.NEXT, Return.DURATIONS})
+#: ``RETURN next k``: the most following events one may ask for, and the default
+MAX_FOLLOWING = 10
+#: ``RETURN count BY … TOP k``: the most groups listed, and the default
+MAX_TOP, DEFAULT_TOP = 1000, 10
 
 
 @dataclass(frozen=True)
@@ -237,6 +251,18 @@ class Query:
     between: Between | None = None
     strategy: Strategy = Strategy.SKIP_TILL_NEXT_MATCH
     returns: Return = Return.MATCHES
+    #: ``RETURN count BY v.attr`` / ``RETURN cases BY v.attr``: the bound event's field the answer groups by
+    group_by: Field | None = None
+    #: ``… TOP k``: how many groups are listed (the rest summed); None: :data:`DEFAULT_TOP`
+    top: int | None = None
+    #: ``RETURN next k``: how many following events; None: one
+    following: int | None = None
+
+    @property
+    def summarised(self) -> bool:
+        """Is the answer a summary of every match, not the matches (docs/semantics.md §7: funnel, next,
+        durations, counts BY)?"""
+        return self.returns in SUMMARIES or self.group_by is not None
 
     def variables(self) -> Iterator[Var]:
         """Every variable, positive and negated, in pattern order."""

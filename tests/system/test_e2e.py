@@ -165,6 +165,48 @@ def test_answers_as_columns_over_http(server: tuple[Client, Path]) -> None:
     assert as_arrow.cases == cases.cases and as_arrow.to_arrow().column("case").to_pylist() == list(per_case)
 
 
+def test_summaries_over_http_as_json_arrow_and_pandas(server: tuple[Client, Path]) -> None:
+    """A funnel, the next events, durations and counts by a field, through the real server and the SDK: JSON
+    and Arrow say the same, and the funnel's numbers are the cases' own (counted here from the stored events,
+    as the definition says: a case reaches a step when the SEQ up to it matches in the case)."""
+    client, home = server
+    events = stored_events(home, "running")
+    steps = ["register request", "decide", "pay compensation"]
+    by_case: dict[str, list[str]] = {}
+    for e in sorted(events, key=lambda e: e["seq"]):
+        by_case.setdefault(e["attrs"]["case"], []).append(e["type"])
+
+    def furthest(types: list[str]) -> int:
+        reached = 0
+        for t in types:
+            if reached < len(steps) and t == steps[reached]:
+                reached += 1
+        return reached
+
+    reach = [furthest(t) for t in by_case.values()]
+    text = ("PATTERN SEQ('register request' r, decide d, 'pay compensation' p) PARTITION BY case "
+            "RETURN funnel")
+    funnel = client.query("running", text)
+    assert [s["reached"] for s in funnel.funnel] == [sum(1 for f in reach if f >= j) for j in (1, 2, 3)]
+    assert [s["label"] for s in funnel.funnel] == ["r", "d", "p"] and funnel["units"] == "partitions"
+    as_arrow = client.query("running", text, format="arrow")
+    assert as_arrow["rows"] == "funnel" and as_arrow.funnel == funnel.funnel
+    assert list(as_arrow.to_pandas()["reached"]) == [s["reached"] for s in funnel.funnel]
+    following = client.query("running", "PATTERN SEQ(decide d) PARTITION BY case RETURN next 1", mode="exact")
+    after = {}
+    for types in by_case.values():
+        for i, t in enumerate(types):
+            if t == "decide":
+                nxt = types[i + 1] if i + 1 < len(types) else None
+                after[nxt] = after.get(nxt, 0) + 1
+    assert {r["type"]: r["count"] for r in following.next} == after
+    spans = client.query("running", PAIR_QUERY + " RETURN durations")
+    assert spans.durations[-1]["whole"] and spans.durations[-1]["count"] == spans.count > 0
+    assert list(spans.to_arrow().column("count").to_pylist()) == [d["count"] for d in spans.durations]
+    grouped = client.query("running", PAIR_QUERY + " RETURN count BY p.type")
+    assert grouped.groups == [{"value": "pay compensation", "count": grouped.count}]
+
+
 def test_match_density_counts_every_match_not_only_those_listed(server: tuple[Client, Path]) -> None:
     """``density``: every match's first event, counted over the dataset's time range — also past a limit that
     stopped the listing."""

@@ -22,6 +22,9 @@ import exact.query.language.lexical as lexical
 import exact.query.language.temporal as temporal
 from exact.errors import QueryLimitError, QuerySemanticError, SeqsketchError
 from exact.query.ast import (
+    BUILTIN_FIELDS,
+    MAX_FOLLOWING,
+    MAX_TOP,
     OPERATORS,
     Absent,
     Aggregate,
@@ -117,6 +120,7 @@ def check_query(query: Query, locator: Locator, attr_kinds: Mapping[str, str] | 
     _check_window(query, locator)
     _check_between(query, locator)
     _check_strategy(query, locator)
+    _check_summary(query, locator, attr_kinds)
     return replace(query, where=where) if where != query.where else query
 
 
@@ -286,6 +290,7 @@ def check_attribute_kinds(query: Query, locator: Locator, attr_kinds: Mapping[st
     other checks are its builder's business)."""
     for j, cond in enumerate(query.where):
         _check_attribute_kinds(cond, j, locator, attr_kinds)
+    _check_group_attribute(query, locator, attr_kinds)
 
 
 def _check_attribute_kinds(cond: Condition, j: int, locator: Locator, attr_kinds: Mapping[str, str]) -> None:
@@ -480,3 +485,41 @@ def _check_strategy(query: Query, locator: Locator) -> None:
         raise locator.error(QuerySemanticError, "RETURN cases needs PARTITION BY: a case is a value of the "
                             "partition attributes (e.g. PARTITION BY case)", ("returns",))
 
+
+
+def _check_summary(query: Query, locator: Locator, attr_kinds: Mapping[str, str] | None) -> None:
+    """``RETURN next k``, ``RETURN count|cases BY v.attr [TOP k]`` (docs/semantics.md §7)."""
+    if query.following is not None:
+        if query.returns is not Return.NEXT:
+            raise locator.error(QuerySemanticError, f"a number after RETURN is for RETURN next k, not RETURN "
+                                f"{query.returns.value}", ("following",))
+        if not 1 <= query.following <= MAX_FOLLOWING:
+            raise locator.error(QuerySemanticError, f"RETURN next k takes k from 1 to {MAX_FOLLOWING}, not "
+                                f"{query.following}", ("following",))
+    if query.top is not None and query.group_by is None:
+        raise locator.error(QuerySemanticError, "TOP k goes with BY v.attr", ("top",))
+    if query.top is not None and not 1 <= query.top <= MAX_TOP:
+        raise locator.error(QuerySemanticError, f"TOP k takes k from 1 to {MAX_TOP}, not {query.top}", ("top",))
+    by = query.group_by
+    if by is None:
+        return
+    if query.returns not in (Return.COUNT, Return.CASES):
+        raise locator.error(QuerySemanticError, f"BY groups RETURN count or RETURN cases, not RETURN "
+                            f"{query.returns.value}", ("group_by",))
+    positive = [v.name for v in query.positive_variables()]
+    if by.var not in positive:
+        negated = by.var in {v.name for v in query.variables()}
+        raise locator.error(QuerySemanticError, f"BY {by.var}.{by.attr}: "
+                            + ("a negated variable binds no event" if negated else
+                               f"unknown variable '{by.var}'; expected one of {', '.join(positive)}"),
+                            ("group_by",))
+    if attr_kinds is not None:
+        _check_group_attribute(query, locator, attr_kinds)
+
+
+def _check_group_attribute(query: Query, locator: Locator, attr_kinds: Mapping[str, str]) -> None:
+    by = query.group_by
+    if by is not None and by.attr not in BUILTIN_FIELDS and by.attr not in attr_kinds:
+        known = ", ".join(sorted(attr_kinds)) or "none"
+        raise locator.error(QuerySemanticError, f"BY {by.var}.{by.attr}: the dataset has no attribute "
+                            f"'{by.attr}' (its attributes: {known})", ("group_by",))

@@ -10,7 +10,9 @@ Shape (docs/query-language.md, "JSON form")::
      "within": {"micros": 900000000} | {"events": 5} | null,
      "between": {"start": MICROS | "ISO", "end": MICROS | "ISO"} | null,
      "strategy": "skip_till_next_match",
-     "returns": "matches"}
+     "returns": "matches",
+     "group_by": {"var": "o", "attr": "org:resource"}, "top": 10,   only with RETURN count / cases BY
+     "following": 3}                                                  only with RETURN next k
 
     OPERAND = {"var": "a", "attr": "amount", "prev": false}       a.amount, prev(a.amount) (= a[i-1].amount)
             | {"var": "a", "attr": "amount", "run": "first"}      a[1].amount ("last": a[last].amount)
@@ -77,6 +79,9 @@ def to_json(query: Query) -> dict[str, Any]:
         "between": between,
         "strategy": query.strategy.value,
         "returns": query.returns.value,
+        **({"group_by": {"var": query.group_by.var, "attr": query.group_by.attr}} if query.group_by else {}),
+        **({"top": query.top} if query.top is not None else {}),
+        **({"following": query.following} if query.following is not None else {}),
     }
 
 
@@ -124,6 +129,7 @@ class _PathLocator(Locator):
             "between": lambda: "between", "between_start": lambda: "between.start",
             "between_end": lambda: "between.end",
             "strategy": lambda: "strategy", "returns": lambda: "returns",
+            "group_by": lambda: "group_by", "top": lambda: "top", "following": lambda: "following",
         }
         return paths.get(kind, lambda: "(query)")()
 
@@ -180,8 +186,8 @@ def from_json(obj: dict[str, Any], attr_kinds: Mapping[str, str] | None = None) 
     """The checked :class:`Query` of a JSON form; raises QuerySyntaxError / QuerySemanticError /
     QueryLimitError naming the JSON path."""
     _expect(obj, dict, "a JSON object with 'version' and 'pattern'", "(top level)")
-    _keys(obj, {"version", "pattern"}, {"where", "partition_by", "within", "between", "strategy", "returns"},
-          "(top level)")
+    _keys(obj, {"version", "pattern"}, {"where", "partition_by", "within", "between", "strategy", "returns",
+                                        "group_by", "top", "following"}, "(top level)")
     version = obj["version"]
     if isinstance(version, bool) or version != AST_VERSION:
         raise _shape_error(f"unsupported version {version!r}; expected {AST_VERSION}", "version")
@@ -195,8 +201,28 @@ def from_json(obj: dict[str, Any], attr_kinds: Mapping[str, str] | None = None) 
         between=_between(obj.get("between")),
         strategy=_enum(Strategy, obj.get("strategy", Strategy.SKIP_TILL_NEXT_MATCH.value), "strategy"),
         returns=_enum(Return, obj.get("returns", Return.MATCHES.value), "returns"),
+        group_by=_group_by(obj.get("group_by")),
+        top=_whole(obj.get("top"), "top"),
+        following=_whole(obj.get("following"), "following"),
     )
     return check_query(query, _PathLocator(var_paths), attr_kinds)
+
+
+def _group_by(raw: Any) -> Field | None:
+    if raw is None:
+        return None
+    _expect(raw, dict, "an object {\"var\": NAME, \"attr\": NAME}", "group_by")
+    _keys(raw, {"var", "attr"}, set(), "group_by")
+    return Field(_expect(raw["var"], str, "a variable name", "group_by.var"),
+                 _expect(raw["attr"], str, "an attribute name", "group_by.attr"))
+
+
+def _whole(raw: Any, path: str) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise _shape_error(f"expected a whole number, got {raw!r}", path)
+    return raw
 
 
 def _pattern(raw: Any) -> tuple[tuple[Element, ...], list[str]]:

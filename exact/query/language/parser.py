@@ -329,14 +329,37 @@ class _TreeReader:
             raise _error(QuerySyntaxError, message, name) from None
 
     def _clause_returns(self, tree: ParseTree) -> dict[str, object]:
-        name = _tokens(tree)[1]
+        tokens = _tokens(tree)
+        name = tokens[1]
         self._mark(("returns",), name)
         try:
-            return {"returns": Return(str(name).lower())}
+            out: dict[str, object] = {"returns": Return(str(name).lower())}
         except ValueError:
             valid = ", ".join(r.value for r in Return)
             message = f"unknown RETURN '{name}'; expected one of {valid}"
             raise _error(QuerySyntaxError, message, name) from None
+        if len(tokens) > 2:  # RETURN next k
+            number = tokens[2]
+            self._mark(("following",), number)
+            out["following"] = self._count(number, "RETURN next k")
+        for by in _subtrees(tree, "return_by"):
+            keyword, var, _dot, *rest = _tokens(by)
+            self._mark(("group_by",), var)
+            field = out["group_by"] = Field(str(var), self._attr(_subtrees(by, "attr")[0]))
+            if rest:
+                word, number = rest
+                if str(word).lower() != "top":
+                    raise _error(QuerySyntaxError, f"unexpected '{word}' after BY {field.var}.{field.attr}; "
+                                 "expected TOP k", word)
+                self._mark(("top",), number)
+                out["top"] = self._count(number, "TOP k")
+        return out
+
+    @staticmethod
+    def _count(token: Token, what: str) -> int:
+        if not str(token).isdigit():
+            raise _error(QuerySemanticError, f"{what} needs a whole number, not {token}", token)
+        return int(str(token))
 
 
 def _element(kind: str, variables: tuple[Var, ...]) -> Element:

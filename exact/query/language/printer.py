@@ -55,8 +55,15 @@ def to_text(query: Query) -> str:
         lines.append(f"BETWEEN {start} AND {end}")
     if query.strategy is not Strategy.SKIP_TILL_NEXT_MATCH:
         lines.append("STRATEGY " + query.strategy.value)
-    if query.returns is not Return.MATCHES:
-        lines.append("RETURN " + query.returns.value)
+    if query.returns is not Return.MATCHES or query.group_by is not None:
+        text = "RETURN " + query.returns.value
+        if query.following is not None:
+            text += f" {query.following}"
+        if query.group_by is not None:
+            text += f" BY {query.group_by.var}.{lexical.attribute(query.group_by.attr)}"
+            if query.top is not None:
+                text += f" TOP {query.top}"
+        lines.append(text)
     return "\n".join(lines)
 
 
