@@ -44,12 +44,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SeqsketchError as err:
         print(f"seqsketch: error: {out_of_resources(err) or err}", file=sys.stderr)
         return 1
-    except OSError as err:
-        exhausted = out_of_resources(err)
-        if exhausted is None:
-            raise
-        print(f"seqsketch: error: {exhausted}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("seqsketch: interrupted", file=sys.stderr)
         return 130
@@ -57,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader of our output went away (`… | head`): nothing more to say, and nowhere to say it
         _silence_stdout()
         return 141  # as a process killed by SIGPIPE
+    except OSError as err:  # (after BrokenPipeError, one of them)
+        exhausted = out_of_resources(err)
+        if exhausted is None:
+            raise
+        print(f"seqsketch: error: {exhausted}", file=sys.stderr)
+        return 1
 
 
 class _NoPandas:

@@ -204,4 +204,6 @@ def test_two_writers_racing_commits_lose_nothing_and_repeat_nothing(seaweed: Sea
     made = sorted(f"w{n}-{i}.parquet" for n in (1, 2) for i in range(40))
     assert sorted(f.split("-", 2)[2] for f in files[1:]) == made
     assert [p.first_seq for p in final.parts] == list(range(81)) and final.type_counts["A"] == 81
-    assert final.checkpoint == 65 and refused[1] + refused[2] > 0  # (version 1, then 64 commits; they raced)
+    # a checkpoint at version 65 (version 1, then 64 commits), and perhaps a later one: a writer that followed
+    # the log from before it writes its own 64 commits on (any checkpoint of a version is the same state)
+    assert 65 <= final.checkpoint <= 81 and refused[1] + refused[2] > 0  # (they raced)
