@@ -11,7 +11,7 @@ from typing import Any
 from api import service
 from api.cli.output import common, emit, human_bytes, positive_int, table
 from api.cli.progress import TerminalProgress, terminal_progress
-from api.cli.summaries import summary_text
+from api.cli.summaries import plot_summary, summary_text
 from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
 from exact.store import check_dataset_name, dataset_names, seqsketch_home
 from sketch.dataset import AUTO_KEY
@@ -266,7 +266,10 @@ def _query(args: argparse.Namespace) -> int:
     result = service.limited_query(home, args.dataset, args.query, mode=args.mode, limit=limit,
                                    timeout_ms=round(args.timeout * 1000), include_events=args.include_events)
     emit(args, result, _query_text(result, _partition_values(args.query, result)))
-    if args.plot:
+    if args.plot and summary_text(result) is not None:  # (a summary's own chart, not the timeline)
+        print(f"seqsketch: drew the answer into {plot_summary(args.plot, query=args.query, answer=result)}",
+              file=sys.stderr)
+    elif args.plot:
         from api.cli.plot import plot_answer
 
         candidates = result if args.mode == "approximate" else service.limited_query(

@@ -141,6 +141,32 @@ def test_return_cases_lists_each_case_once(page: Any, server: tuple[str, Client]
     assert page.locator("#match-detail").is_hidden()
 
 
+def test_summaries_are_drawn_as_the_api_answers_them(page: Any, server: tuple[str, Client]) -> None:
+    """A funnel's bars, the next events' bars and the duration histograms, each bar the API's number."""
+    _, client = server
+    pick(page, "running")
+    funnel = ("PATTERN SEQ('register request' r, decide d, 'pay compensation' p) PARTITION BY case "
+              "RETURN funnel")
+    run(page, funnel)
+    answer = client.query("running", funnel)
+    page.wait_for_selector("svg.chart.funnel rect.bar")
+    values = page.eval_on_selector_all("svg.chart.funnel rect.bar", "els => els.map(e => Number(e.dataset.value))")
+    assert values == [s["reached"] for s in answer.funnel] and values[0] > 0
+    assert f"{answer['unit_count']} partitions reached step 1" in page.inner_text("#summary")
+    following = "PATTERN SEQ(decide d) PARTITION BY case RETURN next 2"
+    run(page, following)
+    answer = client.query("running", following)
+    bars = page.eval_on_selector_all("svg.chart.next rect.bar", "els => els.map(e => Number(e.dataset.value))")
+    assert bars == [r["count"] for r in answer.next][:len(bars)] and len(bars) == len(answer.next)
+    assert page.locator(".summary-chart h3").first.inner_text() == "What comes next"
+    spans = PAIR_QUERY + " RETURN durations"
+    run(page, spans)
+    answer = client.query("running", spans)
+    assert page.locator("svg.chart.histogram").count() == len(answer.durations) == 2
+    counts = page.eval_on_selector_all("svg.chart.histogram rect.bar", "els => els.map(e => Number(e.dataset.count))")
+    assert sum(counts) == sum(d["count"] for d in answer.durations) == 2 * answer.count
+
+
 def test_the_watch_toggle_adds_live_matches(page: Any, server: tuple[str, Client]) -> None:
     """With "watch" on, a match of events appended afterwards (by the SDK) is added to the timeline when it
     completes — with the append of its last event, its window still open; turning it off deletes the watch."""

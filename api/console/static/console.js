@@ -2,6 +2,7 @@
 
 import {QueryEditor, partitionOf, strategyOf, typeLiteral, withStrategy} from "/console/editor.js";
 import {Timeline, human, parseTs} from "/console/timeline.js";
+import {isSummary, summaryCharts, summaryLine} from "/console/charts.js";
 
 const TOKEN_KEY = "seqsketch.token";
 const JOBS_KEY = "seqsketch.jobs";
@@ -333,7 +334,9 @@ function renderAnswer() {
   const a = state.answer;
   const matches = a.matches || [];
   const parts = [];
-  if (a.mode === "approximate") {
+  if (isSummary(a)) {  // a funnel, the next events, durations, counts by a field: drawn, not listed
+    parts.push(h("b", {text: summaryLine(a)}));
+  } else if (a.mode === "approximate") {
     parts.push(h("b", {text: a.exists ? "maybe" : "no"}), " — ",
       `${fmt((a.intervals || []).length)} candidate interval(s) from the index alone`);
   } else {
@@ -432,6 +435,7 @@ function renderCaseList() {
 }
 
 function renderMatchList() {
+  if (isSummary(state.answer)) { $("match-list").replaceChildren(...summaryCharts(state.answer)); return; }
   if (state.answer.cases && state.answer.cases.length) { renderCaseList(); return; }
   const matches = state.answer.matches || [];
   if (!matches.length) { $("match-list").replaceChildren(); return; }
