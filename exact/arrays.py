@@ -19,6 +19,18 @@ def joined(arrays: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
 
 
+def distinct_ints(values: np.ndarray) -> np.ndarray:
+    """The distinct integers of ``values``, ascending — sorted, then each kept once (NumPy's ``unique``
+    hashes first, several times slower on millions of integers)."""
+    if not len(values):
+        return values
+    ordered = np.sort(values)
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
 def sorted_ints(values: np.ndarray) -> np.ndarray:
     """``values`` (integers, distinct) in ascending order: ``values`` itself when already sorted; when they
     fill much of their range (at least one in 16 of the integers between their least and greatest), by

@@ -24,6 +24,7 @@ import pyarrow as pa
 from api.service.datasets import dataset_exists, warm_up_appends
 from api.service.limits import call_with_timeout
 from api.service.summaries import summarised_answer
+from exact.arrays import distinct_ints
 from exact.engine import Budget, answer, evaluate_table, warm_up
 from exact.engine.columns import bound_columns_of
 from exact.engine.matchtable import match_times
@@ -433,8 +434,8 @@ def bound_columns(home: Path, name: str, rows: pa.Table) -> pa.Table:
     variables = [c[:-len(".seq")] for c in rows.column_names if c.endswith(".seq")]
     seqs = [rows.column(f"{v}.seq").combine_chunks() for v in variables]
     flat = [s.flatten() if pa.types.is_list(s.type) else s for s in seqs]
-    wanted = np.unique(np.concatenate([f.drop_null().to_numpy(zero_copy_only=False) for f in flat] or
-                                      [np.zeros(0, dtype=np.int64)]).astype(np.int64))
+    wanted = distinct_ints(np.concatenate([f.drop_null().to_numpy(zero_copy_only=False) for f in flat] or
+                                          [np.zeros(0, dtype=np.int64)]).astype(np.int64))
     if not len(wanted):
         return rows
     from sketch.partition.answer import runs_of

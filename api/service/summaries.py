@@ -21,11 +21,22 @@ import pyarrow.compute as pc
 
 from exact.engine import Budget
 from exact.engine.columns import python_values
-from exact.engine.summaries import durations, empty_rows, funnel, groups, next_rows, prefix, steps
+from exact.engine.summaries import (
+    chained_funnel,
+    chains_apply,
+    durations,
+    empty_rows,
+    funnel,
+    groups,
+    next_rows,
+    prefix,
+    steps,
+)
 from exact.errors import QuerySemanticError
 from exact.events import ATTRS, iso_of_micros
 from exact.query.ast import BUILTIN_FIELDS, DEFAULT_TOP, Query, Return
 from exact.store import EventStore, dataset_dir, store_dir
+from exact.store.grouping import layout_of
 from sketch.partition.answer import runs_of
 
 _I64 = np.int64
@@ -61,7 +72,17 @@ def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: As
 
     everything = dataclasses.replace(query, returns=Return.MATCHES, group_by=None, top=None, following=None)
     body: dict[str, Any] = {"strategy": query.strategy.value}
-    if query.returns is Return.FUNNEL:
+    chained = _chained(home, name, query) if query.returns is Return.FUNNEL else None
+    if chained is not None:  # (steps of one typed event each: one pass over their events)
+        body["funnel"], units = chained
+        body.update(units="partitions" if query.partition_by else "windows", unit_count=units)
+        whole = ask(dataclasses.replace(everything, returns=Return.COUNT), mode, budget)
+        stats["queries"] += 1
+        stats["events_scanned"] += int((whole.get("stats") or {}).get("events_scanned") or 0)
+        head.update({k: whole[k] for k in ("dataset", "index_version", "mode") if k in whole})
+        head["events_total"] = (whole.get("stats") or {}).get("events_total")
+        rows = pa.table({"n": pa.nulls(int(whole.get("count") or 0), pa.int8())})
+    elif query.returns is Return.FUNNEL:
         count = len(steps(query))
         tables = [matches_of(prefix(query, j)) for j in range(1, count + 1)]
         rows = tables[-1]
@@ -76,11 +97,11 @@ def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: As
         else:
             assert query.group_by is not None
             values = _group_values(query, rows, bind)
-            cases = rows.column("case").to_pylist() if query.returns is Return.CASES else None
+            cases = rows.column("case").combine_chunks() if query.returns is Return.CASES else None
             listed, rest = groups(values, cases, query.top or DEFAULT_TOP)
             body.update(groups=listed, other=rest, group_count=len(listed) + rest["groups"])
             if cases is not None:
-                body["case_count"] = len({repr(c) for c in cases})
+                body["case_count"] = len({repr(c) for c in python_values(cases)})
     body.update(exists=bool(rows.num_rows), count=int(rows.num_rows), truncated=False)
     stats["total_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
     if head.get("events_total") is not None:
@@ -93,6 +114,68 @@ def _what(query: Query) -> str:
     if query.group_by is not None:
         return f"{query.returns.value} BY {query.group_by.var}.{query.group_by.attr}"
     return query.returns.value
+
+
+# --------------------------------------------------------------------------------------------- funnel
+
+
+def _chained(home: Path, name: str, query: Query) -> tuple[list[dict[str, Any]], int] | None:
+    """The funnel of a query of typed single steps (:func:`chains_apply`), from one read of its step types'
+    events; None when it does not apply (the prefixes are then asked as queries of their own)."""
+    if not chains_apply(query):
+        return None
+    store = EventStore.open(store_dir(dataset_dir(name, home)))
+    snap = store.snapshot()
+    names = frozenset(v.type for v in query.positive_variables() if v.type is not None)
+    keyed = [a for a in query.partition_by if a not in BUILTIN_FIELDS]
+    stored = snap.attr_types()
+    if any(a in stored and pa.types.is_floating(stored[a]) for a in keyed):
+        return None  # (NaN is a value no partition shares: left to the engine)
+    # the partition layout numbers each event's partition when it covers them all and is by the same key
+    layout = layout_of(store.root, snap.extra) if query.partition_by else None
+    grouped = layout is not None and query.partition_by == (layout.key,) and layout.events == snap.events
+    if snap.events <= snap.retained_from:
+        events = pa.table({"seq": pa.array([], pa.int64()), "ts": pa.array([], pa.int64()),
+                           "type": pa.array([], pa.string())})
+    else:
+        columns = ["seq", "ts", "type"] + ([] if grouped else [f"{ATTRS}.{a}" for a in keyed])
+        events, _ = store.read_ranges(np.array([[snap.retained_from, snap.events - 1]], dtype=_I64),
+                                      columns=columns, types=names, snapshot=snap, type_dictionary=True)
+    seqs = events.column("seq").to_numpy().astype(_I64)
+    ts = events.column("ts").cast(pa.int64()).to_numpy().astype(_I64)
+    codes, types = _codes(events.column("type"))
+    if not query.partition_by:
+        units = np.zeros(len(seqs), _I64)
+    elif grouped:
+        assert layout is not None
+        units = np.asarray(layout.group_of, dtype=_I64)[seqs]
+    else:
+        units = _partition_units(events, query.partition_by)
+    return chained_funnel(query, seqs, ts, types, codes, units)
+
+
+def _partition_units(events: pa.Table, attributes: tuple[str, ...]) -> np.ndarray:
+    """One integer per event naming its partition, -1 for an event without a value of every attribute."""
+    parts, missing = [], np.zeros(events.num_rows, dtype=bool)
+    for attribute in attributes:
+        array = _partition_column(events, attribute)
+        encoded = pc.dictionary_encode(array)
+        missing |= encoded.indices.is_null().to_numpy(zero_copy_only=False)
+        parts.append(encoded.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(_I64))
+    codes = parts[0] if len(parts) == 1 else \
+        np.unique(np.stack(parts, axis=1), axis=0, return_inverse=True)[1].astype(_I64).ravel()
+    return np.where(missing, -1, codes)
+
+
+def _partition_column(events: pa.Table, attribute: str) -> pa.Array:
+    if attribute in BUILTIN_FIELDS:
+        return events.column(attribute).combine_chunks()
+    if f"{ATTRS}.{attribute}" in events.column_names:
+        return events.column(f"{ATTRS}.{attribute}").combine_chunks()
+    column = events.column(ATTRS).combine_chunks()  # (a read of attrs.NAME: the attrs struct with that field)
+    if column.type.get_field_index(attribute) < 0:
+        return pa.nulls(events.num_rows)
+    return column.field(attribute)
 
 
 # --------------------------------------------------------------------------------------------- next k
@@ -130,13 +213,20 @@ def _next(home: Path, name: str, query: Query, rows: pa.Table) -> list[dict[str,
         return next_rows(types, gaps, held, names)
     # a partition: every event from the earliest end on, with its partition's values, grouped by them
     first = int(ends.min())
-    columns = ["seq", "ts", "type"] + [f"{ATTRS}.{a}" for a in query.partition_by if a not in BUILTIN_FIELDS]
-    events = store.read_table(first, None, columns=columns, snapshot=snap)
+    layout = layout_of(store.root, snap.extra)
+    grouped = layout is not None and query.partition_by == (layout.key,) and layout.events == snap.events
+    columns = ["seq", "ts", "type"] + ([] if grouped else [f"{ATTRS}.{a}" for a in query.partition_by
+                                                           if a not in BUILTIN_FIELDS])
+    events = store.read_table(first, None, columns=columns, snapshot=snap, type_dictionary=True)
     seqs = events.column("seq").to_numpy().astype(_I64)
     codes, names = _codes(events.column("type"))
     ts = events.column("ts").cast(pa.int64()).to_numpy().astype(_I64)
-    keys = _partition_codes(events, query.partition_by)
-    order = np.lexsort((seqs, keys))  # by partition, then stream order
+    if grouped:  # (the layout numbers each event's partition; -1 for none, a partition of its own here)
+        assert layout is not None
+        keys = np.asarray(layout.group_of, dtype=_I64)[seqs]
+    else:
+        keys = _partition_codes(events, query.partition_by)
+    order = np.argsort(keys, kind="stable")  # by partition, then stream order (the read is in stream order)
     place = np.empty(len(order), dtype=_I64)
     place[order] = np.arange(len(order), dtype=_I64)
     row = np.searchsorted(seqs, ends)  # (every end is an event of the read)
@@ -153,7 +243,12 @@ def _next(home: Path, name: str, query: Query, rows: pa.Table) -> list[dict[str,
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
-    encoded = pc.dictionary_encode(column.combine_chunks().cast(pa.string()))
+    """Type codes and the names they stand for (a dictionary-encoded column as it is)."""
+    if pa.types.is_dictionary(column.type):
+        encoded = column.unify_dictionaries().combine_chunks() if column.num_chunks > 1 else \
+            (column.chunk(0) if column.num_chunks else pa.array([], column.type))
+    else:
+        encoded = pc.dictionary_encode(column.combine_chunks().cast(pa.string()))
     return (encoded.indices.to_numpy(zero_copy_only=False).astype(_I64),
             [str(t) for t in encoded.dictionary.to_pylist()])
 
@@ -162,12 +257,7 @@ def _partition_codes(events: pa.Table, attributes: tuple[str, ...]) -> np.ndarra
     """One integer per event naming its partition (its values of ``attributes`` together; null is a value)."""
     parts = []
     for attribute in attributes:
-        if attribute in BUILTIN_FIELDS:
-            array = events.column(attribute).combine_chunks()
-        elif f"{ATTRS}.{attribute}" in events.column_names:
-            array = events.column(f"{ATTRS}.{attribute}").combine_chunks()
-        else:  # (a read of attrs.NAME gives the attrs struct with that field)
-            array = events.column(ATTRS).combine_chunks().field(attribute)
+        array = _partition_column(events, attribute)
         encoded = pc.dictionary_encode(array, null_encoding="encode")
         parts.append(encoded.indices.to_numpy(zero_copy_only=False).astype(_I64))
     if len(parts) == 1:
@@ -178,26 +268,29 @@ def _partition_codes(events: pa.Table, attributes: tuple[str, ...]) -> np.ndarra
 # --------------------------------------------------------------------------------------------- BY
 
 
-def _group_values(query: Query, rows: pa.Table, bind: Bind) -> list[Any]:
+def _group_values(query: Query, rows: pa.Table, bind: Bind) -> pa.Array:
     """Each match's value of the grouping field: its bound event's (a Kleene run's first event's)."""
     by = query.group_by
     assert by is not None
     if not rows.num_rows:
-        return []
+        return pa.array([], pa.null())
     if by.attr in ("seq", "ts"):
         column = rows.column(f"{by.var}.{by.attr}")
     else:
         bound = bind(rows)
         wanted = f"{by.var}.type" if by.attr == "type" else f"{by.var}.{ATTRS}.{by.attr}"
         if wanted not in bound.column_names:  # (no bound event has it)
-            return [None] * rows.num_rows
+            return pa.nulls(rows.num_rows)
         column = bound.column(wanted)
     array = column.combine_chunks()
     if pa.types.is_list(array.type):
         array = _first_of(array)
-    if pa.types.is_timestamp(array.type):
-        return [None if v is None else iso_of_micros(v) for v in array.cast(pa.int64()).to_pylist()]
-    return python_values(array)
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if pa.types.is_timestamp(array.type):  # (times as the answers write them)
+        return pa.array([None if v is None else iso_of_micros(v) for v in array.cast(pa.int64()).to_pylist()],
+                        pa.string())
+    return array
 
 
 def _first_of(lists: pa.Array) -> pa.Array:

@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from exact.query.ast import Absent, AnyOf, Element, EventSet, Query, Return, Single
+from exact.engine.columns import python_values
+from exact.query.ast import Absent, AnyOf, Element, EventSet, Query, Return, Single, Strategy, WithinEvents, WithinTime
 
 _I64 = np.int64
 #: the spans of a durations histogram
@@ -235,25 +237,45 @@ def next_rows(types: np.ndarray, gaps: np.ndarray, held: np.ndarray, names: Sequ
 # -------------------------------------------------------------------------------------------- groups
 
 
-def groups(values: list[Any], units: list[Any] | None, top: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def groups(values: pa.Array, units: pa.Array | None, top: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``RETURN count BY`` (``units`` None: each value's matches) and ``RETURN cases BY`` (``units``: each
     match's case; each value's distinct cases): the ``top`` values by count (most first; ties in the order
-    the values first occur), and the rest summed as ``{"groups": …, "count": …}``."""
+    the values first occur), and the rest summed as ``{"groups": …, "count": …}``.  ``values`` and
+    ``units`` are one entry per match, in answer order."""
+    if pa.types.is_struct(values.type) or (units is not None and pa.types.is_struct(units.type)):
+        return _groups_of_lists(python_values(values), None if units is None else units.to_pylist(), top)
+    encoded = pc.dictionary_encode(values, null_encoding="encode")  # (codes in order of first occurrence)
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(_I64)
+    width = len(encoded.dictionary)
+    if units is None:
+        counts = np.bincount(codes, minlength=width)
+    else:
+        cases = pc.dictionary_encode(units, null_encoding="encode").indices.to_numpy(zero_copy_only=False)
+        pairs = np.unique(codes * (int(cases.max()) + 1 if len(cases) else 1) + cases.astype(_I64))
+        counts = np.bincount(pairs // (int(cases.max()) + 1 if len(cases) else 1), minlength=width)
+    ranked = np.argsort(-counts, kind="stable")
+    named = python_values(encoded.dictionary.take(pa.array(ranked[:top], pa.int64())))
+    shown = [{"value": v, "count": int(c)} for v, c in zip(named, counts[ranked[:top]].tolist(), strict=True)]
+    rest = counts[ranked[top:]]
+    return shown, {"groups": int(len(rest)), "count": int(rest.sum())}
+
+
+def _groups_of_lists(values: list[Any], units: list[Any] | None, top: int
+                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """:func:`groups` of plain values (a case of several attributes is an object)."""
     counted: dict[Any, list[Any]] = {}
     for i, value in enumerate(values):
         key = _hashable(value)
         slot = counted.get(key)
         if slot is None:
-            slot = counted[key] = [value, 0, set() if units is not None else None]
-        if units is None:
-            slot[1] += 1
-        else:
+            slot = counted[key] = [value, 0, set()]
+        slot[1] += 1
+        if units is not None:
             slot[2].add(_hashable(units[i]))
     listed = [{"value": v, "count": c if units is None else len(s)} for v, c, s in counted.values()]
     ranked = sorted(range(len(listed)), key=lambda i: -listed[i]["count"])  # (stable: first occurrence)
-    shown = [listed[i] for i in ranked[:top]]
     rest = [listed[i] for i in ranked[top:]]
-    return shown, {"groups": len(rest), "count": sum(r["count"] for r in rest)}
+    return [listed[i] for i in ranked[:top]], {"groups": len(rest), "count": sum(r["count"] for r in rest)}
 
 
 def empty_rows(query: Query) -> pa.Table:
@@ -268,5 +290,90 @@ def empty_rows(query: Query) -> pa.Table:
     return pa.table(columns)
 
 
-__all__ = ["BUCKETS", "distribution", "durations", "empty_rows", "funnel", "groups", "next_rows", "prefix",
-           "quantile", "step_label", "step_times", "steps"]
+
+
+# ------------------------------------------------------------------------------------- a funnel in one pass
+
+
+def chains_apply(query: Query) -> bool:
+    """Can a funnel of ``query`` be found by :func:`chained_funnel`?  Steps of one typed event each (no Kleene
+    run, set, alternative or ``ANY``), no condition, no ``NOT``, no ``BETWEEN``, and a strategy under which
+    a start's earliest-ending match of each prefix takes, step by step, the next event of the step's type
+    (in its partition) — ``skip_till_next_match`` binds exactly that, and under ``skip_till_any_match`` it is
+    the earliest-ending of the start's matches."""
+    return (all(isinstance(e, Single) and not e.var.kleene and e.var.type is not None for e in query.pattern)
+            and not query.where and query.between is None
+            and query.strategy in (Strategy.SKIP_TILL_NEXT_MATCH, Strategy.SKIP_TILL_ANY_MATCH))
+
+
+def chained_funnel(query: Query, seq: np.ndarray, ts: np.ndarray, types: Sequence[str | None],
+                   codes: np.ndarray, units: np.ndarray) -> tuple[list[dict[str, Any]], int]:
+    """``RETURN funnel`` (as :func:`funnel` gives it) of a query :func:`chains_apply` to, in one pass over its
+    step types' events: ``seq``, ``ts`` (µs), type ``codes`` into ``types``, and each event's partition
+    (``units``: an integer per partition, -1 for an event without one; unpartitioned, all 0), in stream
+    order.  From every event of the first step, each next step is the first event of its type after the last
+    one in the same partition, within the window."""
+    elements = steps(query)
+    n = len(elements)
+    keyed = bool(query.partition_by)
+    usable = units >= 0
+    seq, ts, codes, units = seq[usable], ts[usable], codes[usable], units[usable]
+    span = int(seq.max()) + 1 if len(seq) else 1
+    key = units.astype(_I64) * span + seq  # (partition, then stream order)
+    code_of = {t: i for i, t in enumerate(types)}
+
+    def events_of(element: Element) -> tuple[np.ndarray, np.ndarray]:
+        assert isinstance(element, Single)
+        mine = np.flatnonzero(codes == code_of.get(element.var.type, -1))
+        at = mine[np.argsort(key[mine], kind="stable")]
+        return at, key[at]
+
+    start_rows, _ = events_of(elements[0])
+    start_rows = np.sort(start_rows)
+    t0, s0 = ts[start_rows], seq[start_rows]
+    current = key[start_rows]
+    alive = np.ones(len(start_rows), dtype=bool)
+    reached = np.ones(len(start_rows), dtype=_I64)
+    ends = [(s0, t0)]  # per step: each start's end seq and ts (valid where reached ≥ step)
+    for element in elements[1:]:
+        rows, keys = events_of(element)
+        at = np.searchsorted(keys, current, side="right")
+        ok = alive & (at < len(keys))
+        nxt = rows[np.minimum(at, max(len(rows) - 1, 0))] if len(rows) else np.zeros(len(at), dtype=_I64)
+        if len(rows):
+            ok &= units[nxt] == units[start_rows]
+            window = query.within
+            if isinstance(window, WithinTime):
+                ok &= ts[nxt] - t0 <= window.micros
+            elif isinstance(window, WithinEvents):
+                ok &= seq[nxt] - s0 < window.count
+        else:
+            ok &= False
+        reached[ok] += 1
+        current = np.where(ok, key[nxt], current)
+        alive = ok
+        ends.append((np.where(ok, seq[nxt], 0), np.where(ok, ts[nxt], 0)))
+    # the units: partitions (their codes are small integers) or, unpartitioned, each start on its own
+    unit = units[start_rows] if keyed else np.arange(len(start_rows), dtype=_I64)
+    room = int(unit.max()) + 1 if len(unit) else 0
+    backwards = np.arange(len(start_rows) - 1, -1, -1, dtype=_I64)
+    out = []
+    reached_units = []
+    for j, element in enumerate(elements, start=1):
+        # a unit's earliest-ending chain of j steps is its earliest start's that reaches step j (a later
+        # start's next events are never earlier), which is also the earliest start among equal ends
+        first = np.full(room, -1, dtype=_I64)
+        mine = backwards[reached[backwards] >= j]
+        first[unit[mine]] = mine  # (the last write of a unit, going backwards, is its earliest start)
+        picked = first[first >= 0]
+        reached_units.append(len(picked))
+        took = ends[j - 1][1][picked] - t0[picked]
+        spread = distribution(took, histogram=False)
+        out.append({"step": j, "label": step_label(element), "converted": spread["count"],
+                    "median_ms": spread["p50_ms"], "p90_ms": spread["p90_ms"]})
+    for j, entry in enumerate(out, start=1):
+        entry["reached"] = reached_units[j - 1]
+        entry["stopped"] = reached_units[j - 1] - (reached_units[j] if j < n else 0)
+        order = ("step", "label", "reached", "stopped", "converted", "median_ms", "p90_ms")
+        out[j - 1] = {k: entry[k] for k in order}
+    return out, reached_units[0] if reached_units else 0

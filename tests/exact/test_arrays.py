@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exact.arrays import joined, run_positions, sorted_ints
+from exact.arrays import distinct_ints, joined, run_positions, sorted_ints
 
 
 @given(st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 5)), max_size=20))
@@ -36,3 +36,9 @@ def test_sorted_ints_sorts_whatever_the_order(data: st.DataObject, shuffle: bool
     array = np.asarray(values, dtype=np.int64)
     got = sorted_ints(array)
     assert got.tolist() == sorted(values) and got.dtype == np.int64
+
+
+@given(st.lists(st.integers(-2**62, 2**62), max_size=60), st.integers(0, 3))
+def test_distinct_ints_are_the_set_in_order(values: list[int], repeat: int) -> None:
+    doubled = np.array(values * (repeat + 1), dtype=np.int64)
+    assert distinct_ints(doubled).tolist() == sorted(set(values))

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from api.service import run_query
 from exact.errors import QuerySemanticError, QuerySyntaxError
-from exact.query.ast import Absent, AnyOf, EventSet, Field, Query, Return, Single, Strategy, Var, WithinTime
+from exact.query.ast import Absent, AnyOf, EventSet, Field, Query, Return, Single, Strategy, Var, WithinEvents, WithinTime
 from exact.query.language import load, parse, to_json, to_text
 from exact.reference import reference_matches, stream_table
 from sketch.build import BuildOptions
@@ -259,6 +259,42 @@ def test_long_funnels_and_their_neighbours_equal_their_definitions(rows: list[di
     try:
         Dataset.build(home, "d", table_of(rows), TINY)
         check(home, query, rows, data.draw(st.integers(1, 3)), data.draw(st.sampled_from(("x", "type"))), 2)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@st.composite
+def chains(draw: st.DrawFn) -> Query:
+    """Funnels of typed single steps — the one-pass path (:func:`exact.engine.summaries.chains_apply`) — a
+    type often repeated, partitioned or not, with a window of time or events or none."""
+    types = draw(st.lists(st.sampled_from(ENGINE_TYPES), min_size=2, max_size=5))
+    pattern = tuple(Single(Var(f"v{i}", t)) for i, t in enumerate(types))
+    within = draw(st.sampled_from((None, WithinTime(3), WithinTime(8), WithinEvents(4), WithinEvents(9))))
+    strategy = draw(st.sampled_from((Strategy.SKIP_TILL_NEXT_MATCH, Strategy.SKIP_TILL_ANY_MATCH)))
+    return Query(pattern, partition_by=draw(st.sampled_from(((), ("case",), ("case", "k")))), within=within,
+                 strategy=strategy, returns=Return.FUNNEL)
+
+
+@scaled(40, HealthCheck.function_scoped_fixture)
+@given(rows=keyed_streams(max_events=14), query=chains(), more=keyed_streams(5))
+def test_a_funnel_in_one_pass_equals_its_definition(rows: list[dict], query: Query, more: list[dict]) -> None:
+    from exact.engine.summaries import chains_apply
+
+    assert chains_apply(query)
+    home = Path(tempfile.mkdtemp(prefix="seqsketch-chains-"))
+    rows = [{**r, "case": "c0" if r["case"] in ("c0", "c1", "c2") else "c1"} for r in rows]
+    try:
+        Dataset.build(home, "d", table_of(rows), TINY)
+        for every in (rows, rows + [{**r, "ts": r["ts"] + rows[-1]["ts"] + 1} for r in more]):
+            if len(every) > len(rows):
+                Dataset.open(home, "d").append(table_of(every[len(rows):]).drop_columns(["seq"]))
+            steps, units = expected_funnel(query, every)
+            for mode in ("exact", "verified"):
+                got = run_query(home, "d", query, mode=mode)
+                assert [(s["step"], s["label"], s["reached"], s["stopped"], s["median_ms"], s["p90_ms"])
+                        for s in got["funnel"]] == steps, (mode, to_text(query))
+                assert got["unit_count"] == units
+                assert got["count"] == len(matches_of(query, every))
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
