@@ -313,8 +313,9 @@ def match_density(home: Path, name: str, query: QueryInput, *, mode: str, bins: 
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_DENSITY_BINS:
         raise QuerySemanticError(f"density must be a number of bins from 1 to {MAX_DENSITY_BINS}, got {bins!r}",
                                  where="density")
+    # (a summary's matches lie where its query's do)
     parsed = dataclasses.replace(parsed_query(query), returns=Return.MATCHES, group_by=None, top=None,
-                                 following=None)  # (a summary's matches lie where its query's do)
+                                 following=None, following_within=None)
     every = run_query(home, name, parsed, mode=mode, columnar=True, budget=budget)
     snap = EventStore.open(store_dir(dataset_dir(name, home))).snapshot()
     first, last = snap.first_ts, snap.last_ts

@@ -67,10 +67,14 @@ def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: As
         if not head:
             head.update({k: answer[k] for k in ("dataset", "index_version", "mode") if k in answer})
             head["events_total"] = (answer.get("stats") or {}).get("events_total")
+        if question.returns is Return.MATCHES and len(question.pattern) == len(query.pattern) and \
+                answer.get("explain"):
+            head["explain"] = answer["explain"]  # (why the whole pattern has no match, as any answer says)
         rows = answer.get("rows")
         return rows if isinstance(rows, pa.Table) and rows.num_rows else empty_rows(question)
 
-    everything = dataclasses.replace(query, returns=Return.MATCHES, group_by=None, top=None, following=None)
+    everything = dataclasses.replace(query, returns=Return.MATCHES, group_by=None, top=None, following=None,
+                                     following_within=None)
     body: dict[str, Any] = {"strategy": query.strategy.value}
     chained = _chained(home, name, query) if query.returns is Return.FUNNEL else None
     if chained is not None:  # (steps of one typed event each: one pass over their events)
@@ -79,7 +83,7 @@ def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: As
         whole = ask(dataclasses.replace(everything, returns=Return.COUNT), mode, budget)
         stats["queries"] += 1
         stats["events_scanned"] += int((whole.get("stats") or {}).get("events_scanned") or 0)
-        head.update({k: whole[k] for k in ("dataset", "index_version", "mode") if k in whole})
+        head.update({k: whole[k] for k in ("dataset", "index_version", "mode", "explain") if k in whole})
         head["events_total"] = (whole.get("stats") or {}).get("events_total")
         rows = pa.table({"n": pa.nulls(int(whole.get("count") or 0), pa.int8())})
     elif query.returns is Return.FUNNEL:
@@ -103,6 +107,8 @@ def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: As
             if cases is not None:
                 body["case_count"] = len({repr(c) for c in python_values(cases)})
     body.update(exists=bool(rows.num_rows), count=int(rows.num_rows), truncated=False)
+    if "explain" in head:
+        body["explain"] = head.pop("explain")
     stats["total_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
     if head.get("events_total") is not None:
         stats["events_total"] = head["events_total"]
@@ -202,7 +208,7 @@ def _next(home: Path, name: str, query: Query, rows: pa.Table) -> list[dict[str,
         seqs = events.column("seq").to_numpy().astype(_I64)
         codes, names = _codes(events.column("type"))
         ts = events.column("ts").cast(pa.int64()).to_numpy().astype(_I64)
-        for offset in range(k):
+        for offset in range(k):  # (the stream's followers are the next seqs)
             target = ends + offset + 1
             at = np.searchsorted(seqs, target)
             found = (at < len(seqs)) & (seqs[np.minimum(at, len(seqs) - 1)] == target) if len(seqs) else \
@@ -210,7 +216,7 @@ def _next(home: Path, name: str, query: Query, rows: pa.Table) -> list[dict[str,
             held[:, offset] = found
             types[found, offset] = codes[at[found]]
             gaps[found, offset] = ts[at[found]] - end_ts[found]
-        return next_rows(types, gaps, held, names)
+        return next_rows(types, gaps, held & _soon(gaps, query), names)
     # a partition: every event from the earliest end on, with its partition's values, grouped by them
     first = int(ends.min())
     layout = layout_of(store.root, snap.extra)
@@ -239,7 +245,12 @@ def _next(home: Path, name: str, query: Query, rows: pa.Table) -> list[dict[str,
         held[:, offset] = found
         types[found, offset] = codes[nxt[found]]
         gaps[found, offset] = ts[nxt[found]] - end_ts[found]
-    return next_rows(types, gaps, held, names)
+    return next_rows(types, gaps, held & _soon(gaps, query), names)
+
+
+def _soon(gaps: np.ndarray, query: Query) -> np.ndarray:
+    """Which followers count: all, or (``RETURN next k WITHIN d``) those within ``d`` of the match's end."""
+    return np.ones(gaps.shape, dtype=bool) if query.following_within is None else gaps <= query.following_within
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:

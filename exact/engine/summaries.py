@@ -60,7 +60,7 @@ def prefix(query: Query, j: int) -> Query:
     names = {v.name for e in pattern for v in e.vars}
     where = tuple(c for c in query.where if c.variables() <= names)
     return replace(query, pattern=pattern, where=where, returns=Return.MATCHES, group_by=None, top=None,
-                   following=None)
+                   following=None, following_within=None)
 
 
 # ------------------------------------------------------------------------------------------ distributions

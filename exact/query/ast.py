@@ -257,6 +257,8 @@ class Query:
     top: int | None = None
     #: ``RETURN next k``: how many following events; None: one
     following: int | None = None
+    #: ``RETURN next k WITHIN d``: only the events within ``d`` µs after the match's last event
+    following_within: int | None = None
 
     @property
     def summarised(self) -> bool:

@@ -22,7 +22,19 @@ from hypothesis import strategies as st
 
 from api.service import run_query
 from exact.errors import QuerySemanticError, QuerySyntaxError
-from exact.query.ast import Absent, AnyOf, EventSet, Field, Query, Return, Single, Strategy, Var, WithinEvents, WithinTime
+from exact.query.ast import (
+    Absent,
+    AnyOf,
+    EventSet,
+    Field,
+    Query,
+    Return,
+    Single,
+    Strategy,
+    Var,
+    WithinEvents,
+    WithinTime,
+)
 from exact.query.language import load, parse, to_json, to_text
 from exact.reference import reference_matches, stream_table
 from sketch.build import BuildOptions
@@ -57,7 +69,7 @@ def label(element: Any) -> str:
 
 def matches_of(query: Query, rows: list[dict]) -> list[Any]:
     return sorted(reference_matches(dataclasses.replace(query, returns=Return.MATCHES, group_by=None, top=None,
-                                                        following=None), table_of(rows)))
+                                                        following=None, following_within=None), table_of(rows)))
 
 
 def first_last(match: Any, element: Any, rows: list[dict]) -> tuple[int, int]:
@@ -121,13 +133,14 @@ def expected_funnel(query: Query, rows: list[dict]) -> tuple[list[tuple], int]:
     return out, len(furthest)
 
 
-def expected_next(query: Query, rows: list[dict], k: int) -> list[tuple]:
+def expected_next(query: Query, rows: list[dict], k: int, within: int | None = None) -> list[tuple]:
     counted: dict[tuple[int, str | None], list[float]] = {}
     for m in matches_of(query, rows):
         end = m.end_seq
         key = tuple(rows[end].get(a) for a in query.partition_by)
         after = [i for i in range(end + 1, len(rows))
-                 if tuple(rows[i].get(a) for a in query.partition_by) == key][:k]
+                 if tuple(rows[i].get(a) for a in query.partition_by) == key
+                 and (within is None or rows[i]["ts"] - rows[end]["ts"] <= within)][:k]
         for offset in range(1, k + 1):
             if offset <= len(after):
                 i = after[offset - 1]
@@ -192,10 +205,12 @@ def check(home: Path, base: Query, rows: list[dict], k: int, by_attr: str, top: 
                     for s in got["funnel"]] == steps, (mode, to_text(query))
             assert got["unit_count"] == units
 
-            got = answered(home, dataclasses.replace(query, returns=Return.NEXT, following=k), mode)
-            assert got is not None
-            assert [(r["offset"], r["type"], r["count"], r["median_ms"], r["p90_ms"]) for r in got["next"]] == \
-                expected_next(query, rows, k), (mode, to_text(query))
+            for within in (None, 2):
+                asked = dataclasses.replace(query, returns=Return.NEXT, following=k, following_within=within)
+                got = answered(home, asked, mode)
+                assert got is not None
+                assert [(r["offset"], r["type"], r["count"], r["median_ms"], r["p90_ms"]) for r in got["next"]] \
+                    == expected_next(query, rows, k, within), (mode, to_text(asked))
 
             grouped = [Return.COUNT] + ([Return.CASES] if query.partition_by else [])
             var = next(iter(query.positive_variables())).name
@@ -302,6 +317,7 @@ def test_a_funnel_in_one_pass_equals_its_definition(rows: list[dict], query: Que
 def test_the_language_carries_the_summaries_both_ways() -> None:
     for text in ("PATTERN SEQ(A a, B b)\nPARTITION BY case\nRETURN funnel",
                  "PATTERN SEQ(A a, B b)\nRETURN next 3",
+                 "PATTERN SEQ(A a, B b)\nPARTITION BY case\nRETURN next 2 WITHIN 1 hour",
                  "PATTERN SEQ(A a, B+ b)\nRETURN durations",
                  "PATTERN SEQ(A a, B b)\nPARTITION BY case\nRETURN cases BY b.'org:resource' TOP 5",
                  "PATTERN SEQ(A a, B b)\nRETURN count BY a.x"):

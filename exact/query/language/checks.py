@@ -496,6 +496,13 @@ def _check_summary(query: Query, locator: Locator, attr_kinds: Mapping[str, str]
         if not 1 <= query.following <= MAX_FOLLOWING:
             raise locator.error(QuerySemanticError, f"RETURN next k takes k from 1 to {MAX_FOLLOWING}, not "
                                 f"{query.following}", ("following",))
+    if query.following_within is not None:
+        if query.returns is not Return.NEXT:
+            raise locator.error(QuerySemanticError, "WITHIN after RETURN is for RETURN next k WITHIN d",
+                                ("following_within",))
+        if not 1 <= query.following_within <= temporal.MAX_WITHIN_MICROS:
+            raise locator.error(QuerySemanticError, "RETURN next k WITHIN d takes d from 1 µs to 100 years",
+                                ("following_within",))
     if query.top is not None and query.group_by is None:
         raise locator.error(QuerySemanticError, "TOP k goes with BY v.attr", ("top",))
     if query.top is not None and not 1 <= query.top <= MAX_TOP:

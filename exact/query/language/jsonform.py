@@ -12,7 +12,7 @@ Shape (docs/query-language.md, "JSON form")::
      "strategy": "skip_till_next_match",
      "returns": "matches",
      "group_by": {"var": "o", "attr": "org:resource"}, "top": 10,   only with RETURN count / cases BY
-     "following": 3}                                                  only with RETURN next k
+     "following": 3, "following_within": {"micros": n}}                only with RETURN next k
 
     OPERAND = {"var": "a", "attr": "amount", "prev": false}       a.amount, prev(a.amount) (= a[i-1].amount)
             | {"var": "a", "attr": "amount", "run": "first"}      a[1].amount ("last": a[last].amount)
@@ -82,6 +82,8 @@ def to_json(query: Query) -> dict[str, Any]:
         **({"group_by": {"var": query.group_by.var, "attr": query.group_by.attr}} if query.group_by else {}),
         **({"top": query.top} if query.top is not None else {}),
         **({"following": query.following} if query.following is not None else {}),
+        **({"following_within": {"micros": query.following_within}} if query.following_within is not None
+           else {}),
     }
 
 
@@ -130,6 +132,7 @@ class _PathLocator(Locator):
             "between_end": lambda: "between.end",
             "strategy": lambda: "strategy", "returns": lambda: "returns",
             "group_by": lambda: "group_by", "top": lambda: "top", "following": lambda: "following",
+            "following_within": lambda: "following_within",
         }
         return paths.get(kind, lambda: "(query)")()
 
@@ -187,7 +190,7 @@ def from_json(obj: dict[str, Any], attr_kinds: Mapping[str, str] | None = None) 
     QueryLimitError naming the JSON path."""
     _expect(obj, dict, "a JSON object with 'version' and 'pattern'", "(top level)")
     _keys(obj, {"version", "pattern"}, {"where", "partition_by", "within", "between", "strategy", "returns",
-                                        "group_by", "top", "following"}, "(top level)")
+                                        "group_by", "top", "following", "following_within"}, "(top level)")
     version = obj["version"]
     if isinstance(version, bool) or version != AST_VERSION:
         raise _shape_error(f"unsupported version {version!r}; expected {AST_VERSION}", "version")
@@ -204,6 +207,7 @@ def from_json(obj: dict[str, Any], attr_kinds: Mapping[str, str] | None = None) 
         group_by=_group_by(obj.get("group_by")),
         top=_whole(obj.get("top"), "top"),
         following=_whole(obj.get("following"), "following"),
+        following_within=_following_within(obj.get("following_within")),
     )
     return check_query(query, _PathLocator(var_paths), attr_kinds)
 
@@ -215,6 +219,14 @@ def _group_by(raw: Any) -> Field | None:
     _keys(raw, {"var", "attr"}, set(), "group_by")
     return Field(_expect(raw["var"], str, "a variable name", "group_by.var"),
                  _expect(raw["attr"], str, "an attribute name", "group_by.attr"))
+
+
+def _following_within(raw: Any) -> int | None:
+    if raw is None:
+        return None
+    _expect(raw, dict, "an object {\"micros\": n}", "following_within")
+    _keys(raw, {"micros"}, set(), "following_within")
+    return _whole(raw["micros"], "following_within.micros")
 
 
 def _whole(raw: Any, path: str) -> int | None:

@@ -353,6 +353,14 @@ class _TreeReader:
                                  "expected TOP k", word)
                 self._mark(("top",), number)
                 out["top"] = self._count(number, "TOP k")
+        for within in _subtrees(tree, "return_within"):
+            keyword, number, unit = _tokens(within)
+            self._mark(("following_within",), number)
+            try:
+                out["following_within"] = temporal.duration_micros(str(number), str(unit))
+            except ValueError as exc:
+                bad = unit if str(unit).lower() not in temporal.UNITS else number
+                raise _error(QuerySyntaxError if bad is unit else QuerySemanticError, str(exc), bad) from None
         return out
 
     @staticmethod

@@ -59,6 +59,8 @@ def to_text(query: Query) -> str:
         text = "RETURN " + query.returns.value
         if query.following is not None:
             text += f" {query.following}"
+        if query.following_within is not None:
+            text += " " + window_text(WithinTime(query.following_within))
         if query.group_by is not None:
             text += f" BY {query.group_by.var}.{lexical.attribute(query.group_by.attr)}"
             if query.top is not None:
