@@ -190,6 +190,9 @@ def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
         if name == "live" and "bar" in (rec.get("results") or {}):
             parts.append(head + "\n\n" + section_live(rec["results"]))
             continue
+        if name == "analytics" and "rows" in (rec.get("results") or {}):
+            parts.append(head + "\n\n" + section_analytics(rec["results"]))
+            continue
         if name == "footprint" and "bpi_default" in (rec.get("results") or {}):
             parts.append(head + "\n\n" + section_footprint(rec["results"]))
             continue
@@ -383,6 +386,18 @@ def section_footprint(r: dict[str, Any]) -> str:
                  f"{fmt(r['tight_over_default_median'])}x the default build's latency over "
                  f"{len(r.get('questions') or [])} questions.")
     return text
+
+
+def section_analytics(r: dict[str, Any]) -> str:
+    """The answers summarised from every match beside the engines that have them (``bench/analytics.py``)."""
+    peers = ("chdb", "duckdb", "pm4py")
+    rows = [(x["dataset"], x["question"], x["ours_ms"], x["count_ms"], x["over_count"],
+             *(x.get(f"{p}_ms", "–") for p in peers), x["over_fastest_peer"],
+             ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in x["equal"].items())) for x in r["rows"]]
+    notes = [f"- {x['dataset']} {x['question']}: {x['notes']}" for x in r["rows"] if x.get("notes")]
+    return (table(("dataset", "question", "seqsketch ms", "our RETURN count ms", "over count", "ClickHouse ms",
+                   "DuckDB ms", "pm4py ms", "over the fastest peer", "equal"), rows)
+            + ("\n\n" + "\n".join(notes) if notes else ""))
 
 
 def section_exact(r: dict[str, Any]) -> str:
