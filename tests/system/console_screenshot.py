@@ -20,10 +20,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO)]
 
 QUESTION = "PATTERN SEQ('W_Completeren aanvraag' c, 'W_Nabellen offertes' n) PARTITION BY case WITHIN 30 days"
-SUMMARIES = ("PATTERN SEQ(A_SUBMITTED s1, O_SENT s2, O_ACCEPTED s3, A_APPROVED s4) PARTITION BY case WITHIN 30 days "
-             "RETURN funnel",
-             "PATTERN SEQ(O_SENT o, O_SENT_BACK b) PARTITION BY case RETURN next 1",
-             "PATTERN SEQ(O_SENT o, O_SENT_BACK b) PARTITION BY case RETURN durations")
+SUMMARIES = ("PATTERN SEQ(A_SUBMITTED submitted, O_SENT offered, O_ACCEPTED accepted, A_APPROVED approved) "
+             "PARTITION BY case WITHIN 30 days RETURN funnel",
+             "PATTERN SEQ(O_CANCELLED cancelled) PARTITION BY case RETURN next 1",
+             "PATTERN SEQ(O_SENT offered, O_SENT_BACK returned) PARTITION BY case RETURN durations")
 
 
 def main() -> int:
