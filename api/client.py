@@ -308,6 +308,10 @@ class Client:
         """A dataset's description: events, time range, types, store size, index (docs/contract.md §4.1 ``info``)."""
         return self._request("GET", f"/datasets/{self._name(name)}", idempotent=True)
 
+    def density(self, name: str) -> JSON:
+        """How dataset ``name``'s events spread over its time range (the console's density strip)."""
+        return self._request("GET", f"/datasets/{self._name(name)}/density", idempotent=True)
+
     def delete(self, name: str) -> JSON:
         """Delete a dataset (events and index)."""
         return self._request("DELETE", f"/datasets/{self._name(name)}")

@@ -1,4 +1,5 @@
-"""The ``seqsketch`` command line (docs/contract.md §4): a thin door onto :mod:`api.service`.
+"""The ``seqsketch`` command line (docs/contract.md §4): a thin door onto :mod:`api.service` — or, for
+``seqsketch query`` with ``SEQSKETCH_URL`` set, onto that server (:mod:`api.cli.remote`).
 
 :mod:`api.cli.data` holds the commands on datasets, :mod:`api.cli.serving` those that run the service
 (``serve``, ``jobs run``), :mod:`api.cli.admin` those that administer it, :mod:`api.cli.output` what they
@@ -11,7 +12,6 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from api.cli import admin, data, serving, watching
 from api.rlimits import raise_open_file_limit
 from exact.errors import SeqsketchError, out_of_resources
 
@@ -19,6 +19,8 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from api.cli import admin, data, serving, watching  # (not for a query answered through a server)
+
     parser = argparse.ArgumentParser(prog="seqsketch", description="Pattern queries over event histories.")
     sub = parser.add_subparsers(dest="command", required=True)
     serving.register(sub)
@@ -33,8 +35,14 @@ _WITHOUT_PANDAS = frozenset({"query", "info", "datasets", "export", "append", "w
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    url = os.environ.get("SEQSKETCH_URL", "").strip()
+    if url and args_list[:1] == ["query"]:  # (answered by a running server: no engine is loaded here)
+        from api.cli.remote import remote_query
+
+        return remote_query(url, args_list[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_list)
     handler: Handler = args.handler
     if args.command in _WITHOUT_PANDAS:
         _answer_pyarrows_pandas_probe()

@@ -9,17 +9,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from api import service
+from api.cli.answers import QUERY_MAX_MATCHES, add_query_arguments, count_text, partition_values, query_text
 from api.cli.output import common, emit, human_bytes, positive_int, table
 from api.cli.progress import TerminalProgress, terminal_progress
 from api.cli.summaries import plot_summary, summary_text
 from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
 from exact.store import check_dataset_name, dataset_names, seqsketch_home
 from sketch.dataset import AUTO_KEY
-
-#: The CLI's query limits, the server's defaults (SEQSKETCH_QUERY_TIMEOUT_MS is 30 s; a person at a terminal
-#: waits a little longer).
-QUERY_TIMEOUT_S = 60.0
-QUERY_MAX_MATCHES = 10_000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,16 +75,6 @@ def add_datasets(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("datasets", help="list the datasets")
     common(p)
     p.set_defaults(handler=_datasets)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def _probability(text: str) -> float:
@@ -223,25 +209,7 @@ def _info_text(info: dict[str, Any]) -> str:
 
 def add_query(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("query", help="answer a pattern query on a dataset")
-    p.add_argument("dataset")
-    p.add_argument("query", help="the query text (or its JSON form)")
-    p.add_argument("--mode", choices=("approximate", "verified", "exact"), default="verified",
-                   help="approximate: index only; verified (default): index, then exact on candidates; "
-                        "exact: the exact engine over the whole stream")
-    p.add_argument("--limit", type=positive_int, default=None,
-                   help=f"return at most N matches, or cases with RETURN cases (default: {QUERY_MAX_MATCHES:,}, as the "
-                        "server; with --out, all)")
-    p.add_argument("--timeout", type=_positive_float, default=QUERY_TIMEOUT_S, metavar="SECONDS",
-                   help=f"give up after this many seconds (default {QUERY_TIMEOUT_S:g})")
-    p.add_argument("--out", default=None, metavar="PATH",
-                   help="write the rows (matches, cases or intervals) to a file, all of them unless --limit is "
-                        "given: .parquet, .csv (list columns as JSON text) or .jsonl")
-    p.add_argument("--include-events", action="store_true",
-                   help="add each match's bound events (their type and attributes, per variable)")
-    p.add_argument("--plot", default=None, metavar="PNG",
-                   help="also draw the answer on a timeline of the history into this file (needs matplotlib: "
-                        "the 'plot' extra)")
-    common(p)
+    add_query_arguments(p)
     p.set_defaults(handler=_query)
 
 
@@ -259,13 +227,13 @@ def _query(args: argparse.Namespace) -> int:
         written = write_rows(result, args.out)
         head, _ = split_answer(result)
         stats = head.get("stats", {})
-        emit(args, head, f"wrote {written:,} {head['rows']} to {args.out}  ({_count_text(head)} match(es); "
+        emit(args, head, f"wrote {written:,} {head['rows']} to {args.out}  ({count_text(head)} match(es); "
                          f"{head['mode']}, {stats.get('total_ms', 0):.1f} ms)")
         return 0
     limit = QUERY_MAX_MATCHES if args.limit is None else args.limit
     result = service.limited_query(home, args.dataset, args.query, mode=args.mode, limit=limit,
                                    timeout_ms=round(args.timeout * 1000), include_events=args.include_events)
-    emit(args, result, _query_text(result, _partition_values(args.query, result)))
+    emit(args, result, query_text(result, partition_values(args.query, result)))
     if args.plot and summary_text(result) is not None:  # (a summary's own chart, not the timeline)
         print(f"seqsketch: drew the answer into {plot_summary(args.plot, query=args.query, answer=result)}",
               file=sys.stderr)
@@ -279,80 +247,6 @@ def _query(args: argparse.Namespace) -> int:
                           candidates=candidates)
         print(f"seqsketch: drew the answer into {out}", file=sys.stderr)
     return 0
-
-
-def _partition_values(query: str, result: dict[str, Any]) -> tuple[list[str], list[str]] | None:
-    """``(keys, value per match)`` when the query has ``PARTITION BY``: each match's case."""
-    from exact.query.language import load
-
-    matches = result.get("matches") or []
-    if not matches or "case" not in matches[0]:
-        return None
-    keys = list(load(query).partition_by)
-    return keys, [_case_text(m.get("case")) for m in matches]
-
-
-def _case_text(value: Any) -> str:
-    if isinstance(value, dict):
-        return ", ".join("-" if v is None else str(v) for v in value.values())
-    return "-" if value is None else str(value)
-
-
-def _count_text(result: dict[str, Any]) -> str:
-    if result.get("count") is not None:
-        return f"{result['count']:,}"
-    return "more than the" if result.get("truncated") else "some"
-
-
-def _query_text(result: dict[str, Any], partition: tuple[list[str], list[str]] | None = None) -> str:
-    summary = summary_text(result)  # (funnel, next, durations, counts BY)
-    if summary is not None:
-        return summary
-    stats = result.get("stats", {})
-    if result.get("mode") == "approximate":  # no matches, no count: candidate intervals with their level
-        head = (f"{len(result.get('intervals', [])):,} candidate interval(s), exists: "
-                f"{str(result['exists']).lower()}, expected false-positive rate "
-                f"{result.get('expected_false_positive_rate', 0):.2g}  [approximate, "
-                f"{result.get('strategy', '')}, {stats.get('total_ms', 0):.1f} ms, "
-                f"{stats.get('nodes_probed', 0):,} nodes probed]")
-        rows: list[tuple[str, ...]] = [
-            (str(i["start_seq"]), str(i["end_seq"]), i["start_ts"], i["end_ts"], str(i.get("level", 0)))
-            for i in result.get("intervals", [])]
-        body = f"\n{table(('START', 'END', 'START_TS', 'END_TS', 'LEVEL'), rows)}" if rows else ""
-        why = f"\n{result['explain']}" if result.get("explain") else ""
-        return f"{head}{body}{why}"
-    count = f"{result['count']:,}" if result["count"] is not None else (
-        f"more than {len(result['matches']):,}" if result.get("truncated") and result.get("matches") else "some")
-    head = (f"{count} match(es), exists: {str(result['exists']).lower()}  "
-            f"[{result['mode']}, {result.get('strategy', '')}, {stats.get('total_ms', 0):.1f} ms]")
-    if result.get("explain"):
-        head += f"\n{result['explain']}"
-    if result.get("matches"):
-        rows = [(str(m["start_seq"]), str(m["end_seq"]), m["start_ts"],
-                 " ".join(f"{k}={','.join(map(str, v))}" for k, v in m["bindings"].items()))
-                for m in result["matches"]]
-        header: tuple[str, ...] = ("START", "END", "START_TS", "BINDINGS")
-        if partition is not None:  # the partition beside each match, e.g. its case
-            keys, values = partition
-            header = (*header[:3], ", ".join(k.upper() for k in keys), header[3])
-            rows = [(*row[:3], value, row[3]) for row, value in zip(rows, values, strict=True)]
-        body = table(header, rows)
-        more = ("\n(truncated: --limit caps the matches shown; the search stopped there, RETURN count counts "
-                "them all)" if result.get("truncated") and result["count"] is None else
-                "\n(truncated: --limit caps the matches shown)" if result.get("truncated") else "")
-        return f"{head}\n{body}{more}"
-    if result.get("intervals"):
-        rows = [(str(i["start_seq"]), str(i["end_seq"]), i["start_ts"], i["end_ts"])
-                for i in result["intervals"]]
-        return f"{head}\n{table(('START', 'END', 'START_TS', 'END_TS'), rows)}"
-    if result.get("cases"):
-        shown = len(result["cases"])
-        head = head.replace(" match(es),", f" match(es) in {result.get('case_count') or shown:,} case(s),", 1)
-        rows = [(_case_text(c["case"]), f"{c['matches']:,}", str(c["start_seq"]), str(c["end_seq"]),
-                 c["start_ts"]) for c in result["cases"]]
-        more = "\n(truncated: --limit caps the cases shown)" if result.get("truncated") else ""
-        return f"{head}\n{table(('CASE', 'MATCHES', 'FIRST_START', 'FIRST_END', 'FIRST_START_TS'), rows)}{more}"
-    return head
 
 
 # --- append (local, or the Spark job) ----------------------------------------------------------------------

@@ -36,6 +36,17 @@ def common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def positive_float(text: str) -> float:
+    """An argument that must be a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An argument that must be an integer ≥ 1."""
     try:

@@ -5,6 +5,7 @@ again the same question answers as before.  Each ``seqsketch`` process raises it
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import resource
 import threading
@@ -39,13 +40,24 @@ def test_out_of_open_files_is_503_and_nothing_is_marked_damaged(client: FlaskCli
         if thread.name == "seqsketch-warm-up":
             thread.join(120)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    held = len(os.listdir("/proc/self/fd")) - 1  # (less the listing's own, closed again)
-    soft_limit.append(held)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (held, hard))  # (no file can be opened now)
+    gc.collect()  # (files earlier tests left to the collector are closed now, not during the question)
+    gc.disable()
+    fillers: list[int] = []
     try:
+        held = len(os.listdir("/proc/self/fd"))
+        soft_limit.append(held)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (held + 16, hard))
+        try:
+            while True:  # every descriptor left taken: no file can be opened now
+                fillers.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError as full:
+            assert full.errno == errno.EMFILE
         starved = client.post(url, json=QUESTION)
     finally:
+        for fd in fillers:
+            os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        gc.enable()
     assert starved.status_code == 503, starved.get_data(as_text=True)
     assert starved.json["error"]["code"] == "out_of_resources"
     assert "open files" in starved.json["error"]["message"]
