@@ -269,7 +269,8 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
     ``include_events`` adds each match's bound events (as ``events``, or as columns when ``columnar``).
     ``density`` (a number of bins) adds ``match_density``: where *all* matches lie, not only those listed —
     their first events counted over the dataset's time range cut into that many equal spans (verified and
-    exact modes; it costs an evaluation that lists every match, in columns, within the same time limit).
+    exact modes; it costs an evaluation that lists every match, in columns, within the same time limit; a
+    summary's answer, §3.7, has none).
     """
     effective = limit if max_matches is None else (max_matches if limit is None else min(limit, max_matches))
     if max_events and mode == "exact":
@@ -287,7 +288,7 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
     if max_events and (result.get("stats") or {}).get("events_scanned", 0) > max_events:
         raise QueryLimitError(f"the query scanned {result['stats']['events_scanned']:,} events, over the "
                               f"server's limit of {max_events:,}")
-    if density and mode != "approximate" and result.get("exists"):
+    if density and mode != "approximate" and result.get("exists") and not _summarises(query):
         result["match_density"] = call_with_timeout(
             lambda: match_density(home, name, query, mode=mode, bins=density, budget=budget),
             timeout_ms and timeout_ms + _GRACE_MS, "the query", limit_ms=timeout_ms)
