@@ -14,6 +14,7 @@ from typing import Any
 from api.cli.answers import QUERY_MAX_MATCHES, add_query_arguments, count_text, partition_values, query_text
 from api.cli.output import emit
 from api.cli.summaries import summary_text
+from exact.errors import SeqsketchError, out_of_resources
 
 #: seconds a request may take beyond the query's own time limit (the server answers a query over its limit
 #: with query_limit: the connection must outlast that)
@@ -39,6 +40,9 @@ def remote_query(url: str, argv: list[str]) -> int:
         text = err.message if err.code != "connection_error" else f"cannot reach the server at {url}: {err.message}"
         print(f"seqsketch: error: {text}", file=sys.stderr)
         return 1
+    except SeqsketchError as err:  # (found here: an --out path, --plot without matplotlib)
+        print(f"seqsketch: error: {out_of_resources(err) or err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("seqsketch: interrupted", file=sys.stderr)
         return 130
@@ -60,6 +64,7 @@ def _answer(client: Any, args: argparse.Namespace, timeout_ms: int) -> int:
         result["rows"] = asked.table
         written = write_rows(result, args.out)
         head, _ = split_answer(result)
+        head["rows"] = asked.raw.get("rows", head["rows"])  # (what the server said they are)
         stats = head.get("stats", {})
         emit(args, head, f"wrote {written:,} {head['rows']} to {args.out}  ({count_text(head)} match(es); "
                          f"{head['mode']}, {stats.get('total_ms', 0):.1f} ms)")

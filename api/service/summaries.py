@@ -32,7 +32,7 @@ from exact.engine.summaries import (
     prefix,
     steps,
 )
-from exact.errors import QuerySemanticError
+from exact.errors import Conflict, QuerySemanticError
 from exact.events import ATTRS, iso_of_micros
 from exact.query.ast import BUILTIN_FIELDS, DEFAULT_TOP, Query, Return
 from exact.store import EventStore, dataset_dir, store_dir
@@ -67,6 +67,7 @@ def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: As
         if not head:
             head.update({k: answer[k] for k in ("dataset", "index_version", "mode") if k in answer})
             head["events_total"] = (answer.get("stats") or {}).get("events_total")
+            _keep_history(answer, stats)
         if question.returns is Return.MATCHES and len(question.pattern) == len(query.pattern) and \
                 answer.get("explain"):
             head["explain"] = answer["explain"]  # (why the whole pattern has no match, as any answer says)
@@ -85,6 +86,7 @@ def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: As
         stats["events_scanned"] += int((whole.get("stats") or {}).get("events_scanned") or 0)
         head.update({k: whole[k] for k in ("dataset", "index_version", "mode", "explain") if k in whole})
         head["events_total"] = (whole.get("stats") or {}).get("events_total")
+        _keep_history(whole, stats)
         rows = pa.table({"n": pa.nulls(int(whole.get("count") or 0), pa.int8())})
     elif query.returns is Return.FUNNEL:
         count = len(steps(query))
@@ -114,6 +116,13 @@ def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: As
         stats["events_total"] = head["events_total"]
     head.pop("events_total", None)
     return {"dataset": name, **head, **body, "stats": stats}
+
+
+def _keep_history(answer: dict[str, Any], stats: dict[str, Any]) -> None:
+    """A trimmed dataset's answers say where its history starts (``stats.history_from``): so does a summary."""
+    start = (answer.get("stats") or {}).get("history_from")
+    if start is not None:
+        stats["history_from"] = start
 
 
 def _what(query: Query) -> str:
@@ -178,6 +187,8 @@ def _partition_column(events: pa.Table, attribute: str) -> pa.Array:
         return events.column(attribute).combine_chunks()
     if f"{ATTRS}.{attribute}" in events.column_names:
         return events.column(f"{ATTRS}.{attribute}").combine_chunks()
+    if ATTRS not in events.column_names:  # (a dataset without attributes, or nothing left to read)
+        return pa.nulls(events.num_rows)
     column = events.column(ATTRS).combine_chunks()  # (a read of attrs.NAME: the attrs struct with that field)
     if column.type.get_field_index(attribute) < 0:
         return pa.nulls(events.num_rows)
@@ -235,7 +246,9 @@ def _next(home: Path, name: str, query: Query, rows: pa.Table) -> list[dict[str,
     order = np.argsort(keys, kind="stable")  # by partition, then stream order (the read is in stream order)
     place = np.empty(len(order), dtype=_I64)
     place[order] = np.arange(len(order), dtype=_I64)
-    row = np.searchsorted(seqs, ends)  # (every end is an event of the read)
+    row = np.searchsorted(seqs, ends)  # (every end is an event of the read, unless the dataset changed)
+    if len(ends) and (int(row.max()) >= len(seqs) or not np.array_equal(seqs[row], ends)):
+        raise Conflict("the dataset changed while its matches were being followed; retry", where=name)
     mine = keys[row]
     for offset in range(k):
         at = place[row] + offset + 1
@@ -269,6 +282,8 @@ def _partition_codes(events: pa.Table, attributes: tuple[str, ...]) -> np.ndarra
     parts = []
     for attribute in attributes:
         array = _partition_column(events, attribute)
+        if pa.types.is_floating(array.type):  # (-0.0 is 0.0's partition, as the engine compares them)
+            array = pc.add(array, pa.scalar(0.0, array.type))
         encoded = pc.dictionary_encode(array, null_encoding="encode")
         parts.append(encoded.indices.to_numpy(zero_copy_only=False).astype(_I64))
     if len(parts) == 1:

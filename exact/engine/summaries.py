@@ -356,16 +356,17 @@ def chained_funnel(query: Query, seq: np.ndarray, ts: np.ndarray, types: Sequenc
     # the units: partitions (their codes are small integers) or, unpartitioned, each start on its own
     unit = units[start_rows] if keyed else np.arange(len(start_rows), dtype=_I64)
     room = int(unit.max()) + 1 if len(unit) else 0
-    backwards = np.arange(len(start_rows) - 1, -1, -1, dtype=_I64)
+    everyone = np.arange(len(start_rows), dtype=_I64)
+    none = len(start_rows)
     out = []
     reached_units = []
     for j, element in enumerate(elements, start=1):
         # a unit's earliest-ending chain of j steps is its earliest start's that reaches step j (a later
         # start's next events are never earlier), which is also the earliest start among equal ends
-        first = np.full(room, -1, dtype=_I64)
-        mine = backwards[reached[backwards] >= j]
-        first[unit[mine]] = mine  # (the last write of a unit, going backwards, is its earliest start)
-        picked = first[first >= 0]
+        first = np.full(room, none, dtype=_I64)
+        mine = everyone[reached >= j]
+        np.minimum.at(first, unit[mine], mine)  # (each unit's earliest start that reaches step j)
+        picked = first[first < none]
         reached_units.append(len(picked))
         took = ends[j - 1][1][picked] - t0[picked]
         spread = distribution(took, histogram=False)

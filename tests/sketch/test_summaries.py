@@ -354,3 +354,21 @@ def test_summaries_are_refused_in_the_approximate_mode_and_for_a_missing_attribu
                                                               {"kind": "var", "vars": [{"name": "b", "type": "B"}]}],
                                     "returns": "count", "group_by": {"var": "a", "attr": "x"}})
     assert [(g["value"], g["count"]) for g in got["groups"]] == [(0, 1), (2, 1)]
+
+
+def test_a_partition_the_dataset_cannot_have_gives_empty_summaries(tmp_path: Path) -> None:
+    """PARTITION BY an attribute no event holds (here a dataset without attributes): no match, no unit, no
+    error — in both funnel paths and for what comes next."""
+    rows = [{"ts": i, "type": t} for i, t in enumerate("ABABAB")]
+    Dataset.build(tmp_path, "d", table_of(rows), TINY)
+    for text in ("PATTERN SEQ(A a, B b) PARTITION BY x RETURN funnel",
+                 "PATTERN SEQ(A a, B+ b) PARTITION BY x RETURN funnel",
+                 "PATTERN SEQ(A a, B b) PARTITION BY x RETURN next 2"):
+        for mode in ("exact", "verified"):
+            try:
+                got = run_query(tmp_path, "d", text, mode=mode)
+            except QuerySemanticError as refused:  # (or refused as naming what the dataset lacks)
+                assert "in this dataset" in str(refused)
+                continue
+            assert got["count"] == 0 and not got["exists"], (text, mode)
+            assert all(s["reached"] == 0 for s in got.get("funnel", [])) and got.get("next", []) == []
