@@ -12,8 +12,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from api.cli.output import reported
 from api.rlimits import raise_open_file_limit
-from exact.errors import SeqsketchError, out_of_resources
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -47,24 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in _WITHOUT_PANDAS:
         _answer_pyarrows_pandas_probe()
     raise_open_file_limit()
-    try:
-        return handler(args)
-    except SeqsketchError as err:
-        print(f"seqsketch: error: {out_of_resources(err) or err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("seqsketch: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # the reader of our output went away (`… | head`): nothing more to say, and nowhere to say it
-        _silence_stdout()
-        return 141  # as a process killed by SIGPIPE
-    except OSError as err:  # (after BrokenPipeError, one of them)
-        exhausted = out_of_resources(err)
-        if exhausted is None:
-            raise
-        print(f"seqsketch: error: {exhausted}", file=sys.stderr)
-        return 1
+    return reported(lambda: handler(args))
 
 
 class _NoPandas:
@@ -92,12 +75,3 @@ def _answer_pyarrows_pandas_probe() -> None:
         pa.array([0])
     finally:
         sys.meta_path.remove(_NoPandas)  # type: ignore[arg-type]
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so that the interpreter's final flush does not fail on the closed pipe."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    finally:
-        os.close(devnull)

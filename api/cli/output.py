@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import os
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from exact import jsontext
+from exact.errors import SeqsketchError, out_of_resources
 
 
 def emit(args: argparse.Namespace, obj: Any, text: str | None = None) -> None:
@@ -56,3 +59,35 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return value
+
+
+def reported(work: Callable[[], int]) -> int:
+    """``work()``'s exit status, with what stops a command said as ``seqsketch`` says it: an error in one
+    line (status 1), an interruption (130), the reader of the output gone (141, quietly)."""
+    try:
+        return work()
+    except SeqsketchError as err:
+        print(f"seqsketch: error: {out_of_resources(err) or err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("seqsketch: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader of our output went away (`… | head`): nothing more to say, and nowhere to say it
+        _silence_stdout()
+        return 141  # as a process killed by SIGPIPE
+    except OSError as err:  # (after BrokenPipeError, one of them)
+        exhausted = out_of_resources(err)
+        if exhausted is None:
+            raise
+        print(f"seqsketch: error: {exhausted}", file=sys.stderr)
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush does not fail on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)

@@ -36,19 +36,24 @@ def _pack(spans: Sequence[tuple[float, float]], min_width: float) -> list[int]:
     return rows
 
 
-def plot_answer(path: str | Path, *, query: str, info: Mapping[str, Any], density: Mapping[str, Any],
-                answer: Mapping[str, Any], candidates: Mapping[str, Any] | None) -> Path:
-    """Draw ``answer`` (docs/contract.md §3) on the timeline of dataset ``info`` and write it to ``path`` (PNG, or
-    whatever matplotlib makes of the suffix)."""
+def pyplot() -> Any:
+    """matplotlib's ``pyplot`` drawing off screen, or a clear error when matplotlib is not installed."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.dates as mdates
         import matplotlib.pyplot as plt
     except ImportError:
-        raise SeqsketchError("--plot needs matplotlib: pip install 'seqsketch[plot]'",
-                             where="--plot") from None
+        raise SeqsketchError("--plot needs matplotlib: pip install 'seqsketch[plot]'", where="--plot") from None
+    return plt
+
+
+def plot_answer(path: str | Path, *, query: str, info: Mapping[str, Any], density: Mapping[str, Any],
+                answer: Mapping[str, Any], candidates: Mapping[str, Any] | None) -> Path:
+    """Draw ``answer`` (docs/contract.md §3) on the timeline of dataset ``info`` and write it to ``path`` (PNG, or
+    whatever matplotlib makes of the suffix)."""
+    plt = pyplot()
+    import matplotlib.dates as mdates
 
     start, end = _time(info.get("start_ts")), _time(info.get("end_ts"))
     if start is None or end is None:

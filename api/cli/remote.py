@@ -12,9 +12,8 @@ import sys
 from typing import Any
 
 from api.cli.answers import QUERY_MAX_MATCHES, add_query_arguments, count_text, partition_values, query_text
-from api.cli.output import emit
+from api.cli.output import emit, reported
 from api.cli.summaries import summary_text
-from exact.errors import SeqsketchError, out_of_resources
 
 #: seconds a request may take beyond the query's own time limit (the server answers a query over its limit
 #: with query_limit: the connection must outlast that)
@@ -31,26 +30,19 @@ def remote_query(url: str, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     client = Client(url, os.environ.get("SEQSKETCH_TOKEN") or None, timeout=args.timeout + _GRACE_S, retries=1)
     timeout_ms = round(args.timeout * 1000)
-    try:
+
+    def answer() -> int:
         try:
             return _answer(client, args, timeout_ms)
+        except SeqsketchAPIError as err:  # (the server's refusal, already in its words)
+            text = err.message if err.code != "connection_error" else \
+                f"cannot reach the server at {url}: {err.message}"
+            print(f"seqsketch: error: {text}", file=sys.stderr)
+            return 1
         finally:
             client.close()
-    except SeqsketchAPIError as err:
-        text = err.message if err.code != "connection_error" else f"cannot reach the server at {url}: {err.message}"
-        print(f"seqsketch: error: {text}", file=sys.stderr)
-        return 1
-    except SeqsketchError as err:  # (found here: an --out path, --plot without matplotlib)
-        print(f"seqsketch: error: {out_of_resources(err) or err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("seqsketch: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return 141
+
+    return reported(answer)
 
 
 def _answer(client: Any, args: argparse.Namespace, timeout_ms: int) -> int:

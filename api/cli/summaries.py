@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from api.cli.output import table
-from exact.errors import SeqsketchError
 
 #: the colour of a summary's bars (the console's accent)
 BAR = "#1f5f99"
@@ -66,13 +65,9 @@ def summary_text(result: dict[str, Any]) -> str | None:
 def plot_summary(path: str | Path, *, query: str, answer: dict[str, Any]) -> Path:
     """``query … --plot`` of a summary: the funnel's bars, the next events' bars (offset 1), one histogram per
     pair of steps, or the counts by a field — written to ``path`` (PNG, or what matplotlib makes of it)."""
-    try:
-        import matplotlib
+    from api.cli.plot import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SeqsketchError("--plot needs matplotlib: pip install 'seqsketch[plot]'", where="--plot") from None
+    plt = pyplot()
     if "durations" in answer:
         entries = answer["durations"]
         fig, axes = plt.subplots(len(entries), 1, figsize=(11, 2.2 * len(entries) + 0.6), dpi=110, squeeze=False)

@@ -170,10 +170,13 @@ def _chained(home: Path, name: str, query: Query) -> tuple[list[dict[str, Any]],
 
 
 def _partition_units(events: pa.Table, attributes: tuple[str, ...]) -> np.ndarray:
-    """One integer per event naming its partition, -1 for an event without a value of every attribute."""
+    """One integer per event naming its partition, -1 for an event without a value of every attribute (it
+    is in none: no match holds it)."""
     parts, missing = [], np.zeros(events.num_rows, dtype=bool)
     for attribute in attributes:
         array = _partition_column(events, attribute)
+        if pa.types.is_floating(array.type):  # (-0.0 is 0.0's partition, as the engine compares them)
+            array = pc.add(array, pa.scalar(0.0, array.type))
         encoded = pc.dictionary_encode(array)
         missing |= encoded.indices.is_null().to_numpy(zero_copy_only=False)
         parts.append(encoded.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(_I64))
@@ -238,11 +241,11 @@ def _next(home: Path, name: str, query: Query, rows: pa.Table) -> list[dict[str,
     seqs = events.column("seq").to_numpy().astype(_I64)
     codes, names = _codes(events.column("type"))
     ts = events.column("ts").cast(pa.int64()).to_numpy().astype(_I64)
-    if grouped:  # (the layout numbers each event's partition; -1 for none, a partition of its own here)
+    if grouped:  # (the layout numbers each event's partition; -1 for none)
         assert layout is not None
         keys = np.asarray(layout.group_of, dtype=_I64)[seqs]
     else:
-        keys = _partition_codes(events, query.partition_by)
+        keys = _partition_units(events, query.partition_by)
     order = np.argsort(keys, kind="stable")  # by partition, then stream order (the read is in stream order)
     place = np.empty(len(order), dtype=_I64)
     place[order] = np.arange(len(order), dtype=_I64)
@@ -275,20 +278,6 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
         encoded = pc.dictionary_encode(column.combine_chunks().cast(pa.string()))
     return (encoded.indices.to_numpy(zero_copy_only=False).astype(_I64),
             [str(t) for t in encoded.dictionary.to_pylist()])
-
-
-def _partition_codes(events: pa.Table, attributes: tuple[str, ...]) -> np.ndarray:
-    """One integer per event naming its partition (its values of ``attributes`` together; null is a value)."""
-    parts = []
-    for attribute in attributes:
-        array = _partition_column(events, attribute)
-        if pa.types.is_floating(array.type):  # (-0.0 is 0.0's partition, as the engine compares them)
-            array = pc.add(array, pa.scalar(0.0, array.type))
-        encoded = pc.dictionary_encode(array, null_encoding="encode")
-        parts.append(encoded.indices.to_numpy(zero_copy_only=False).astype(_I64))
-    if len(parts) == 1:
-        return parts[0]
-    return np.unique(np.stack(parts, axis=1), axis=0, return_inverse=True)[1].astype(_I64).ravel()
 
 
 # --------------------------------------------------------------------------------------------- BY
