@@ -57,6 +57,10 @@ _FOLDS: dict[str, tuple[float, float]] = {}
 #: writes no checkpoint, and upkeep, prune once every :data:`~exact.store.writer.CLEAN_EVERY_S`
 _PRUNED: dict[str, float] = {}
 
+#: the manifest entries whose files a sweep deletes once no commit names them and the grace is over
+_SWEPT_KEYS = (PARTITION_KEY, LAYOUT_KEY, DECAY_KEY)
+
+
 class Upkeep:
     """The upkeep of :class:`~sketch.dataset.Dataset` (its base): what it needs of the dataset is named here."""
 
@@ -115,24 +119,30 @@ class Upkeep:
                 for entry in update.values():
                     (self.root / entry["file"]).unlink(missing_ok=True)
                 return False
+            self._replacing(now, update)
             try:
                 self.store.commit((), update)
             except BaseException:
                 for entry in update.values():
                     (self.root / entry["file"]).unlink(missing_ok=True)
                 raise
-        self._replaced(ref["file"], snap.extra[LAYOUT_KEY]["file"])
         return True
 
-    def _replaced(self, *files: str) -> None:
-        """Files a commit no longer names: marked replaced now, and deleted by a sweep after the grace a
-        reader of an older snapshot gets (:meth:`_sweep`) — a query that opened the snapshot before still
-        reads them."""
-        for f in files:
-            try:
-                os.utime(self.root / f)
-            except FileNotFoundError:
-                continue
+    def _replacing(self, now: Snapshot, update: Mapping[str, Any]) -> None:
+        """Before a commit (under the writer's lock) that replaces the files ``now`` names under the keys of
+        ``update``: mark them replaced, so that a sweep — of this process, right after the commit, or of
+        another at any time — deletes them only after the grace a reader of an older snapshot gets
+        (:meth:`_sweep`); a query that opened ``now`` before still reads them.  Marked after the commit
+        instead, a sweep in between found them unnamed and as old as their writing, and deleted them under
+        that query's feet."""
+        extra = now.extra or {}
+        for key in update:
+            ref = extra.get(key) if key in _SWEPT_KEYS else None  # (trees go by version: _prune)
+            if isinstance(ref, Mapping) and "file" in ref:
+                try:
+                    os.utime(self.root / ref["file"])
+                except FileNotFoundError:
+                    continue
 
     # ------------------------------------------------------------------------------------------- retention
     def retain(self, policy: Retention | None) -> DatasetSnapshot:
@@ -193,6 +203,7 @@ class Upkeep:
                                   "first_seq": int(summary.lo_seq[0]) if len(summary) else 0,
                                   "end_seq": summary.end_seq},
                       **layout_update}
+            self._replacing(now, update)
             try:
                 self.store.commit((), update, retire=[p.file for p in gone], retired_counts=counts)
             except BaseException:
@@ -202,11 +213,6 @@ class Upkeep:
                 raise
             LOADED.put(self.root / new_ref.file, tree, written=True)
             self._prune(new_ref.version)
-        old_decay = (snap.extra or {}).get(DECAY_KEY)
-        if old_decay:
-            self._replaced(old_decay["file"])
-        if pref and layout_update:
-            self._replaced(pref["file"], snap.extra[LAYOUT_KEY]["file"])
         return {"retired_parts": len(gone), "retired_events": sum(p.rows for p in gone),
                 "retained_from": kept_from, "decayed_units": len(summary)}
 

@@ -208,3 +208,35 @@ def race(home: Path, step: str, barrier: Any, errors: list[BaseException]) -> No
         dataset.fold_layout() if step == "fold" else dataset.retire()
     except BaseException as e:  # (reported by the test)
         errors.append(e)
+
+
+def test_a_snapshot_opened_before_an_upkeep_step_still_reads_the_files_it_replaced(tmp_path: Path) -> None:
+    """A retirement or a fold publishes new partition files (and a new decayed summary) in the place of old
+    ones, which a query that opened the snapshot before goes on reading: however old those files are, none
+    may be deleted until the grace is over — neither by the step's own sweep nor by another writer's."""
+    import os
+    import time
+
+    from exact.store.grouping import layout_of
+    from sketch.tree.decay import DECAY_KEY
+
+    rows = [{"type": "AB"[i % 2], "ts": i, "case": f"c{i % 7}"} for i in range(600)]
+    Dataset.build(tmp_path, "d", table_of(rows[:200]), TINY, partition_key="case")
+    dataset = Dataset.open(tmp_path, "d")
+    dataset.retain(Retention(events=50))
+    for start, step in ((200, "retire"), (300, "retire"), (400, "fold"), (500, "retire")):
+        dataset.append(table_of(rows[start:start + 100]).drop_columns(["seq"]))
+        long_ago = time.time() - 3600  # (written an hour ago, as a dataset's files are)
+        for f in dataset.root.rglob("*"):
+            if f.is_file():
+                os.utime(f, (long_ago, long_ago))
+        before = dataset.store.snapshot()
+        held = [before.extra[k]["file"] for k in (PARTITION_KEY, LAYOUT_KEY, DECAY_KEY) if k in before.extra]
+        assert (dataset.retire() is not None) if step == "retire" else dataset.fold_layout()
+        after = dataset.store.snapshot().extra
+        assert all(after[k]["file"] != before.extra[k]["file"] for k in (PARTITION_KEY, LAYOUT_KEY)), step
+        dataset._sweep()  # (another writer's sweep, right after the commit)
+        for f in held:
+            assert (dataset.root / f).is_file(), (start, step, f)
+        layout = layout_of(dataset.store.root, before.extra)
+        assert layout is not None and layout.events == before.extra[LAYOUT_KEY]["events"]
