@@ -36,6 +36,7 @@ import struct
 import threading
 import uuid
 import zlib
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,9 @@ _ARRAYS = ("order", "group_off", "type_off", "type_codes", "type_counts")
 #: :meth:`Layout.rows_of_types` bisects a type's run of entries for the groups asked when the run is longer
 #: than this many times their number (a bisection costs about log2 of the run; marking, one step per entry).
 _BISECT_SHARE = 8
+#: the types whose events per group a layout keeps for the planner (4 bytes per group each)
+_SIZES_KEPT = 16
+_SIZES_LOCK = threading.Lock()
 
 
 @dataclass(eq=False)
@@ -177,6 +181,28 @@ class Layout:
         entries, owners = self._entries_of(groups, types)
         counts = self._type_rows[entries + 1] - self._type_rows[entries]
         return np.bincount(np.searchsorted(groups, owners), weights=counts, minlength=len(groups)).astype(np.int64)
+
+    def count_of_types(self, groups: np.ndarray, types: frozenset[str]) -> int:
+        """The events of ``groups`` (group ids, distinct) whose type is one of ``types``: a planner's count,
+        from each type's events per group (:meth:`sizes_of_type`), one gather per type."""
+        return sum(int(self.sizes_of_type(t)[groups].sum()) for t in types if t in self._type_index)
+
+    def sizes_of_type(self, type_: str) -> np.ndarray:
+        """Per group, its events of ``type_`` (int32): made from the type's entries on first use and kept
+        for the :data:`_SIZES_KEPT` types asked most recently."""
+        kept: OrderedDict[str, np.ndarray] = self.__dict__.setdefault("_sizes_kept", OrderedDict())
+        found = kept.get(type_)
+        if found is None:
+            by_type, starts, entry_group = self._entries_by_type
+            code = self._type_index[type_]
+            lo, hi = int(starts[code]), int(starts[code + 1])
+            found = np.zeros(self.groups, dtype=np.int32)
+            found[entry_group[lo:hi]] = self.type_counts[by_type[lo:hi]]
+            with _SIZES_LOCK:
+                kept[type_] = found
+                while len(kept) > _SIZES_KEPT:
+                    kept.popitem(last=False)
+        return found
 
     def _entries_of(self, groups: np.ndarray, types: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
         """The (group, type) entries of ``groups`` (distinct) and ``types``, and their groups.  A type's

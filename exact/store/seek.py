@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from exact.arrays import joined, run_positions, sorted_ints
 from exact.errors import out_of_resources
-from exact.store.packing import Packed
+from exact.store.packing import BLOCK, Packed
 from exact.store.seek_format import (
     WIDE,
     SeekFile,
@@ -46,6 +46,10 @@ _GATHER_ROWS_PER_RANGE = 16
 _BY_TYPE_SHARE = 0.5
 #: ... and its ranges hold at least this many rows per range and type looked up.
 _LOOKUP_ROWS = 8
+#: a type's rows in a packed seek file are decoded whole, not searched by their blocks, when they are at most
+#: this many per range looked up: each range's two ends decode a block each (of :data:`~exact.store.packing.BLOCK`
+#: rows), and a whole run decodes in one pass
+_SEARCHED_ROWS = 2 * BLOCK
 
 
 def ts_of(files: Sequence[SeekFile], rows: Sequence[np.ndarray]) -> np.ndarray:
@@ -165,13 +169,16 @@ def _by_type(f: SeekFile, ranges: np.ndarray, wanted: frozenset[str]
         a, b = int(f.type_start[code]), int(f.type_start[code + 1])
         if a == b:
             continue
-        if isinstance(by_type, Packed):  # (found by the blocks' first rows: only the blocks asked for decode)
+        if isinstance(by_type, Packed) and b - a <= len(ranges) * _SEARCHED_ROWS:
+            rows = by_type.decode(a, b)  # (a short run decoded whole costs less than a search per range end)
+        elif isinstance(by_type, Packed):  # (found by the blocks' first rows: only the blocks asked for decode)
             first = by_type.searchsorted(a, b, ranges[:, 0], "left")
             end = by_type.searchsorted(a, b, ranges[:, 1], "right")
             if int((end - first).sum()):
                 pieces.append(by_type.gather(run_positions(first, end - first)))
             continue
-        rows = by_type[a:b]
+        else:
+            rows = by_type[a:b]
         first = np.searchsorted(rows, ranges[:, 0], "left")
         end = np.searchsorted(rows, ranges[:, 1], "right")
         if int((end - first).sum()):

@@ -113,7 +113,8 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
     if read.reread is not None and read.unfiltered_events <= MAX_EVENTS:
         # each relaxed query gets the read its own row filter asks for: the events read already, unless it
         # drops a condition the filter tested
-        return _relaxed_search(query, plan, read, spans, group_key, type_counts, search_budget(budget, spent_ms))
+        return _relaxed_search(query, plan, read, spans, group_key, type_counts, search_budget(budget, spent_ms),
+                               spent_ms)
     if read.unfiltered is not None:
         # the events read again without the filter: only when they are few enough to search, and there is
         # time left; else what the filtered read's own counts tell
@@ -128,13 +129,20 @@ def why_empty(query: Query, read: Read | None, *, spans: np.ndarray | None, grou
         return _told(plan, read) or (
             f"{_GENERIC} (the {read.events:,} events read are more than the {MAX_EVENTS:,} the search for "
             "which one looks through)")
-    return _relaxed_search(query, plan, read, spans, group_key, type_counts, search_budget(budget, spent_ms))
+    return _relaxed_search(query, plan, read, spans, group_key, type_counts, search_budget(budget, spent_ms),
+                               spent_ms)
+
+
+def _engine_s(read: Read, spent_ms: float | None) -> float:
+    """What the query's own run of the engine took (s): verification less its read — what a relaxed query's
+    run over the same events is first expected to take."""
+    return 0.0 if spent_ms is None else max(0.0, spent_ms - read.read_ms) / 1000.0
 
 
 def _relaxed_search(query: Query, plan: Plan, read: Read, spans: np.ndarray | None, group_key: str | None,
-                    type_counts: Mapping[str, int] | None, budget: Budget) -> str:
+                    type_counts: Mapping[str, int] | None, budget: Budget, spent_ms: float | None) -> str:
     """The first relaxation of ``query`` with matches in ``read`` (see :func:`why_empty`)."""
-    search = Search(query, read, spans, type_counts, budget, MAX_EVENTS)
+    search = Search(query, read, spans, type_counts, budget, MAX_EVENTS, run_s=_engine_s(read, spent_ms))
     # those the events read already can judge first: the others read the candidates again
     relaxations = sorted(_relaxations(query, plan, group_key), key=lambda r: _reads_again(r, read))
     tried: list[_Relaxation] = []

@@ -27,8 +27,9 @@ from sketch.evaluate.windows import is_contiguous
 
 #: The relaxations' shared time budget (ms) is at most this, …
 EXPLAIN_MS = 300
-#: … and at least this long, however fast verification was, …
-EXPLAIN_FLOOR_MS = 10
+#: … and at least this long, however fast verification was (a millisecond: the search is bounded by what the
+#: answer cost, not by a fixed allowance that would make a fast empty answer several times slower), …
+EXPLAIN_FLOOR_MS = 1
 #: … but otherwise no longer than this many times what verification took: an explain is a hint beside the
 #: answer that was asked for, and costs a fraction of it.
 EXPLAIN_FACTOR = 0.25
@@ -78,7 +79,8 @@ class TimedOut(Exception):
 
 def search_budget(budget: Budget | None, spent_ms: float | None) -> Budget:
     """The search's own budget: :data:`EXPLAIN_FACTOR` times what verification took, at least
-    :data:`EXPLAIN_FLOOR_MS` and at most :data:`EXPLAIN_MS` (or the query's own, when it ends sooner);
+    :data:`EXPLAIN_FLOOR_MS` and at most :data:`EXPLAIN_MS` (or the
+    query's own, when it ends sooner);
     relaxed queries whose windows outgrow it are given up early (they only serve a hint)."""
     ms = EXPLAIN_MS if spent_ms is None else min(EXPLAIN_MS, max(EXPLAIN_FLOOR_MS, EXPLAIN_FACTOR * spent_ms))
     deadline = time.monotonic() + ms / 1000.0
@@ -91,12 +93,14 @@ class Search:
     """Runs relaxed queries on what verification read, within one budget."""
 
     def __init__(self, query: Query, read: Read, spans: np.ndarray | None,
-                 type_counts: Mapping[str, int] | None, budget: Budget, max_events: int) -> None:
+                 type_counts: Mapping[str, int] | None, budget: Budget, max_events: int,
+                 run_s: float = 0.0) -> None:
         self.query = query
         #: the longest a relaxed query's run has taken (s): one that would end past the deadline at that pace is
         #: not begun (the engine reads the clock between its slices, but a run's setup and its answer take their
-        #: time all the same)
-        self.run_s = 0.0
+        #: time all the same); at first, what the query's own run took, as a relaxed one over the same events
+        #: takes about as long
+        self.run_s = run_s
         self.read = read
         self.spans = spans
         self.type_counts = type_counts

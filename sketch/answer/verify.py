@@ -390,6 +390,9 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
         # read as in exact mode (through its row filter and value indexes) without the tree's walk.
         approx = whole_stream(query, index)
         stats["index"] = "store"
+        stats["plan"] = ("the pattern's rarest position may occur near most of the tree's leaves (its types occur "
+                         "throughout): the tree would rule out next to nothing, so the store is read as in exact "
+                         "mode")
     elif mode == "approximate" and query.returns == Return.EXISTS:
         # Only the yes/no is asked: stop at the first prefix of the stream with a candidate.
         approx = approximate_exists(query, index, type_counts=source.type_counts())

@@ -56,13 +56,18 @@ def test_a_seek_file_gives_back_its_rows(tmp_path_factory: pytest.TempPathFactor
     # find the rows from the rows by type always, never, or where the read's shape says so
     by_type = data.draw(st.sampled_from([(1.0, 0), (-1.0, 0), (seek_module._BY_TYPE_SHARE,
                                                                 seek_module._LOOKUP_ROWS)]))
-    saved = seek_module._COMPARED_CODES, seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS
+    # a packed type's rows searched by their blocks at each range's ends, or decoded whole
+    searched = data.draw(st.sampled_from([0, seek_module._SEARCHED_ROWS]))
+    saved = (seek_module._COMPARED_CODES, seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS,
+             seek_module._SEARCHED_ROWS)
     seek_module._COMPARED_CODES = compared
     seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS = by_type
+    seek_module._SEARCHED_ROWS = searched
     try:
         [(rows, codes)] = select([seek], [bounds], wanted)
     finally:
-        seek_module._COMPARED_CODES, seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS = saved
+        (seek_module._COMPARED_CODES, seek_module._BY_TYPE_SHARE, seek_module._LOOKUP_ROWS,
+         seek_module._SEARCHED_ROWS) = saved
     want = [i for a, b in ranges for i in range(a, b + 1) if wanted is None or types[i] in wanted]
     assert rows.tolist() == want
     assert [seek.types[c] for c in codes.tolist()] == [types[i] for i in want]

@@ -30,6 +30,7 @@ from tests.generators import index_queries, index_streams, scaled
 from tests.helpers import build_tree
 
 S = 1_000_000  # one second in µs
+ENGINE_S = explain_cause._engine_s
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +38,8 @@ def _time_to_search(monkeypatch: pytest.MonkeyPatch) -> None:
     """The searches here are held to what they find, not to how fast: a loaded machine gets time enough
     (the budget's own rules are held below, with whatever floor this sets)."""
     monkeypatch.setattr(relaxed_search, "EXPLAIN_FLOOR_MS", 150)
+    # (nor is a first run foreseen to take what a verification that loaded the engine's kernels took)
+    monkeypatch.setattr(explain_cause, "_engine_s", lambda read, spent_ms: 0.0)
 
 
 def stream(*events: tuple) -> pa.Table:
@@ -196,6 +199,23 @@ def test_the_search_stops_in_time_and_says_so() -> None:
     said = why_empty(approx.query, result.read, spans=approx.interval_bounds(), budget=spent)
     assert said == ("conditions, negation, the window or the strategy rule them out; the search for which "
                     "one ran out of time")
+
+
+def test_a_search_that_would_cost_more_than_the_answer_is_not_begun(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first relaxed run is expected to cost what the query's own run did: a verification whose engine
+    took far longer than the search's budget (a quarter of it) begins none, and says so."""
+    monkeypatch.setattr(explain_cause, "_engine_s", ENGINE_S)
+    table = stream(*[("A" if i % 2 == 0 else "B", i, {"x": 1}) for i in range(40)])
+    approx, result = _approx_and_read(table, "PATTERN SEQ(A a, B b) WHERE a.x != b.x STRATEGY skip_till_any_match")
+    assert not result.found.exists
+    began = time.monotonic()
+    said = why_empty(approx.query, result.read, spans=approx.interval_bounds(), spent_ms=100_000.0)
+    assert said == ("conditions, negation, the window or the strategy rule them out; the search for which "
+                    "one ran out of time")
+    assert time.monotonic() - began < 5.0  # (not the 100 s an unbounded search would be allowed at that pace)
+    # the same read, with a verification as fast as the run really is: the search runs and names the cause
+    assert why_empty(approx.query, result.read, spans=approx.interval_bounds(), spent_ms=0.0).startswith(
+        "they hold")
 
 
 def test_the_search_is_skipped_over_too_many_events(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -56,6 +56,15 @@ def check(home: Path, query: Query) -> None:
     verified = run_query(home, "d", query, mode="verified")
     for key in COMPARED:
         assert verified.get(key) == exact.get(key), (key, query)
+    # the planner's two reads, each forced: the candidate groups' events gathered, or the store's read whole
+    for share, read in ((2.0, "partition"), (-1.0, "store")):
+        with patch.object(partition_answer, "STORE_SHARE", share):
+            forced = run_query(home, "d", query, mode="verified")
+        for key in COMPARED:
+            assert forced.get(key) == exact.get(key), (key, read, query)
+        assert bool(forced.get("explain")) == bool(verified.get("explain")), (read, query)
+        if "plan" in forced["stats"]:  # (the planner weighs the groups' events of the types read, when typed)
+            assert forced["stats"]["index"] == read, (forced["stats"], query)
     for threads in ("2", "3", "4"):  # the candidate groups read and evaluated in chunks, one per thread
         with patch.dict(os.environ, {"SEQSKETCH_QUERY_THREADS": threads}), \
                 patch.object(partition_answer, "MIN_PARALLEL_ROWS", 0):
@@ -73,7 +82,7 @@ def check(home: Path, query: Query) -> None:
     if verified["stats"]["index"] == "statistics":  # a type no event has: decided by the counts alone
         assert not exact["exists"] and verified["explain"].endswith("never occurs in the history")
     elif query.strategy != Strategy.STRICT_CONTIGUITY:
-        assert verified["stats"]["index"] == "partition", verified["stats"]
+        assert verified["stats"]["index"] in ("partition", "store"), verified["stats"]
 
 
 # Tiny leaves (C = 2: partition leaves of 8 slots, so big groups span several) and filters of a few bits
