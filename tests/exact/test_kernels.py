@@ -109,3 +109,34 @@ def test_a_changed_part_is_compiled_again(tmp_path: Path) -> None:
     (tmp_path / "part.py").write_text("def helper(x):\n    return x + 2  # changed\n")
     assert run() == (30, 0, 1)  # the part changed: compiled again
     assert run() == (30, 1, 0)
+
+
+_MOVED = """
+import sys, warnings
+sys.path.insert(0, {tmp!r})
+import numba.core.caching as caching
+del caching.CompileResultCacheImpl  # (as a numba release that renamed it would have it)
+import part, top
+from exact.engine.kernels.factory import build
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    kernel = build((part, top), ("top",), python=False)["top"]
+print(kernel(1), sum(kernel.stats.cache_hits.values()), len(said), str(said[0].message) if said else "")
+"""
+
+
+def test_numba_s_cache_names_moved_compiles_uncached_and_says_so(tmp_path: Path) -> None:
+    """The digest-stamped cache leans on numba's private caching names: without them the kernels still
+    compile and answer, with no cache, and a warning names what moved."""
+    (tmp_path / "part.py").write_text("def helper(x):\n    return x + 1\n")
+    (tmp_path / "top.py").write_text("from part import helper\n\n\ndef top(x):\n    return helper(x) * 10\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
+    for _ in range(2):  # (the second run finds no cache either)
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(_MOVED.format(tmp=str(tmp_path)))], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        value, hits, warned, message = done.stdout.split(maxsplit=3)
+        assert (value, hits, warned) == ("20", "0", "1")
+        assert "CompileResultCacheImpl" in message and "compile uncached" in message
+        assert "cache internals" in done.stderr  # (logged as well)
+    assert not list(tmp_path.rglob("*.nbi"))  # nothing was cached

@@ -26,6 +26,7 @@ import builtins
 import functools
 import hashlib
 import inspect
+import logging
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -87,8 +88,26 @@ def build(modules: Sequence[types.ModuleType], entries: Sequence[str], *, python
         digest = source_digest(modules)
         for name in entries:
             kernel = namespace[name]
-            kernel._cache = _digest_cache(kernel.py_func, digest)
+            try:
+                kernel._cache = _digest_cache(kernel.py_func, digest)
+            except (AttributeError, ImportError, TypeError) as err:
+                _uncached(err)  # (the kernel keeps numba's own: no cache, compiled in each process)
+                break
     return {name: namespace[name] for name in entries}
+
+
+def _uncached(err: BaseException) -> None:
+    """Say, loudly, that the kernels compile uncached: the numba installed has moved the private names the
+    digest-stamped cache is made of (the project pins numba's minor version for that reason)."""
+    import warnings
+
+    import numba
+
+    message = (f"numba {numba.__version__}'s cache internals are not what exact/engine/kernels/factory.py "
+               f"expects ({type(err).__name__}: {err}): the engine's kernels compile uncached, in every process "
+               "— correct, but each start pays the compilation; install the numba version pyproject.toml pins")
+    logging.getLogger(__name__).warning(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def source_digest(modules: Sequence[types.ModuleType]) -> str:
