@@ -9,6 +9,7 @@ module                 holds
 =====================  ==========================================================================
 ``datasets``           exist, info, list, build, append, delete, compact, events over time
 ``served``             datasets as a server serves them: the disk and the catalog kept together
+``batches``            API event records as a stream table: a feed's batch by column, others by record
 ``export``             the stored events back out (parquet, jsonl, csv)
 ``queries``            the three query modes under the caller's limits; a server's, logged
 ``limits``             wall-time limits for work a caller waits on

@@ -1,6 +1,6 @@
 """Answers from the partition-clustered tree: the approximate and verified modes for per-group questions.
 
-The planner (:func:`sketch.answer.verify.answer_indexed`) hands a query here when its ``PARTITION BY`` includes the
+The planner (:func:`sketch.answer.modes.answer_indexed`) hands a query here when its ``PARTITION BY`` includes the
 dataset's partition key (and it is not under strict contiguity, which is about the global stream): every
 match then lies inside one group.  :class:`~sketch.partition.index.PartitionIndex` gives the candidate groups;
 the events appended since the layout (the tail) add theirs.  Approximate answers name the candidate groups'
