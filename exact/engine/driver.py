@@ -75,7 +75,8 @@ from exact.engine.program import automaton_tables, run_attributes, run_program
 from exact.engine.prune import candidate_windows, necessary_starts
 from exact.engine.slices import Budget, Slicing, exists_only, run_slices
 from exact.errors import QueryLimitError
-from exact.prefilter import EventFrame, variable_bits
+from exact.frame import EventFrame
+from exact.prefilter import variable_bits
 from exact.query.ast import Query, Return, Strategy, WithinEvents, WithinTime
 from exact.query.normalize import Plan, normalize
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 from exact.arrays import run_positions
 from exact.engine.columns import SeqTimes, cases_of, intervals_arrow, matches_arrow, python_values
 from exact.events import micros
-from exact.prefilter import EventFrame
+from exact.frame import EventFrame
 from exact.query.ast import Query, Return
 from exact.query.normalize import normalize
 

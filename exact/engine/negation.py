@@ -21,7 +21,8 @@ import numpy as np
 
 from exact.arrays import sorted_ints
 from exact.engine.matchtable import MatchTable
-from exact.prefilter import EventFrame, property_mask
+from exact.frame import EventFrame
+from exact.prefilter import property_mask
 from exact.query.ast import Aggregate, Condition, Field, Literal, RunEvent, WithinEvents, WithinTime
 from exact.query.normalize import FLIPPED, Plan, compare
 from exact.query.operands import aggregate

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exact.prefilter import EventFrame
+from exact.frame import EventFrame
 from exact.query.ast import Strategy, WithinEvents, WithinTime
 from exact.query.normalize import Plan
 

@@ -2,7 +2,7 @@
 
 Under ``partition_contiguity`` with ``PARTITION BY`` a read that leaves events out must tell each event it
 keeps the seq of the next event of its partition, whether that one was read or not
-(:attr:`exact.prefilter.EventFrame.partition_next`): an event of the partition that binds nothing still ends
+(:attr:`exact.frame.EventFrame.partition_next`): an event of the partition that binds nothing still ends
 the run.  Knowing it takes every event's partition value in the ranges read — but only that value, not the
 event.  A seek file holds each served attribute as a narrow code per row (:mod:`exact.store.seek_attrs`), so
 one pass over those codes, in place, finds the successors: a table of the kept event waiting in each

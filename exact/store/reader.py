@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from exact.arrays import joined, run_positions
 from exact.errors import Conflict, NotFound, StoreCorrupt, out_of_resources
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
-from exact.prefilter import EventFrame
+from exact.frame import EventFrame
 from exact.store.fetch import Ranged, ranged, refetch
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
 from exact.store.rowfilter import JoinedValues, RowFilter, SeekValues, ValueProbe

@@ -36,7 +36,8 @@ from numpy.typing import NDArray
 
 from exact.arrays import joined
 from exact.events import cast_attr
-from exact.prefilter import EventFrame, condition_mask, type_mask, values_condition_mask
+from exact.frame import EventFrame
+from exact.prefilter import condition_mask, type_mask, values_condition_mask
 from exact.query.ast import Condition, Field, Literal, Query, Strategy
 from exact.query.normalize import FLIPPED, Plan
 from exact.store.seek import type_codes

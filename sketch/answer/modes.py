@@ -28,7 +28,7 @@ from exact.engine.matchtable import match_times
 from exact.engine.ordering import partition_links
 from exact.engine.parallel import query_threads
 from exact.events import ATTRS
-from exact.prefilter import EventFrame
+from exact.frame import EventFrame
 from exact.query.ast import Query, Return
 from exact.query.normalize import normalize
 from exact.store.rowfilter import row_filter

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from exact.engine import Budget, MatchTable, evaluate_table, match_ts
 from exact.errors import QueryLimitError, SeqsketchError
-from exact.prefilter import EventFrame
+from exact.frame import EventFrame
 from exact.query.ast import Query, Return, WithinEvents
 from exact.query.normalize import Plan, normalize
 from exact.store.rowfilter import RowFilter, row_filter

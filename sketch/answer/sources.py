@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from exact.events import ATTRS, micros
-from exact.prefilter import EventFrame
+from exact.frame import EventFrame
 from exact.query.ast import Query
 from exact.query.normalize import Plan, normalize
 from exact.store import EventStore, Snapshot, type_mask
@@ -28,7 +28,7 @@ class EventSource(Protocol):
 
     events_total: int
     #: the seqs are stream positions (consecutive): a read that leaves rows out leaves gaps in seq, and its
-    #: frames are marked ``sparse`` (see :class:`exact.prefilter.EventFrame`)
+    #: frames are marked ``sparse`` (see :class:`exact.frame.EventFrame`)
     positional: bool
 
     def read_ranges(self, ranges: SeqRanges, columns: Sequence[str],

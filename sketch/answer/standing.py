@@ -39,7 +39,7 @@ from exact.engine.certainty import AT_EVENT, Certain, Moment, certainty, greedy_
 from exact.engine.matchtable import match_times
 from exact.engine.ordering import partition_codes
 from exact.errors import QuerySemanticError
-from exact.prefilter import EventFrame
+from exact.frame import EventFrame
 from exact.query.ast import Query, Return, Strategy, WithinEvents, WithinTime
 from exact.query.language import to_json
 from exact.query.normalize import normalize

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from exact.prefilter import EventFrame, condition_mask, type_mask, variable_bits
+from exact.frame import EventFrame
+from exact.prefilter import condition_mask, type_mask, variable_bits
 from exact.query.ast import Condition, Field, Literal
 from exact.query.language import condition_text
 from exact.query.normalize import Plan

@@ -44,7 +44,8 @@ from exact.engine.columns import SeqTimes
 from exact.engine.matchtable import combined, match_times
 from exact.engine.ordering import partition_links
 from exact.events import ATTRS
-from exact.prefilter import EventFrame, variable_masks
+from exact.frame import EventFrame
+from exact.prefilter import variable_masks
 from exact.query.ast import Query, Return, Strategy, WithinEvents, WithinTime
 from exact.query.normalize import Plan, normalize
 from exact.store.manifest import SeqRanges

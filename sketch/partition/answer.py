@@ -29,7 +29,7 @@ from exact.engine import Budget, answer, evaluate_table, iso_ts_many
 from exact.engine.columns import SeqTimes
 from exact.engine.matchtable import MatchTable, combined, match_times, merge_spans
 from exact.engine.parallel import each, query_threads
-from exact.prefilter import EventFrame
+from exact.frame import EventFrame
 from exact.query.ast import Query, Return, Strategy
 from exact.query.normalize import Plan, normalize
 from exact.store.grouping import Layout

@@ -14,7 +14,8 @@ from exact.engine import evaluate
 from exact.engine.automaton import automaton_for
 from exact.engine.ordering import partition_codes, window_ends
 from exact.engine.prune import candidate_windows
-from exact.prefilter import EventFrame, variable_bits
+from exact.frame import EventFrame
+from exact.prefilter import variable_bits
 from exact.query.ast import (
     Absent,
     EventSet,

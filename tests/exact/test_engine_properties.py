@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from exact.engine import evaluate, evaluate_table, match_ts, merge_intervals, ts_lookup
 from exact.events import micros
-from exact.prefilter import EventFrame
+from exact.frame import EventFrame
 from exact.query.ast import (
     Query,
     Return,

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from api.service import run_query
 from exact.errors import QuerySemanticError
-from exact.prefilter import EventFrame, variable_bits
+from exact.frame import EventFrame
+from exact.prefilter import variable_bits
 from exact.query.ast import (
     Absent,
     AnyOf,
