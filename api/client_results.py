@@ -65,7 +65,7 @@ class QueryResult:
         if self.table is not None:
             if self.raw.get("rows") != kind:
                 return []
-            from exact.engine.columns import rows_json
+            from exact.engine.answer_columns import rows_json
 
             return rows_json(self.table)
         return list(self.raw.get(kind) or [])

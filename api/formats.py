@@ -22,7 +22,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from exact import jsontext
-from exact.engine.columns import rows_json
+from exact.engine.answer_columns import rows_json
 from exact.errors import InputError
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"

@@ -27,7 +27,7 @@ structure (levels forming a forest, bits length = Σ sizes / 8, the digest); any
 views into the mapping; the first append copies them.  Writing goes to a temporary name in the same directory,
 is fsynced and renamed into place, so a reader sees either no file or a whole one.
 
-The constants of the format and where a tree's sections go are :mod:`sketch.tree.layout`, which the tree
+The constants of the format and where a tree's sections go are :mod:`sketch.tree.file_layout`, which the tree
 itself uses to know its stored size (:meth:`~sketch.tree.bloomtree.BloomTree.stored_bytes`) without this
 module.
 
@@ -51,7 +51,7 @@ import numpy as np
 from exact.errors import IndexCorrupt
 from sketch.tree import BloomTree, TreeConfig
 from sketch.tree.bits import Bits
-from sketch.tree.layout import (
+from sketch.tree.file_layout import (
     ALIGN,
     COLUMNS,
     DENSE,

@@ -26,7 +26,7 @@ from api.service.limits import call_with_timeout
 from api.service.summaries import summarised_answer
 from exact.arrays import distinct_ints
 from exact.engine import Budget, answer, evaluate_table, warm_up
-from exact.engine.columns import bound_columns_of
+from exact.engine.answer_columns import bound_columns_of
 from exact.engine.matchtable import match_times
 from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
 from exact.events import iso_of_micros, to_records
@@ -440,7 +440,7 @@ def bound_columns(home: Path, name: str, rows: pa.Table) -> pa.Table:
                                           [np.zeros(0, dtype=np.int64)]).astype(np.int64))
     if not len(wanted):
         return rows
-    from sketch.partition.answer import runs_of
+    from sketch.partition.group_answers import runs_of
 
     store = EventStore.open(store_dir(dataset_dir(name, home)))
     events, _ = store.read_ranges(runs_of(wanted), snapshot=store.snapshot())

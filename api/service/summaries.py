@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from exact.engine import Budget
-from exact.engine.columns import python_values
+from exact.engine.answer_columns import python_values
 from exact.engine.summaries import (
     chained_funnel,
     chains_apply,
@@ -37,7 +37,7 @@ from exact.events import ATTRS, iso_of_micros
 from exact.query.ast import BUILTIN_FIELDS, DEFAULT_TOP, Query, Return
 from exact.store import EventStore, dataset_dir, store_dir
 from exact.store.grouping import layout_of
-from sketch.partition.answer import runs_of
+from sketch.partition.group_answers import runs_of
 
 _I64 = np.int64
 

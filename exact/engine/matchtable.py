@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from exact.arrays import run_positions
-from exact.engine.columns import SeqTimes, cases_of, intervals_arrow, matches_arrow, python_values
+from exact.engine.answer_columns import SeqTimes, cases_of, intervals_arrow, matches_arrow, python_values
 from exact.events import micros
 from exact.frame import EventFrame
 from exact.query.ast import Query, Return
@@ -240,7 +240,7 @@ def answer(query: Query, found: MatchTable | Sequence[Match],
     of each of an array of first seqs (needed for ``RETURN cases``, and adds each match's ``case``).
 
     ``columnar``: the rows (matches, cases or intervals) come as one Arrow table under ``rows``
-    (:mod:`exact.engine.columns`) instead of JSON objects."""
+    (:mod:`exact.engine.answer_columns`) instead of JSON objects."""
     table = found if isinstance(found, MatchTable) else _ListTable(sorted(found))
     times = _times(ts_of)
     # RETURN exists asks only the yes/no: the search stops at the first match, so the count is not known

@@ -1,7 +1,7 @@
 """The answers summarised from every match (docs/semantics.md §7): a funnel's steps, the events that follow
 the matches, the time between their steps, and their counts grouped by a bound event's field.
 
-Everything here works on a matches table (:mod:`exact.engine.columns`: ``start_seq``, ``end_seq``,
+Everything here works on a matches table (:mod:`exact.engine.answer_columns`: ``start_seq``, ``end_seq``,
 ``start_ts``, ``end_ts``, ``case``, ``<var>.seq`` and ``<var>.ts``, lists for Kleene variables) and plain
 arrays, column by column; reading the store is the service's (:mod:`api.service.summaries`).
 
@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from exact.engine.columns import python_values
+from exact.engine.answer_columns import python_values
 from exact.query.ast import Absent, AnyOf, Element, EventSet, Query, Return, Single, Strategy, WithinEvents, WithinTime
 
 _I64 = np.int64

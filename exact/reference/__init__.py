@@ -34,15 +34,15 @@ streams (a dozen events), and meant to be obviously right.
 
 The package's modules: :mod:`~exact.reference.events` (the stream as events, and a stream table from rows),
 :mod:`~exact.reference.matches` (all matches, Def. 3.2), :mod:`~exact.reference.strategies` (the strategies'
-choice among them), :mod:`~exact.reference.answer` (OR alternatives, negation, :func:`reference_matches`).
+choice among them), :mod:`~exact.reference.reference_answer` (OR alternatives, negation, :func:`reference_matches`).
 """
 
 from __future__ import annotations
 
-from exact.reference.answer import negation_filter, one_alternative, reference_matches
 from exact.reference.events import Ev, read_events, stream_table
 from exact.reference.matches import Binding, all_matches, is_match
 from exact.reference.matches import _structure as _structure  # the tests check this step on its own
+from exact.reference.reference_answer import negation_filter, one_alternative, reference_matches
 from exact.reference.strategies import _prefix as _prefix  # (likewise)
 from exact.reference.strategies import _prefix_vars_ok as _prefix_vars_ok  # (likewise)
 from exact.reference.strategies import contiguous_matches, next_matches, robust_next_matches

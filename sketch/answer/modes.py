@@ -44,7 +44,7 @@ from sketch.evaluate import (
     tree_narrows,
     whole_stream,
 )
-from sketch.partition.answer import columns_without_key, keyed_frame, partition_body, served, tail_of
+from sketch.partition.group_answers import columns_without_key, keyed_frame, partition_body, served, tail_of
 from sketch.partition.index import PartitionIndex
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
 
     ``approximate``: from the tree alone.  ``verified``: approximate, then :func:`verify` on the candidates.
     ``exact``: the exact engine over the whole stream (``tree`` unused; may be None).  A query partitioned
-    on ``partition``'s key is answered from the partition-clustered tree (:mod:`sketch.partition.answer`):
+    on ``partition``'s key is answered from the partition-clustered tree (:mod:`sketch.partition.group_answers`):
     the planner's choice, reported as ``stats.index`` (``partition`` or ``stream``).  ``columnar``: the
     answer's rows as one Arrow table under ``rows`` (see :func:`exact.engine.answer`).
     """

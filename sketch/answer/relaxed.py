@@ -23,7 +23,7 @@ from exact.frame import EventFrame
 from exact.query.ast import Query, Return, WithinEvents
 from exact.query.normalize import Plan, normalize
 from exact.store.rowfilter import RowFilter, row_filter
-from sketch.evaluate.windows import is_contiguous
+from sketch.evaluate.chains import is_contiguous
 
 #: The relaxations' shared time budget (ms) is at most this, …
 EXPLAIN_MS = 300

@@ -18,7 +18,7 @@ from exact.store import EventStore, Snapshot, type_mask
 from exact.store.links import store_partition_next
 from exact.store.manifest import SeqRanges
 from exact.store.rowfilter import RowFilter, filterable
-from sketch.partition.answer import runs_of
+from sketch.partition.group_answers import runs_of
 
 _I64 = np.int64
 

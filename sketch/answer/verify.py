@@ -40,7 +40,7 @@ from exact.engine import (
     MatchTable,
     evaluate_table,
 )
-from exact.engine.columns import SeqTimes
+from exact.engine.answer_columns import SeqTimes
 from exact.engine.matchtable import combined, match_times
 from exact.engine.ordering import partition_links
 from exact.events import ATTRS

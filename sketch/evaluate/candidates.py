@@ -2,7 +2,7 @@
 
 :func:`approximate` finds where each position of the pattern may occur
 (:mod:`~sketch.evaluate.occurrence`), the start units from which a chain of units can hold a match
-within its window (:mod:`~sketch.evaluate.windows`), and how far each candidate reaches;
+within its window (:mod:`~sketch.evaluate.chains`), and how far each candidate reaches;
 :func:`approximate_exists` answers ``RETURN exists`` from growing prefixes of the stream first.
 
 **Reach.**  The end of an exact match is not bounded by the greedy chain (a Bloom false positive or a WHERE
@@ -24,9 +24,7 @@ import numpy as np
 from exact.query.ast import Between, Query, WithinEvents
 from exact.query.normalize import normalize
 from sketch.evaluate.approximation import Approximation
-from sketch.evaluate.explain import Position, absent_text, explain_chain, positions_of, window_text
-from sketch.evaluate.units import TypeIndex, union
-from sketch.evaluate.windows import (
+from sketch.evaluate.chains import (
     contiguity_bound,
     greedy_chain,
     is_contiguous,
@@ -37,6 +35,8 @@ from sketch.evaluate.windows import (
     window_neighbourhood,
     window_runs,
 )
+from sketch.evaluate.explain import Position, absent_text, explain_chain, positions_of, window_text
+from sketch.evaluate.units import TypeIndex, union
 
 _I64 = np.int64
 

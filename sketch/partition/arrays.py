@@ -9,7 +9,7 @@ the store.  Reading them back whole into the driver and building with general-pu
 * every window task writes its events' key values and types, each dictionary-encoded within the window,
   and their times — about 14 bytes an event, beside its staged chunks — and the driver reads them in
   window (seq) order into three arrays: group int32, type code int32, time int64
-  (:mod:`sketch.partition.columns`).  Groups are numbered in order of their first event, as
+  (:mod:`sketch.partition.build_columns`).  Groups are numbered in order of their first event, as
   :func:`exact.store.grouping.build_layout` numbers them;
 * ``order`` (events by group, then type, stream order within) by two counting sorts, the groups' distinct
   types and their events' counts in one walk of it, the partition tree's slots
@@ -39,7 +39,7 @@ _I64 = np.int64
 def layout_from_columns(key: str, group: np.ndarray, keys: pa.Array, code: np.ndarray,
                         types: tuple[str, ...]) -> Layout:
     """The layout from per-event groups and type codes
-    (:func:`sketch.partition.columns.merge_window_columns`)."""
+    (:func:`sketch.partition.build_columns.merge_window_columns`)."""
     groups = len(keys)
     sizes = np.bincount(group[group >= 0], minlength=groups).astype(_I64)
     group_off = np.zeros(groups + 1, dtype=_I64)

@@ -17,7 +17,7 @@ from exact.store.grouping import LAYOUT_KEY, Layout, build_layout, write_layout
 from sketch import persist
 from sketch.build import BuildOptions
 from sketch.index_files import INDEX_DIR, file_token
-from sketch.partition.columns import Columns
+from sketch.partition.build_columns import Columns
 from sketch.partition.index import build_partition_tree
 from sketch.tree import BloomTree
 
@@ -41,7 +41,7 @@ def partition_options(options: BuildOptions) -> BuildOptions:
 def partition_from_columns(dataset_root: Path, store: EventStore, key: str, columns: Columns,
                            options: BuildOptions) -> None:
     """Add the partition layout and tree to a store just written (by the Spark job) from its events'
-    compact columns (:func:`sketch.partition.columns.merge_window_columns`): the same bits as
+    compact columns (:func:`sketch.partition.build_columns.merge_window_columns`): the same bits as
     :func:`sketch.dataset.build_index_into` makes of the same events.  The caller holds the store's writer lock."""
     from sketch.partition.arrays import layout_from_columns, partition_tree_from_columns
 

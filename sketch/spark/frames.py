@@ -5,7 +5,7 @@
    piece (what it found, or its error).
 2. :func:`write_windows` — one task per window merges its slices of the chunks into stream order, writes
    them as event-store parts and answers its leaves' (leaf, type) pairs and time ranges, and their bits when
-   the tree's configuration is known (:mod:`sketch.spark.windows`).
+   the tree's configuration is known (:mod:`sketch.spark.sample_sort`).
 3. :func:`build_leaf_bits` — for a new tree, sized by the driver from every window's pairs: one task per
    window turns its pairs into its leaves' filter bits (:func:`sketch.spark.leaves.leaf_bits`).
 
@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from sketch.spark.leaves import leaf_bits
 from sketch.spark.read import stage_inputs
-from sketch.spark.windows import write_windows
+from sketch.spark.sample_sort import write_windows
 from sketch.tree import TreeConfig
 
 __all__ = ["build_leaf_bits", "leaf_inputs", "stage_inputs", "write_windows"]

@@ -9,8 +9,8 @@ SparkSession is made only at the edge (:func:`main`, or a caller that passes non
 1. **Read** (:mod:`sketch.spark.read`): one task per input piece (a large CSV, JSON Lines or Parquet file
    is cut into several) runs the project's reader and stages its events in chunks, each sorted by time.
 2. **Plan** (driver): the windows' boundaries from the chunks' time samples
-   (:func:`sketch.spark.windows.choose_boundaries`).
-3. **Order and write** (:mod:`sketch.spark.windows`): one task per window merges its slices of the chunks
+   (:func:`sketch.spark.sample_sort.choose_boundaries`).
+3. **Order and write** (:mod:`sketch.spark.sample_sort`): one task per window merges its slices of the chunks
    into stream order — by time, ties in input order — numbers them from its exact rank, writes them as
    event-store parts and answers its leaves' (leaf, type) pairs and time ranges.  Windows hold whole
    leaves, so no leaf straddles two tasks.
@@ -22,7 +22,7 @@ SparkSession is made only at the edge (:func:`main`, or a caller that passes non
    (:func:`sketch.spark.leaves.merge_leaves`), the tree is saved, and one manifest replace publishes the
    parts and the index version together.
 7. **Partition** (driver, builds with a partition key): the windows also wrote their events' key, type and
-   time compactly (:mod:`sketch.partition.columns`); the driver merges them and builds the partition layout
+   time compactly (:mod:`sketch.partition.build_columns`); the driver merges them and builds the partition layout
    and tree with compiled kernels (:func:`sketch.partition.files.partition_from_columns`).
 
 Until the dataset is published nothing is visible: a failing job leaves the previous version live, and its
@@ -60,7 +60,7 @@ from exact.store import EventStore, PartInfo, Snapshot
 from exact.store.manifest import INDEX_ATTRS_KEY, check_index_attrs
 from sketch.build import BuildOptions, config_from
 from sketch.dataset import AUTO_KEY
-from sketch.partition.columns import Columns, merge_window_columns
+from sketch.partition.build_columns import Columns, merge_window_columns
 from sketch.sizing import Sizing, measure_distinct, size_index
 from sketch.spark.frames import build_leaf_bits, leaf_inputs, stage_inputs, write_windows
 from sketch.spark.leaves import LeafRun, merge_leaves
@@ -78,8 +78,7 @@ from sketch.spark.read import (
     unified_attrs,
     whole_pieces,
 )
-from sketch.spark.session import spark_errors, spark_session
-from sketch.spark.windows import (
+from sketch.spark.sample_sort import (
     ChunkRef,
     WindowPlan,
     check_windows,
@@ -87,6 +86,7 @@ from sketch.spark.windows import (
     parts_of,
     window_count,
 )
+from sketch.spark.session import spark_errors, spark_session
 from sketch.tree import BloomTree
 
 Progress = Callable[[float, str], None]
@@ -143,7 +143,7 @@ def run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, *,
     Without ``tree`` the job builds a new dataset into the empty ``store`` and sizes the tree from the data;
     with ``tree`` (and the store's current ``snapshot``) it appends: seqs continue the stream, the tree is
     extended in place with its own configuration.  ``window_events`` fixes the windows' size (default:
-    :func:`sketch.spark.windows.window_count`), ``piece_bytes`` the inputs' pieces (default
+    :func:`sketch.spark.sample_sort.window_count`), ``piece_bytes`` the inputs' pieces (default
     :func:`split_bytes`).  With ``partition_key`` (``"<auto>"``: ``case`` when every event has it) the
     result carries the events' columns for the partition build.  With ``upload_to`` (a dataset's bucket
     location) every task uploads the parts it wrote there.  Parts written by a failing job are removed.

@@ -17,7 +17,7 @@ chunk is stably sorted by time and written as one Arrow IPC file (one record bat
 it and slices it in place), and answers one summary row: its rows, its attribute types as read (``null``
 for a column none of its values filled, so that the driver widens them exactly as
 :func:`exact.events.concat_batches` widens a local read's batches), its time range, and a sample of its
-times for the windows' boundaries (:mod:`sketch.spark.windows`).  Each piece also answers one row of what it
+times for the windows' boundaries (:mod:`sketch.spark.sample_sort`).  Each piece also answers one row of what it
 found (where its records began and ended, a CSV piece's column kinds) or of its error.
 
 :func:`collect_staged` turns the rows into the chunks in input order.  A piece that failed, pieces that do

@@ -38,7 +38,7 @@ Python, one merge test per new node.
 The package's modules: :mod:`~sketch.tree.config` (the shape, a node), :mod:`~sketch.tree.bits` (leaf and
 node bits: Alg. 1's bulk work), :mod:`~sketch.tree.nodes` (the columns and everything that reads them:
 walking, probing, densities, the digest), :mod:`~sketch.tree.probe` (probing stored filters in bulk),
-:mod:`~sketch.tree.bloomtree` (:class:`BloomTree`: building, Alg. 1 and 2), :mod:`~sketch.tree.layout`
+:mod:`~sketch.tree.bloomtree` (:class:`BloomTree`: building, Alg. 1 and 2), :mod:`~sketch.tree.file_layout`
 (where a tree's sections go in its index file, :mod:`sketch.persist`).
 """
 

@@ -40,7 +40,7 @@ from sketch.tree.bits import (
     sparse_leaf_bits,
 )
 from sketch.tree.config import TreeConfig
-from sketch.tree.layout import COLUMNS, DENSE, IN_POOL, SPARSE, file_size
+from sketch.tree.file_layout import COLUMNS, DENSE, IN_POOL, SPARSE, file_size
 from sketch.tree.nodes import Column, TreeNodes, derive_structure
 
 #: Rows of leaves whose bits are materialised at once when building (bounds memory to ~64 MiB per chunk).
@@ -367,7 +367,7 @@ class BloomTree(TreeNodes):
         return file_size(*self.stored_form())
 
     def stored_form(self) -> tuple[list[tuple[str, np.ndarray]], dict[str, Any]]:
-        """The tree as an index file stores it (:mod:`sketch.tree.layout`): its sections' arrays, in file
+        """The tree as an index file stores it (:mod:`sketch.tree.file_layout`): its sections' arrays, in file
         order, and the header's fields about it (configuration, counts, the merge state)."""
         listed, extra, positions = self._open_state()
         arrays = []

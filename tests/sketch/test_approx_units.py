@@ -400,7 +400,7 @@ def test_window_neighbourhood_is_every_unit_meeting_a_hit_s_window(seed: int, le
     """The units the rarest-first walk probes: each unit meeting the window around some hit unit (time
     [lo_ts - d, hi_ts + d] or seqs [lo_seq - (n-1), hi_seq + (n-1)]), checked hit by hit, on streams with
     idle gaps longer than the window."""
-    from sketch.evaluate.windows import window_neighbourhood
+    from sketch.evaluate.chains import window_neighbourhood
 
     rng = np.random.default_rng(seed)
     n = 600

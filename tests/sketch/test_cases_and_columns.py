@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from api.formats import arrow_stream, json_lines, split_answer
 from api.service import run_query
 from exact.engine import answer, evaluate_table
-from exact.engine.columns import python_values, rows_json
+from exact.engine.answer_columns import python_values, rows_json
 from exact.engine.matchtable import match_times
 from exact.errors import QuerySemanticError
 from exact.query.ast import Query, Return

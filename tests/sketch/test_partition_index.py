@@ -27,7 +27,7 @@ from exact.reference import stream_table
 from exact.store.grouping import Layout
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
-from sketch.partition import answer as partition_answer
+from sketch.partition import group_answers as partition_answer
 from tests.generators import engine_queries, keyed_streams, scaled
 
 COMPARED = ("exists", "count", "matches", "intervals", "truncated", "strategy")

@@ -32,7 +32,7 @@ from exact.store.seek_format import seek_name
 from sketch.dataset import Dataset
 from sketch.spark.job import append_dataset_spark, build_dataset_spark
 from sketch.spark.read import collect_staged, plan_inputs, plan_pieces, shifted, stage_inputs, unified_attrs
-from sketch.spark.windows import ChunkRef, WindowPlan, choose_boundaries, parts_of, write_windows
+from sketch.spark.sample_sort import ChunkRef, WindowPlan, choose_boundaries, parts_of, write_windows
 
 pytestmark = pytest.mark.spark
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from exact.events import event_schema, unify_attr_types
 from sketch.spark.leaves import leaf_bits, merge_leaves, window_leaves
 from sketch.spark.read import StagedChunk, unified_attrs
-from sketch.spark.windows import Boundaries, aligned_starts, part_slices, rows_below, window_count
+from sketch.spark.sample_sort import Boundaries, aligned_starts, part_slices, rows_below, window_count
 from sketch.tree import BloomTree, TreeConfig, encode_types, leaf_type_pairs
 from tests.generators import scaled, zipf_types
 
@@ -122,7 +122,7 @@ def test_window_ranks_tile_the_stream_in_whole_leaves(seed: int, sizes: list[int
 
 @given(events=st.integers(1, 50_000_000), cores=st.integers(1, 64))
 def test_window_count_keeps_every_core_busy_and_windows_bounded(events: int, cores: int) -> None:
-    from sketch.spark.windows import MAX_WINDOW_EVENTS
+    from sketch.spark.sample_sort import MAX_WINDOW_EVENTS
 
     windows = window_count(events, cores)
     assert 1 <= windows <= events

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from exact.arrays import sorted_ints
 from exact.engine import Budget, answer, evaluate_table, iso_ts_many
-from exact.engine.columns import SeqTimes
+from exact.engine.answer_columns import SeqTimes
 from exact.engine.matchtable import MatchTable, combined, match_times, merge_spans
 from exact.engine.parallel import each, query_threads
 from exact.frame import EventFrame

@@ -20,7 +20,7 @@ chunks, and a chunk's events at or after any such triple are a suffix of it, fou
   filters' bits when the tree's configuration is known (an append), else by a second, small pass once the
   driver has sized the tree from every window's pairs (:func:`sketch.spark.leaves.leaf_bits`).  With a
   partition key it also writes its events' key, type and time compactly for the driver's partition build
-  (:func:`sketch.partition.columns.window_columns`).
+  (:func:`sketch.partition.build_columns.window_columns`).
 
 Memory per task is one window (at most :data:`MAX_WINDOW_EVENTS` events, plus the slices it maps); the
 driver sees samples, pairs and leaf bits, never events.
@@ -45,7 +45,7 @@ from exact.errors import SeqsketchError
 from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform, micros
 from exact.readers.tabular import cast_text_column
 from exact.store import DEFAULT_PART_ROWS, EventStore, PartInfo
-from sketch.partition.columns import window_columns
+from sketch.partition.build_columns import window_columns
 from sketch.spark.leaves import leaf_bits
 from sketch.spark.read import StagedChunk, error_to_json, types_of
 from sketch.tree import TreeConfig, encode_types, leaf_type_pairs
@@ -166,7 +166,7 @@ class WindowPlan:
     config: TreeConfig | None = None  # known (an append): the tasks build the leaves' bits themselves
     part_rows: int = DEFAULT_PART_ROWS
     #: With a partition key, each task writes its events' key, type and time there for the partition build
-    #: (:func:`sketch.partition.columns.window_columns`).
+    #: (:func:`sketch.partition.build_columns.window_columns`).
     partition_key: str | None = None
     staging: str = ""
     #: the bucket location of a dataset on object storage: each task uploads the parts it wrote there itself
