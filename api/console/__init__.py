@@ -20,8 +20,9 @@ bp = Blueprint("console", __name__)
 
 STATIC = Path(__file__).resolve().parent / "static"
 #: The page's own files, by name, and their media types (nothing else under ``/console/`` is served).
-ASSETS = {"console.js": "text/javascript", "editor.js": "text/javascript", "timeline.js": "text/javascript",
-          "charts.js": "text/javascript",
+ASSETS = {"console.js": "text/javascript", "shared.js": "text/javascript", "datasets.js": "text/javascript",
+          "answers.js": "text/javascript", "watch.js": "text/javascript", "jobs.js": "text/javascript",
+          "editor.js": "text/javascript", "timeline.js": "text/javascript", "charts.js": "text/javascript",
           "console.css": "text/css", "favicon.svg": "image/svg+xml"}
 
 #: The page may load its own scripts, styles and images and call its own origin; nothing else, and it may
