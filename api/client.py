@@ -27,10 +27,25 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from api.client_errors import (
+    AuthError,
+    BadRequestError,
+    ConflictError,
+    JobFailedError,
+    NotFoundError,
+    PayloadTooLargeError,
+    QueryError,
+    SeqsketchAPIError,
+    ServerError,
+    ServiceUnavailableError,
+    _error_answer,
+    _error_of,
+)
 from api.client_results import JSON, QueryResult
+from api.client_watch import Watch
 
 __all__ = [
     "AuthError", "BadRequestError", "Client", "ConflictError", "JobFailedError", "NotFoundError",
@@ -40,104 +55,6 @@ __all__ = [
 
 #: the media type of an answer in Arrow form (docs/contract.md §3.6)
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
-
-
-class SeqsketchAPIError(Exception):
-    """An error answer from the service (or no answer at all: ``code == "connection_error"``)."""
-
-    def __init__(self, code: str, message: str, *, status: int | None = None,
-                 position: Mapping[str, int] | None = None, body: Any = None) -> None:
-        super().__init__(f"{code}: {message}" if status is None else f"HTTP {status} {code}: {message}")
-        self.code = code
-        self.message = message
-        self.status = status
-        self.position = dict(position) if position else None
-        self.body = body
-
-
-class BadRequestError(SeqsketchAPIError):
-    """The request did not fit the API (body, parameters, input files)."""
-
-
-class QueryError(BadRequestError):
-    """The query is malformed (``query_syntax``), meaningless (``query_semantic``) or over a limit."""
-
-
-class AuthError(SeqsketchAPIError):
-    """Missing or invalid token (401), or a token without the needed scope (403)."""
-
-
-class NotFoundError(SeqsketchAPIError):
-    pass
-
-
-class ConflictError(SeqsketchAPIError):
-    """The request contradicts the dataset's state (exists already, build in progress, append in the past)."""
-
-
-class PayloadTooLargeError(SeqsketchAPIError):
-    pass
-
-
-class ServerError(SeqsketchAPIError):
-    """The service failed (5xx)."""
-
-
-class ServiceUnavailableError(ServerError):
-    """The service could not be reached, or is not ready (e.g. its catalog is behind the migration head)."""
-
-
-class JobFailedError(SeqsketchAPIError):
-    """A build job ended in ``failed``; ``job`` holds its record (``job["error"]`` the cause)."""
-
-    def __init__(self, job: Mapping[str, Any]) -> None:
-        error = job.get("error") or {}
-        super().__init__(error.get("code", "build_failed"), error.get("message", "the build failed"),
-                         body=dict(job))
-        self.job = dict(job)
-
-
-_QUERY_CODES = {"query_syntax", "query_semantic", "query_limit"}
-
-
-def error_for(status: int, body: Any) -> SeqsketchAPIError:
-    """The typed exception for an error answer."""
-    err = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(err, dict):
-        err = {"code": f"http_{status}", "message": str(body)[:500] if body else f"HTTP {status}"}
-    code, message, position = err.get("code", "error"), err.get("message", ""), err.get("position")
-    cls: type[SeqsketchAPIError]
-    if code in _QUERY_CODES:
-        cls = QueryError
-    elif status == 401 or code in ("unauthorized", "forbidden"):
-        cls = AuthError
-    elif status == 404:
-        cls = NotFoundError
-    elif status == 409:
-        cls = ConflictError
-    elif status == 413:
-        cls = PayloadTooLargeError
-    elif status == 503:
-        cls = ServiceUnavailableError
-    elif status >= 500:
-        cls = ServerError
-    else:
-        cls = BadRequestError
-    return cls(code, message, status=status, position=position, body=body)
-
-
-def _error_answer(err: urllib.error.HTTPError) -> SeqsketchAPIError:
-    """The typed exception of an HTTP error answer (its JSON error object, or its text)."""
-    return _error_of(err.code, err.read())
-
-
-def _error_of(status: int, payload: bytes) -> SeqsketchAPIError:
-    """The typed exception of an answer with error status ``status`` and body ``payload``."""
-    try:
-        decoded = json.loads(payload) if payload else None
-    except ValueError:
-        decoded = payload.decode("utf-8", "replace")
-    return error_for(status, decoded)
 
 
 def _proxied(parts: urllib.parse.SplitResult) -> bool:
@@ -458,107 +375,3 @@ class Client:
             return QueryResult(head, table.replace_schema_metadata(None))
         return QueryResult(self._request("POST", f"/datasets/{self._name(name)}/query", body=body,
                                          idempotent=True))
-
-
-class Watch:
-    """A standing query's stream of matches (docs/contract.md §5.8): iterate for each match, as in a JSON
-    answer, the history's first, then each new one as soon as it is certain.  A dropped connection is
-    reopened from :attr:`cursor` (the id of the last event seen), so no match is lost or repeated; an error
-    answer (the watch deleted, a bad cursor) raises.  :meth:`close` (or leaving the loop) stops it."""
-
-    def __init__(self, client: Client, name: str, watch_id: str, cursor: str | None = None) -> None:
-        self.client = client
-        self.name = name
-        self.id = watch_id
-        #: the id of the last event received (where a reconnection resumes); None before the first
-        self.cursor = cursor
-        #: has the server said that the stored history is done (the rest is live)?
-        self.history_done = False
-        #: what the server said each time the stream's cursor was behind history retention retired
-        #: (``{reason, retained_from, from_cursor, cursor}``): the stream went on from ``cursor``
-        self.retired: list[JSON] = []
-        #: why the stream ended, when the server ended it (the dataset deleted, or built anew since the watch
-        #: was made: its cursors mean other events there)
-        self.end_reason: str | None = None
-        self._response: Any = None
-        self._closed = False
-
-    def __repr__(self) -> str:
-        return f"Watch({self.name!r}, {self.id!r}, cursor={self.cursor!r})"
-
-    def __iter__(self) -> Iterator[JSON]:
-        failures = 0
-        while not self._closed:
-            try:
-                self._response = self.client._open_stream(self.name, self.id, self.cursor)
-                failures = 0
-                for event, data, event_id in _server_sent_events(self._response):
-                    if event_id is not None:
-                        self.cursor = event_id
-                    if event == "match":
-                        yield data
-                    elif event == "progress":
-                        self.history_done = True
-                    elif event == "retired":
-                        self.retired.append(data)
-                    elif event == "end":
-                        said = data if isinstance(data, dict) else {}
-                        if said.get("resume"):  # the server is stopping: reconnect, from the cursor
-                            failures += 1
-                            time.sleep(min(5.0, self.client.backoff * (2 ** min(failures, 5))))
-                            break
-                        self.end_reason = said.get("reason")
-                        return
-            except Exception as err:
-                if self._closed:  # closed from another thread while a read was waiting: its socket is gone
-                    return
-                retriable = (urllib.error.URLError, ConnectionError, TimeoutError, OSError, http.client.HTTPException)
-                if isinstance(err, urllib.error.HTTPError) or not isinstance(err, retriable):
-                    raise
-                failures += 1
-                if failures > max(1, self.client.retries) * 5:
-                    message = f"the watch stream of {self.client.base} keeps failing: {err}"
-                    raise ServiceUnavailableError("connection_error", message) from None
-                time.sleep(min(5.0, self.client.backoff * (2 ** min(failures, 5))))
-            finally:
-                self._drop()
-
-    def close(self) -> None:
-        self._closed = True
-        self._drop()
-
-    def _drop(self) -> None:
-        response, self._response = self._response, None
-        if response is None:
-            return
-        # a read waiting on another thread returns only when its socket is shut down, not on close()
-        sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
-        try:
-            if sock is not None:
-                sock.shutdown(socket.SHUT_RDWR)
-            response.close()
-        except (OSError, AttributeError, ValueError):
-            pass
-
-
-def _server_sent_events(response: Any) -> Iterator[tuple[str, Any, str | None]]:
-    """``(event, data as JSON, id or None)`` of a text/event-stream response, comments skipped."""
-    event, event_id = "message", None
-    data: list[str] = []
-    for raw in response:
-        line = raw.decode("utf-8").rstrip("\r\n")
-        if not line:
-            if data:
-                yield event, json.loads("\n".join(data)), event_id
-            event, data, event_id = "message", [], None
-            continue
-        if line.startswith(":"):
-            continue
-        field_name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if field_name == "event":
-            event = value
-        elif field_name == "data":
-            data.append(value)
-        elif field_name == "id":
-            event_id = value

@@ -20,8 +20,8 @@ from api.client import (
     SeqsketchAPIError,
     ServerError,
     ServiceUnavailableError,
-    error_for,
 )
+from api.client_errors import error_for
 
 
 class DroppingServer:
