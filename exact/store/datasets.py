@@ -22,8 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from exact.errors import Conflict, InputError, SeqsketchError
+from exact.store.durable import fsync_dir
 from exact.store.fetch import REMOTE
-from exact.store.manifest import MANIFEST, fsync_dir
+from exact.store.manifest import MANIFEST
 
 _log = logging.getLogger(__name__)
 _DATASET_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")

@@ -5,7 +5,7 @@ A part (:meth:`StoreWriter.write_part`) is a Parquet file of a contiguous seq ra
 groups of the snapshot's ``row_group_size``, seq and ts delta-encoded, page checksums on — with its seek
 file (:mod:`exact.store.seek`) beside it, each written under a temporary name, fsynced and renamed.
 :meth:`StoreWriter.commit` publishes parts and the ``extra`` that goes with them (the index version) in
-one manifest replace (:func:`~exact.store.manifest.write_manifest`); :meth:`StoreWriter.append` orders a
+one manifest replace (:func:`~exact.store.durable.write_manifest`); :meth:`StoreWriter.append` orders a
 batch by time, numbers it after the stream and writes and commits it, all or nothing.  Files in
 ``parts/`` that the manifest does not name are deleted by a later write (:data:`CLEAN_EVERY_S`).
 """
@@ -45,6 +45,7 @@ from exact.events import (
     unify_attr_types,
 )
 from exact.ingest import order_by_time, with_seq
+from exact.store.durable import drop_log, fsync_all, write_change, write_manifest
 from exact.store.footprint import DEFAULT_FOOTPRINT
 from exact.store.manifest import (
     CHECKPOINT_EVERY,
@@ -58,10 +59,6 @@ from exact.store.manifest import (
     PartInfo,
     Snapshot,
     StoreBase,
-    drop_log,
-    fsync_all,
-    write_change,
-    write_manifest,
 )
 from exact.store.replica import upload_written
 from exact.store.seek_format import SUFFIX as SEEK_SUFFIX

@@ -428,7 +428,8 @@ def test_commits_are_logged_and_folded_into_checkpoints(tmp_path: Path,
     second publication of one version is refused, and a store written before the log reads as it was."""
     import exact.store.manifest as manifest_module
     import exact.store.writer as writer_module
-    from exact.store.manifest import Change, write_change
+    from exact.store.durable import write_change
+    from exact.store.manifest import Change
 
     monkeypatch.setattr(writer_module, "CHECKPOINT_EVERY", 5)
     root = tmp_path / "s"
