@@ -14,13 +14,13 @@ from sketch.tree.decay import DECAY_KEY
 def forget_open_files() -> None:
     """Drop what this process holds of the files it opened — trees, seek files, layouts, Parquet footers — as
     a new server process holds nothing (a benchmark's first question, a test of what a cold reader does)."""
-    from exact.store import grouping, reader, seek
+    from exact.store import grouping, parts, seek
 
     LOADED._trees.clear()
     LOADED._file_events.clear()
     seek._OPEN.clear()
     grouping._LOADED.clear()
-    reader._FOOTERS.clear()
+    parts._FOOTERS.clear()
 
 
 def attr_index_section(snap: Snapshot) -> dict[str, Any]:

@@ -12,32 +12,29 @@ read.  Readers take no lock: they see one snapshot, whose parts never change.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from exact.arrays import joined, run_positions
-from exact.errors import Conflict, NotFound, StoreCorrupt, out_of_resources
-from exact.events import ATTRS, SEQ, SEQ_TYPE, TS, TS_TYPE, TYPE, conform_attrs, event_schema
+from exact.arrays import run_positions
+from exact.errors import Conflict, StoreCorrupt
+from exact.events import ATTRS, SEQ, TS, TYPE, conform_attrs, event_schema
 from exact.frame import EventFrame
-from exact.store.fetch import Ranged, ranged, refetch
+from exact.store.fetch import refetch
 from exact.store.manifest import COLUMNS, PARTS, TYPE_DICTIONARY, PartInfo, SeqRanges, Snapshot, StoreBase
+from exact.store.parts import PartMissing, read_part
 from exact.store.rowfilter import JoinedValues, RowFilter, SeekValues, ValueProbe
-from exact.store.seek import code_mask, open_seek, select_counted, ts_of
-from exact.store.seek_attrs import numeric_values
+from exact.store.seek import code_mask, open_seek, select_counted
 from exact.store.seek_format import SeekFile, SeekUnavailable, seek_name
+from exact.store.seek_tables import SeekRows, columns_table, pieces_table, seek_columns
 
 _log = logging.getLogger(__name__)
 
 #: The rows of one part read from its seek file: the part, its seek file, the rows, their type codes.
-_SeekRows = tuple[PartInfo, SeekFile, np.ndarray, np.ndarray]
 
 
 class StoreReader(StoreBase):
@@ -99,7 +96,7 @@ class StoreReader(StoreBase):
         cols, names = _columns(columns, snap)
         schema = snap.read_schema(cols, type_dictionary, names)
         pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, type_dictionary, keep)
-        return _pieces_table(pieces, schema), decoded
+        return pieces_table(pieces, schema), decoded
 
     def read_frame(self, ranges: SeqRanges, columns: Sequence[str] | None = None,
                    types: frozenset[str] | None = None, snapshot: Snapshot | None = None,
@@ -113,17 +110,17 @@ class StoreReader(StoreBase):
         schema = snap.read_schema(cols, True, names)
         pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, True, keep)
         if len(pieces) == 1 and isinstance(pieces[0], list) and schema.names == [SEQ, TS, TYPE]:
-            seq, ts, codes, dictionary, type_names = _seek_columns(pieces[0])
+            seq, ts, codes, dictionary, type_names = seek_columns(pieces[0])
             frame = EventFrame.of_columns(seq, ts, codes, dictionary, type_names,
-                                          lambda: _columns_table(seq, ts, codes, dictionary, schema))
+                                          lambda: columns_table(seq, ts, codes, dictionary, schema))
         else:
-            frame = EventFrame.build(_pieces_table(pieces, schema))
+            frame = EventFrame.build(pieces_table(pieces, schema))
         frame.sparse = True  # a part's rows are consecutive seqs: a row left out is a gap
         return frame, decoded
 
     def _range_pieces(self, snap: Snapshot, ranges: SeqRanges, cols: list[str],
                       names: tuple[str, ...] | None, types: frozenset[str] | None, type_dictionary: bool,
-                      keep: RowFilter | None = None) -> tuple[list[pa.Table | list[_SeekRows]], int]:
+                      keep: RowFilter | None = None) -> tuple[list[pa.Table | list[SeekRows]], int]:
         """What :meth:`read_ranges` reads, in stream order: tables of parts read from Parquet, and for each
         run of consecutive parts read from seek files, their rows and type codes (part by part); and the
         rows decoded (for a seek file: the rows whose type was looked at)."""
@@ -132,7 +129,7 @@ class StoreReader(StoreBase):
         # a part's seek file serves a read of attributes when it holds every one asked for (version 3)
         wanted_attrs = (names if names is not None else tuple(snap.attrs)) if ATTRS in cols else ()
         value_set = None  # ``types`` as an Arrow array, made for the first part read from Parquet
-        pieces: list[pa.Table | list[_SeekRows]] = []
+        pieces: list[pa.Table | list[SeekRows]] = []
         decoded = 0
         # consecutive parts read from seek files: their rows are selected together
         seeking: list[tuple[PartInfo, SeekFile, np.ndarray]] = []
@@ -292,15 +289,15 @@ class StoreReader(StoreBase):
         path = self.root / PARTS / part.file
         try:
             try:
-                return _read_part(path, part, groups, cols, names)
-            except _PartMissing:
+                return read_part(path, part, groups, cols, names)
+            except PartMissing:
                 raise
             except StoreCorrupt:
                 if self.remote is None or not refetch(path):
                     raise
                 _log.warning("a damaged local copy of %s was fetched again", path)
-                return _read_part(path, part, groups, cols, names)  # (a replica's copy was damaged)
-        except _PartMissing:
+                return read_part(path, part, groups, cols, names)  # (a replica's copy was damaged)
+        except PartMissing:
             if any(p.file == part.file for p in self.snapshot().parts):
                 raise
             # The live manifest no longer names the part: the dataset was replaced or deleted while this
@@ -316,13 +313,6 @@ class StoreReader(StoreBase):
         asked = cols if names is None else [c for c in cols if c != ATTRS] + [f"{ATTRS}.{n}" for n in names]
         batches = list(self.read(start_seq, end_seq, asked, snap, type_dictionary=type_dictionary))
         return pa.Table.from_batches(batches, schema=snap.read_schema(cols, type_dictionary, names))
-
-
-#: Footers of the parts read lately, by (path, size, mtime, inode): parts never change once written, and
-#: parsing a footer costs about as much as decoding a few row groups.
-_FOOTERS: dict[tuple[str, int, int, int], pq.FileMetaData] = {}
-_FOOTERS_MAX = 256
-_FOOTERS_LOCK = threading.Lock()
 
 
 def _filtered(keep: RowFilter, files: list[SeekFile], found: list[tuple[np.ndarray, np.ndarray, int]],
@@ -343,83 +333,6 @@ def _filtered(keep: RowFilter, files: list[SeekFile], found: list[tuple[np.ndarr
     at = keep.mask(int(starts[-1]), type_test, values)
     return [(rows[at[a:b]], codes[at[a:b]], looked) for (rows, codes, looked), a, b
             in zip(found, starts[:-1].tolist(), starts[1:].tolist(), strict=True)]
-
-
-def open_part(path: Path, *, verify: bool = True) -> pq.ParquetFile:
-    """A part file opened for reading, its footer parsed once per process.  ``type`` is read
-    dictionary-encoded (a part stores it so; decoding to strings per row group costs more than one cast of
-    the result).  ``verify`` checks the pages' CRCs as they are read."""
-    st = path.stat()
-    return _with_footer((str(path), st.st_size, st.st_mtime_ns, st.st_ino), path, verify)
-
-
-def _open_ranged_part(path: Path, remote: Ranged) -> pq.ParquetFile:
-    """A replica's part not held, opened over ranged reads of its object: its footer fetched once per process,
-    then only the column chunks of the row groups a read asks for."""
-    return _with_footer((str(path), -1, 0, 0), remote.files.open(remote.key), True)
-
-
-def _with_footer(key: tuple[str, int, int, int], source: Any, verify: bool) -> pq.ParquetFile:
-    """``source`` opened as a Parquet file with the footer kept under ``key`` (parsed and kept on a miss)."""
-    with _FOOTERS_LOCK:
-        meta = _FOOTERS.get(key)
-    pf = pq.ParquetFile(source, metadata=meta, page_checksum_verification=verify, read_dictionary=[TYPE])
-    if meta is None:
-        with _FOOTERS_LOCK:
-            if len(_FOOTERS) >= _FOOTERS_MAX:
-                _FOOTERS.pop(next(iter(_FOOTERS)))
-            _FOOTERS[key] = pf.metadata
-    return pf
-
-
-class _PartMissing(StoreCorrupt):
-    """A part named by a snapshot is not on disk (damage, or a dataset replaced under its reader)."""
-
-
-def _read_part(path: Path, part: PartInfo, groups: list[int], cols: list[str],
-               names: tuple[str, ...] | None = None) -> pa.Table:
-    """Row groups of one part (only the attributes ``names`` of ``attrs``, unless None); a part whose size
-    differs from the manifest's, whose pages fail their checksums or that cannot be decoded is
-    :class:`StoreCorrupt`, never returned."""
-    try:
-        remote = None
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            remote = ranged(path)  # (a replica's part not held: read by ranges, through the block cache)
-            if remote is None:
-                raise
-            try:
-                size = remote.files.size(remote.key)
-            except NotFound:
-                raise FileNotFoundError(str(path)) from None
-        if remote is None and part.bytes and size != part.bytes and refetch(path):  # (a damaged copy: again)
-            size = path.stat().st_size
-        if part.bytes and size != part.bytes:
-            raise StoreCorrupt(f"damaged event-store part: {size} bytes, the manifest says {part.bytes}",
-                               where=str(path))
-        pf = open_part(path) if remote is None else _open_ranged_part(path, remote)
-        file_cols = []
-        for c in cols:
-            if c != ATTRS:
-                file_cols.append(c)
-            elif ATTRS in pf.schema_arrow.names:
-                if names is None:
-                    file_cols.append(c)
-                else:  # only the fields asked for that this part has (the others read as null)
-                    present = {f.name for f in pf.schema_arrow.field(ATTRS).type}
-                    file_cols.extend(f"{ATTRS}.{n}" for n in names if n in present)
-        table = pf.read_row_groups(groups, columns=file_cols)
-    except FileNotFoundError:
-        raise _PartMissing("event-store part is missing", where=str(path)) from None
-    except (pa.ArrowException, OSError, ValueError) as err:
-        exhausted = out_of_resources(err)
-        if exhausted is not None:  # (the process is out of files or memory: the part is not to blame)
-            raise exhausted from err
-        raise StoreCorrupt(f"damaged event-store part: {err}", where=str(path)) from None
-    if table.num_rows != sum(part.row_groups[g][1] - part.row_groups[g][0] + 1 for g in groups):
-        raise StoreCorrupt("damaged event-store part: row counts differ from the manifest", where=str(path))
-    return table
 
 
 def _columns(columns: Sequence[str] | None, snap: Snapshot) -> tuple[list[str], tuple[str, ...] | None]:
@@ -459,91 +372,6 @@ def conform_columns(table: pa.Table, cols: list[str], attrs: dict[str, pa.DataTy
             arrays.append(table.column(c).cast(field.type))
         fields.append(field)
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-
-
-def _pieces_table(pieces: list[pa.Table | list[_SeekRows]], schema: pa.Schema) -> pa.Table:
-    """What :meth:`EventStore._range_pieces` read as one table of ``schema``."""
-    tables = [_seek_table(p, schema) if isinstance(p, list) else p for p in pieces]
-    if not tables:
-        return pa.Table.from_batches([], schema=schema)  # (Schema.empty_table imports pandas)
-    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-
-
-def _seek_table(kept: Sequence[_SeekRows], schema: pa.Schema) -> pa.Table:
-    """The rows (and their type codes) of consecutive parts read from their seek files as one table of
-    ``schema`` (of seq, ts, type: a read's schema); ``type`` dictionary-encoded over the union of the
-    parts' types (one dictionary: parts of one stream mostly share their types), or decoded when ``schema``
-    says string.  The Arrow arrays wrap the numpy ones (their values are known valid)."""
-    seq, ts, codes, dictionary, _ = _seek_columns(kept, schema.names)
-    attrs = _seek_attrs(kept, schema.field(ATTRS).type) if ATTRS in schema.names else None
-    return _columns_table(seq, ts, codes, dictionary, schema, attrs)
-
-
-def _seek_attrs(kept: Sequence[_SeekRows], struct: pa.StructType) -> pa.StructArray:
-    """The attributes of ``struct`` (the snapshot's types) of the rows read from seek files, part by part
-    from their attribute columns, widened as a Parquet read widens them (:func:`conform_attrs`)."""
-    types = {field.name: field.type for field in struct}
-    # numeric attributes every part holds in the snapshot's own kind: decoded over the parts at once
-    whole = {name: numeric_values([(seek.attrs.get(name), rows) for _, seek, rows, _ in kept], typ)
-             for name, typ in types.items()} if len(kept) > 1 else {}
-    rest = {name: typ for name, typ in types.items() if whole.get(name) is None}
-    if not rest:
-        return pa.StructArray.from_arrays(list(whole.values()), fields=list(struct))
-    pieces = []
-    for _, seek, rows, _ in kept:
-        have = [name for name in rest if name in seek.attrs]
-        own = (pa.StructArray.from_arrays([seek.attrs[name].values(rows) for name in have], names=have)
-               if have else None)
-        pieces.append(conform_attrs(own, len(rows), rest))
-    joined_rest = pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
-    if len(rest) == len(types):
-        return joined_rest
-    others = dict(zip(rest, joined_rest.flatten(), strict=True))
-    return pa.StructArray.from_arrays([whole[n] if n not in rest else others[n] for n in types], fields=list(struct))
-
-
-def _seek_columns(kept: Sequence[_SeekRows], names: Sequence[str] = (SEQ, TS, TYPE)
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array, list[str]]:
-    """:func:`_seek_table`'s columns as numpy arrays (those not in ``names`` empty): seq, ts (int64 µs),
-    type codes (int32) into a dictionary, the dictionary, and its values."""
-    seq = ts = codes = np.zeros(0, dtype=np.int64)
-    if SEQ in names:
-        seq = joined([rows + part.first_seq for part, _, rows, _ in kept])
-    if TS in names:
-        ts = ts_of([seek for _, seek, _, _ in kept], [rows for _, _, rows, _ in kept])
-    first = kept[0][1]
-    dictionary, types = first.dictionary, list(first.types)
-    if TYPE in names:
-        if all(seek.types == first.types for _, seek, _, _ in kept):
-            codes = joined([codes for _, _, _, codes in kept]).astype(np.int32)
-        else:
-            types = sorted({t for _, seek, _, _ in kept for t in seek.types})
-            dictionary = pa.array(types, pa.string())
-            at = {t: i for i, t in enumerate(types)}
-            codes = np.concatenate([np.asarray([at[t] for t in seek.types], dtype=np.int32)[codes]
-                                    for _, seek, _, codes in kept])
-    return seq, ts, codes, dictionary, types
-
-
-def _columns_table(seq: np.ndarray, ts: np.ndarray, codes: np.ndarray, dictionary: pa.Array,
-                   schema: pa.Schema, attrs: pa.StructArray | None = None) -> pa.Table:
-    """seq, ts and type codes (as :func:`_seek_columns` makes them), and the attributes, as a table of
-    ``schema``."""
-    n = max(len(seq), len(ts), len(codes), 0 if attrs is None else len(attrs))
-    arrays = []
-    for name in schema.names:
-        if name == SEQ:
-            arrays.append(pa.Array.from_buffers(SEQ_TYPE, n, [None, pa.py_buffer(seq)]))
-        elif name == TS:
-            arrays.append(pa.Array.from_buffers(TS_TYPE, n, [None, pa.py_buffer(ts)]))
-        elif name == ATTRS:
-            assert attrs is not None
-            arrays.append(attrs)
-        else:
-            column = pa.DictionaryArray.from_buffers(TYPE_DICTIONARY, n, [None, pa.py_buffer(codes)],
-                                                     dictionary)
-            arrays.append(column if schema.field(TYPE).type == TYPE_DICTIONARY else column.cast(pa.string()))
-    return pa.Table.from_batches([pa.RecordBatch.from_arrays(arrays, schema=schema)])
 
 
 def _rows_in_ranges(part: PartInfo, groups: list[int], bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
