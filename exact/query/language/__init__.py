@@ -19,15 +19,10 @@ from typing import Any
 
 from exact.errors import QueryLimitError, QuerySyntaxError
 from exact.query.ast import Query
-from exact.query.language.checks import (
-    MAX_CONDITIONS,
-    MAX_QUERY_BYTES,
-    MAX_VARIABLES,
-    Locator,
-    attribute_kinds,
-    check_attribute_kinds,
-)
+from exact.query.language.checks import MAX_CONDITIONS, MAX_QUERY_BYTES, MAX_VARIABLES
 from exact.query.language.jsonform import from_json, to_json
+from exact.query.language.kinds import attribute_kinds, check_attribute_kinds
+from exact.query.language.locator import Locator
 from exact.query.language.parser import parse
 from exact.query.language.printer import condition_text, element_text, to_text, window_text
 

@@ -14,15 +14,14 @@ path for the JSON form.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import exact.query.language.lexical as lexical
 import exact.query.language.temporal as temporal
-from exact.errors import QueryLimitError, QuerySemanticError, SeqsketchError
+from exact.errors import QueryLimitError, QuerySemanticError
 from exact.query.ast import (
-    BUILTIN_FIELDS,
     MAX_FOLLOWING,
     MAX_TOP,
     OPERATORS,
@@ -33,7 +32,6 @@ from exact.query.ast import (
     Element,
     EventSet,
     Literal,
-    Operand,
     Query,
     Return,
     Strategy,
@@ -41,6 +39,13 @@ from exact.query.ast import (
     WithinEvents,
     WithinTime,
 )
+from exact.query.language.kinds import (
+    NUMERIC_KINDS,
+    check_condition_kinds,
+    check_group_attribute,
+    operand_kind,
+)
+from exact.query.language.locator import Key, Locator
 from exact.query.operands import condition_problem, describe, operand_problem
 
 #: Documented limits (docs/query-language.md, "Limits").
@@ -48,60 +53,6 @@ MAX_QUERY_BYTES = 64 * 1024
 MAX_VARIABLES = 64
 MAX_CONDITIONS = 256
 MAX_PARTITION_ATTRIBUTES = 16
-
-#: A key naming a piece of a query: ``("var", i)`` is the i-th variable in pattern order,
-#: ``("operand", j, 0)`` the left operand of condition j, and so on (see :class:`Locator`).
-Key = tuple[Any, ...]
-
-
-class Locator:
-    """Turns a :data:`Key` into the position arguments of an error.
-
-    Keys: ``("query",)``, ``("element", k)``, ``("var", i)``, ``("var_name", i)``, ``("var_type", i)``,
-    ``("cond", j)``, ``("op", j)``, ``("operand", j, side)``, ``("operand_var", j, side)``,
-    ``("partition", j)``, ``("within",)``, ``("within_value",)``, ``("between",)``, ``("between_start",)``,
-    ``("between_end",)``,
-    ``("strategy",)``, ``("returns",)``.  Subclasses resolve them; unknown keys fall back to coarser ones.
-    """
-
-    def position(self, key: Key) -> dict[str, Any]:
-        return {}
-
-    def error(self, cls: type[SeqsketchError], message: str, key: Key) -> SeqsketchError:
-        return cls(message, **self.position(key))
-
-
-class TokenLocator(Locator):
-    """Positions of text queries: ``key → (line, column)`` as recorded by the parser."""
-
-    def __init__(self, positions: dict[Key, tuple[int, int]]) -> None:
-        self._positions = positions
-
-    def position(self, key: Key) -> dict[str, Any]:
-        for candidate in _coarser(key):
-            if candidate in self._positions:
-                line, column = self._positions[candidate]
-                return {"line": line, "column": column}
-        return {"line": 1, "column": 1}
-
-
-def _coarser(key: Key) -> Iterator[Key]:
-    """``key`` then the keys of the pieces that contain it, so a missing position degrades gracefully."""
-    yield key
-    kind = key[0]
-    if kind in ("var_name", "var_type"):
-        yield ("var", key[1])
-    elif kind == "operand_var":
-        yield ("operand", key[1], key[2])
-        yield ("cond", key[1])
-    elif kind in ("op", "operand"):
-        yield ("cond", key[1])
-    elif kind == "within_value":
-        yield ("within",)
-    elif kind in ("between_start", "between_end"):
-        yield ("between",)
-    yield ("query",)
-
 
 def check_query(query: Query, locator: Locator, attr_kinds: Mapping[str, str] | None = None) -> Query:
     """Raise the first problem found (QuerySemanticError / QueryLimitError); return the query with ts literals
@@ -213,7 +164,7 @@ def _check_condition(query: Query, j: int, cond: Condition, locator: Locator,
     if found:
         raise locator.error(QuerySemanticError, found[1], ("operand", j, found[0]))
     _check_negated_and_alternatives(query, cond, j, locator)
-    _check_attribute_kinds(cond, j, locator, attr_kinds)
+    check_condition_kinds(cond, j, locator, attr_kinds)
     return _check_types(cond, j, locator)
 
 
@@ -259,114 +210,11 @@ def _check_negated_and_alternatives(query: Query, cond: Condition, j: int, locat
 
 
 # The kind of value each builtin field holds; attributes are schemaless and accept any literal.
-_BUILTIN_KIND = {"type": "string", "ts": "time", "seq": "integer"}
-#: Kinds that are all numbers: they may be compared with each other.
-_NUMERIC_KINDS = frozenset({"integer", "number"})
-#: The kind of value each stored attribute type holds (the names of :data:`exact.events.ATTR_TYPE_NAMES`).
-_STORED_KINDS = {"int64": "integer", "double": "number", "bool": "boolean", "string": "string"}
-
-
-def attribute_kinds(attr_types: Mapping[str, str]) -> dict[str, str]:
-    """A dataset's attribute → stored type name (``int64``, ``double``, ``bool``, ``string``) as the kinds
-    :func:`check_query` compares: ``integer``, ``number``, ``boolean``, ``string``."""
-    return {name: _STORED_KINDS[t] for name, t in attr_types.items() if t in _STORED_KINDS}
-
-
-def _stored_kind(operand: Operand, attr_kinds: Mapping[str, str]) -> str | None:
-    """The kind of value an attribute operand holds in the dataset (None: not an attribute, or unknown)."""
-    if isinstance(operand, Literal) or operand.attr is None or operand.attr in _BUILTIN_KIND:
-        return None
-    if isinstance(operand, Aggregate) and operand.func != "min" and operand.func != "max":
-        return None  # count, sum and avg are numbers whatever they fold (operand_kind says so)
-    return attr_kinds.get(operand.attr)
-
-
-def _kind_words(kind: str) -> str:
-    return {"integer": "an integer", "number": "a number", "boolean": "a boolean", "string": "a string"}[kind]
-
-
-def check_attribute_kinds(query: Query, locator: Locator, attr_kinds: Mapping[str, str]) -> None:
-    """Only the comparisons of ``query``'s attributes against ``attr_kinds`` (a query built as an AST, whose
-    other checks are its builder's business)."""
-    for j, cond in enumerate(query.where):
-        _check_attribute_kinds(cond, j, locator, attr_kinds)
-    _check_group_attribute(query, locator, attr_kinds)
-
-
-def _check_attribute_kinds(cond: Condition, j: int, locator: Locator, attr_kinds: Mapping[str, str]) -> None:
-    """A comparison of a dataset attribute with a literal or a field of another kind holds for no event (values
-    of different kinds are never equal and never ordered): refused, with the form that would work."""
-    if not attr_kinds:
-        return
-    sides = ((0, cond.left, cond.right), (1, cond.right, cond.left))
-    for side, operand, other in sides:
-        kind = _stored_kind(operand, attr_kinds)
-        if kind is None:
-            continue
-        target = describe(operand)
-        if isinstance(other, Literal):
-            value = other.value
-            if value is None:
-                continue  # = null / != null name no kind (and, as every comparison with null, hold for none)
-            shown = lexical.format_scalar(value)
-            is_number = isinstance(value, int | float) and not isinstance(value, bool)
-            if kind == "string" and not isinstance(value, str):
-                form = f"{target} {cond.op} '{value}'" if is_number else f"{target} {cond.op} 'text'"
-                order = (" (strings order as text: '9' > '10')" if cond.op not in ("=", "!=") and is_number
-                         else "")
-                raise locator.error(QuerySemanticError, f"{target} is a string attribute in this dataset; it "
-                                    f"is never equal to or ordered with {shown}, so the condition would hold for "
-                                    f"no event. Compare it with a string, e.g. {form}{order}",
-                                    ("operand", j, 1 - side))
-            if kind in _NUMERIC_KINDS and not is_number:
-                hint = ""
-                if isinstance(value, str) and _numeric_text(value):
-                    hint = f"; write the number without quotes, e.g. {target} {cond.op} {value.strip()}"
-                raise locator.error(QuerySemanticError, f"{target} is {_kind_words(kind)} attribute "
-                                    f"({'int64' if kind == 'integer' else 'double'}) in this dataset; it is never "
-                                    f"equal to or ordered with {shown}, so the condition would hold for no "
-                                    f"event{hint}", ("operand", j, 1 - side))
-            if kind == "boolean" and not isinstance(value, bool):
-                raise locator.error(QuerySemanticError, f"{target} is a boolean attribute in this dataset; "
-                                    f"compare it with true or false, not {shown}", ("operand", j, 1 - side))
-            continue
-        other_kind = _stored_kind(other, attr_kinds) or operand_kind(other)
-        if other_kind is None or other_kind == kind or {kind, other_kind} <= _NUMERIC_KINDS:
-            continue
-        words = _kind_words(other_kind) if other_kind in _STORED_KINDS.values() else f"a {other_kind}"
-        raise locator.error(QuerySemanticError, f"{target} is {_kind_words(kind)} attribute in this dataset and "
-                            f"{describe(other)} is {words}: values of different kinds are never equal or "
-                            "ordered, so the condition would hold for no event", ("cond", j))
-
-
-def _numeric_text(text: str) -> bool:
-    try:
-        float(text.strip())
-    except ValueError:
-        return False
-    return True
-
-
-def operand_kind(operand: Operand) -> str | None:
-    """What an operand holds when that is known from the query alone: ``string``, ``time``, ``integer``,
-    ``number`` (count, sum, avg), or None (an attribute: any kind)."""
-    if isinstance(operand, Literal):
-        return None
-    if isinstance(operand, Aggregate):
-        if operand.func == "count":
-            return "integer"
-        if operand.func == "sum":
-            return "number"
-        if operand.func == "avg":
-            return "time" if operand.attr == "ts" else "number"
-    return _BUILTIN_KIND.get(operand.attr) if operand.attr in _BUILTIN_KIND else None
-
-
 def _check_types(cond: Condition, j: int, locator: Locator) -> Condition:
     left, right = cond.left, cond.right
     if not isinstance(left, Literal) and not isinstance(right, Literal):
         lk, rk = operand_kind(left), operand_kind(right)
-        if lk and rk and lk != rk and not {lk, rk} <= _NUMERIC_KINDS:
+        if lk and rk and lk != rk and not {lk, rk} <= NUMERIC_KINDS:
             raise locator.error(QuerySemanticError, f"cannot compare {describe(left)} ({lk}) with "
                                 f"{describe(right)} ({rk})", ("cond", j))
         return cond
@@ -395,7 +243,7 @@ def _check_literal(literal: Literal, operand: VarOperand, op: str, j: int, side:
         return literal
     target = describe(operand)
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    if isinstance(operand, Aggregate) and kind in _NUMERIC_KINDS:
+    if isinstance(operand, Aggregate) and kind in NUMERIC_KINDS:
         if not is_number:
             what = "a number of events" if operand.func == "count" else "a number"
             raise locator.error(QuerySemanticError, f"{target} is {what}; cannot compare it with {shown}; "
@@ -521,12 +369,4 @@ def _check_summary(query: Query, locator: Locator, attr_kinds: Mapping[str, str]
                                f"unknown variable '{by.var}'; expected one of {', '.join(positive)}"),
                             ("group_by",))
     if attr_kinds is not None:
-        _check_group_attribute(query, locator, attr_kinds)
-
-
-def _check_group_attribute(query: Query, locator: Locator, attr_kinds: Mapping[str, str]) -> None:
-    by = query.group_by
-    if by is not None and by.attr not in BUILTIN_FIELDS and by.attr not in attr_kinds:
-        known = ", ".join(sorted(attr_kinds)) or "none"
-        raise locator.error(QuerySemanticError, f"BY {by.var}.{by.attr}: the dataset has no attribute "
-                            f"'{by.attr}' (its attributes: {known})", ("group_by",))
+        check_group_attribute(query, locator, attr_kinds)

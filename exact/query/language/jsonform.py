@@ -56,7 +56,8 @@ from exact.query.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.query.language.checks import MAX_CONDITIONS, MAX_VARIABLES, Key, Locator, check_query
+from exact.query.language.checks import MAX_CONDITIONS, MAX_VARIABLES, check_query
+from exact.query.language.locator import Key, Locator
 
 _KINDS: dict[type, str] = {Single: "var", EventSet: "set", AnyOf: "or", Absent: "not"}
 

@@ -41,7 +41,8 @@ from exact.query.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.query.language.checks import MAX_QUERY_BYTES, Key, TokenLocator, check_query
+from exact.query.language.checks import MAX_QUERY_BYTES, check_query
+from exact.query.language.locator import Key, TokenLocator
 
 _GRAMMAR = Path(__file__).with_name("query.lark")
 

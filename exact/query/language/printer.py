@@ -34,7 +34,7 @@ from exact.query.ast import (
     WithinEvents,
     WithinTime,
 )
-from exact.query.language.checks import operand_kind
+from exact.query.language.kinds import operand_kind
 
 
 def to_text(query: Query) -> str:
