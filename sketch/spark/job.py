@@ -61,7 +61,7 @@ from exact.store.manifest import INDEX_ATTRS_KEY, check_index_attrs
 from sketch.build import BuildOptions, config_from
 from sketch.dataset import AUTO_KEY
 from sketch.partition.build_columns import Columns, merge_window_columns
-from sketch.sizing import Sizing, measure_distinct, size_index
+from sketch.sizing import Sizing
 from sketch.spark.frames import build_leaf_bits, leaf_inputs, stage_inputs, write_windows
 from sketch.spark.leaves import LeafRun, merge_leaves
 from sketch.spark.read import (
@@ -87,6 +87,7 @@ from sketch.spark.sample_sort import (
     window_count,
 )
 from sketch.spark.session import spark_errors, spark_session
+from sketch.spark.window_sizing import check_budget, size_from_windows
 from sketch.tree import BloomTree
 
 Progress = Callable[[float, str], None]
@@ -235,7 +236,7 @@ def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest
                                       lo_ts=np.frombuffer(w["lo_ts"], dtype="<i8"),
                                       hi_ts=np.frombuffer(w["hi_ts"], dtype="<i8"), end_seq=w["end_seq"])
                               for w in windows))
-        _check_budget(target, build, tree is None)
+        check_budget(target, build, tree is None)
         timings.lap("merge")
         columns = None
         if key and not (partition_key == AUTO_KEY and sum(w["keyless"] for w in windows)):
@@ -282,41 +283,6 @@ def _read_inputs(spark: Any, files: Sequence[InputFile], ingest: IngestOptions, 
         staged = merge_staged(staged, collect_staged(rows, again))
     raise_first_error(staged)
     return staged
-
-
-def size_from_windows(windows: Sequence[Mapping[str, Any]], events: int, options: BuildOptions) -> Sizing:
-    """§4.4 sizing from the windows' distinct (leaf, type) pairs, as :func:`sketch.build.plan` sizes it
-    from events."""
-    codes_of: dict[str, int] = {}
-    leaf_ids, codes = [], []
-    for w in windows:
-        vocabulary = json.loads(w["vocabulary"])
-        width = max(len(vocabulary), 1)
-        pairs = np.frombuffer(w["pairs"], dtype="<i8")
-        mapping = np.asarray([codes_of.setdefault(t, len(codes_of)) for t in vocabulary] or [0], np.int64)
-        leaf_ids.append(w["first_leaf"] + pairs // width)
-        codes.append(mapping[pairs % width])
-    expected = options.expected_events if options.expected_events is not None else events
-    if expected < events:
-        raise SeqsketchError(f"expected_events ({expected}) is smaller than the {events} events given")
-    profile = measure_distinct(np.concatenate(leaf_ids), np.concatenate(codes), options.leaf_size,
-                               options.fanout)
-    return size_index(fpq=options.fpq, leaf_size=options.leaf_size, events=max(expected, 1), profile=profile,
-                      memory_bytes=options.memory_bytes, query_length=options.query_length,
-                      fanout=options.fanout, fold=options.fold)
-
-
-def _check_budget(tree: BloomTree, options: BuildOptions, sized_here: bool) -> None:
-    """As :func:`sketch.build.build_tree`: sizing is an estimate, so the built index is checked too."""
-    if not sized_here or options.memory_bytes is None:
-        return
-    size = tree.stored_bytes()
-    if size > options.memory_bytes:
-        raise SeqsketchError(
-            f"memory budget of {options.memory_bytes} bytes is too small: the index built for fpq="
-            f"{options.fpq:g} with leaf size {options.leaf_size} takes {size} bytes (m={tree.config.m}, "
-            f"k={tree.config.k}); allow at least {size} bytes, or loosen --fpq, or raise --leaf-size",
-            where="--memory")
 
 
 def _check_not_older(chunks: Sequence[tuple[StagedChunk, int]], snap: Snapshot) -> None:
