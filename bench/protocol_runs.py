@@ -23,8 +23,8 @@ from bench.timing import RecallError, ratio, summary_ms, timed
 from exact.query.ast import Query, Single, Var, WithinTime
 from exact.query.language import to_text
 from exact.store import EventStore
+from sketch.answer.event_sources import StoreSource
 from sketch.answer.modes import answer_indexed
-from sketch.answer.sources import StoreSource
 from sketch.build import BuildOptions, build_from_table
 
 DAY_US = 86_400 * 1_000_000

@@ -38,8 +38,8 @@ import pyarrow as pa
 from exact.engine import answer, evaluate, match_ts
 from exact.query.ast import Query
 from exact.query.language import parse
+from sketch.answer.event_sources import StoreSource, needed_columns, read_types
 from sketch.answer.modes import answer_indexed
-from sketch.answer.sources import StoreSource, needed_columns, read_types
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate

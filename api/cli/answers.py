@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from api.cli.output import positive_float, positive_int, table
-from api.cli.summaries import summary_text
+from api.cli.summary_tables import summary_text
 
 #: The CLI's query limits, the server's defaults (SEQSKETCH_QUERY_TIMEOUT_MS is 30 s; a person at a terminal
 #: waits a little longer).

@@ -12,7 +12,7 @@ from api import service
 from api.cli.answers import QUERY_MAX_MATCHES, add_query_arguments, count_text, partition_values, query_text
 from api.cli.output import common, emit, human_bytes, positive_int, table
 from api.cli.progress import TerminalProgress, terminal_progress
-from api.cli.summaries import plot_summary, summary_text
+from api.cli.summary_tables import plot_summary, summary_text
 from exact.readers import DEFAULT_TIME_FIELD, DEFAULT_TYPE_FIELD, FORMATS
 from exact.store import check_dataset_name, dataset_names, seqsketch_home
 from sketch.dataset import AUTO_KEY

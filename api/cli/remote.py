@@ -13,7 +13,7 @@ from typing import Any
 
 from api.cli.answers import QUERY_MAX_MATCHES, add_query_arguments, count_text, partition_values, query_text
 from api.cli.output import emit, reported
-from api.cli.summaries import summary_text
+from api.cli.summary_tables import summary_text
 
 #: seconds a request may take beyond the query's own time limit (the server answers a query over its limit
 #: with query_limit: the connection must outlast that)
@@ -67,7 +67,7 @@ def _answer(client: Any, args: argparse.Namespace, timeout_ms: int) -> int:
     emit(args, answer, query_text(answer, partition_values(args.query, answer)))
     if args.plot:
         if summary_text(answer) is not None:
-            from api.cli.summaries import plot_summary
+            from api.cli.summary_tables import plot_summary
 
             out = plot_summary(args.plot, query=args.query, answer=answer)
         else:

@@ -17,7 +17,7 @@ module                 holds
 ``inputs``             input roots (where a server may read build inputs) and the shared data
 ``catalog_sync``       publishing what is on disk to the catalog; settling jobs whose runner stopped
 ``builds``             build jobs asked for, queued in the catalog, looked up and waited for
-``jobs``               a claimed job run and settled; the jobs of stopped runners settled
+``job_runs``           a claimed job run and settled; the jobs of stopped runners settled
 ``build_memory``       the memory an in-process build needs, refused beyond its limit
 ``watches``            watches kept in the catalog, each owned by the token that made it
 ``follower``           a standing query followed as the stream grows; one shared follower per query
@@ -67,7 +67,7 @@ from api.service.inputs import (
     resolve_inputs,
     shared_data_dirs,
 )
-from api.service.jobs import Settled, claim_job, fail_job, job_progress, run_job, settle_abandoned_jobs
+from api.service.job_runs import Settled, claim_job, fail_job, job_progress, run_job, settle_abandoned_jobs
 from api.service.limits import call_with_timeout
 from api.service.locks import DatasetLocks
 from api.service.maintenance import MAINTAIN_EVERY_S, maintain_dataset, maintain_datasets

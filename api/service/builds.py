@@ -1,7 +1,7 @@
 """Build jobs as the doors see them: asked for, queued in the catalog, looked up and waited for there.
 
 A build asked for over HTTP is only recorded here — a ``queued`` row in the catalog — and run by a job
-runner (:mod:`api.jobs`), a process of its own, which claims it and has :mod:`api.service.jobs` run it and
+runner (:mod:`api.jobs`), a process of its own, which claims it and has :mod:`api.service.job_runs` run it and
 write the job's progress back.  So a request worker never runs a build, and a restarted request worker
 neither loses nor repeats one.
 """

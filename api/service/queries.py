@@ -37,9 +37,9 @@ from exact.store.fetch import location_of
 from exact.store.objects import fetch_counts
 from exact.store.packing import warm_up as warm_up_packing
 from sketch.answer.cases import case_lookup
+from sketch.answer.event_sources import StoreSource, TableSource, needed_columns
 from sketch.answer.modes import answer_indexed, decided_body, exact_body
 from sketch.answer.retired import with_history
-from sketch.answer.sources import StoreSource, TableSource, needed_columns
 from sketch.dataset import INDEX_KEY, Dataset, require_index
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 ``RETURN next k``, ``RETURN durations``, ``RETURN count BY v.attr`` and ``RETURN cases BY v.attr``.
 
 Each is made from the matches the verified or exact mode finds — every match, in columns, under the
-caller's time budget — by :mod:`exact.engine.summaries`; what it needs beyond them is read from the store
+caller's time budget — by :mod:`exact.engine.summarise`; what it needs beyond them is read from the store
 here: a funnel's prefixes are answered as queries of their own, the events after each match are read by
 seq (the stream) or with their partition's values (a partitioned query), a grouping field is read from the
 bound events."""
@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from exact.engine import Budget
 from exact.engine.answer_columns import python_values
-from exact.engine.summaries import (
+from exact.engine.summarise import (
     chained_funnel,
     chains_apply,
     durations,
@@ -203,7 +203,7 @@ def _partition_column(events: pa.Table, attribute: str) -> pa.Array:
 
 def _next(home: Path, name: str, query: Query, rows: pa.Table) -> list[dict[str, Any]]:
     """The ``k`` events after each match's last event, in its partition (or the stream), as
-    :func:`exact.engine.summaries.next_rows` counts them."""
+    :func:`exact.engine.summarise.next_rows` counts them."""
     k = query.following or 1
     n = rows.num_rows
     if not n:

@@ -23,7 +23,7 @@ from api.service.webhook_policy import check_webhook
 from exact.engine.certainty import Moment
 from exact.errors import InputError, NotFound, QuerySemanticError
 from exact.events import parse_timestamp
-from sketch.answer.sources import StoreSource
+from sketch.answer.event_sources import StoreSource
 from sketch.answer.standing import Cursor, after_now
 
 if TYPE_CHECKING:

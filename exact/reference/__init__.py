@@ -32,20 +32,20 @@ streams (a dozen events), and meant to be obviously right.
   partition) strictly inside a negated gap, or for a trailing NOT after the last positive event and within
   the window of the first.
 
-The package's modules: :mod:`~exact.reference.events` (the stream as events, and a stream table from rows),
-:mod:`~exact.reference.matches` (all matches, Def. 3.2), :mod:`~exact.reference.strategies` (the strategies'
+The package's modules: :mod:`~exact.reference.reference_events` (the stream as events, and a stream table from rows),
+:mod:`~exact.reference.matches` (all matches, Def. 3.2), :mod:`~exact.reference.reference_strategies` (the strategies'
 choice among them), :mod:`~exact.reference.reference_answer` (OR alternatives, negation, :func:`reference_matches`).
 """
 
 from __future__ import annotations
 
-from exact.reference.events import Ev, read_events, stream_table
 from exact.reference.matches import Binding, all_matches, is_match
 from exact.reference.matches import _structure as _structure  # the tests check this step on its own
 from exact.reference.reference_answer import negation_filter, one_alternative, reference_matches
-from exact.reference.strategies import _prefix as _prefix  # (likewise)
-from exact.reference.strategies import _prefix_vars_ok as _prefix_vars_ok  # (likewise)
-from exact.reference.strategies import contiguous_matches, next_matches, robust_next_matches
+from exact.reference.reference_events import Ev, read_events, stream_table
+from exact.reference.reference_strategies import _prefix as _prefix  # (likewise)
+from exact.reference.reference_strategies import _prefix_vars_ok as _prefix_vars_ok  # (likewise)
+from exact.reference.reference_strategies import contiguous_matches, next_matches, robust_next_matches
 
 __all__ = ["Binding", "Ev", "all_matches", "contiguous_matches", "is_match", "negation_filter", "next_matches",
            "one_alternative", "read_events", "reference_matches", "robust_next_matches", "stream_table"]

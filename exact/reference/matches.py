@@ -26,7 +26,7 @@ from exact.query.ast import (
 )
 from exact.query.normalize import compare
 from exact.query.operands import aggregate, first_position, iterated
-from exact.reference.events import Ev
+from exact.reference.reference_events import Ev
 
 Binding = dict[str, tuple[int, ...]]  # var name → positions (indices into the event list), increasing
 

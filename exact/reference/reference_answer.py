@@ -11,9 +11,9 @@ import pyarrow as pa
 from exact.engine.matchtable import Match
 from exact.query.ast import Query, Strategy
 from exact.query.normalize import normalize
-from exact.reference.events import Ev, read_events
 from exact.reference.matches import Binding, _holds, _partition_ok, _structure, _types_ok, all_matches
-from exact.reference.strategies import (
+from exact.reference.reference_events import Ev, read_events
+from exact.reference.reference_strategies import (
     _after_in_window,
     _flat,
     contiguous_matches,

@@ -23,7 +23,7 @@ Each part keeps its own schema; a snapshot's ``attrs`` is the widening of all pa
 
 The package's modules: :mod:`~exact.store.manifest` (the snapshot and its format),
 :mod:`~exact.store.reader` and :mod:`~exact.store.writer` (the two sides of :class:`EventStore`),
-:mod:`~exact.store.datasets` (dataset directories, built in a stage and swapped in whole).
+:mod:`~exact.store.dataset_paths` (dataset directories, built in a stage and swapped in whole).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 import pyarrow as pa
 
 from exact.errors import Conflict, NotFound
-from exact.store.datasets import (
+from exact.store.dataset_paths import (
     check_dataset_name,
     dataset_dir,
     dataset_names,

@@ -33,7 +33,7 @@ from exact.query.ast import Query, Strategy, WithinEvents, WithinTime
 from exact.query.normalize import Plan
 from exact.store.manifest import SeqRanges
 from exact.store.rowfilter import Clause, RowFilter
-from sketch.answer.sources import EventSource, StoreSource
+from sketch.answer.event_sources import EventSource, StoreSource
 
 #: The read is anchored only when the anchors' windows are estimated to hold at most this share of the
 #: events the read would otherwise look through (reading the anchors costs a read of their own).

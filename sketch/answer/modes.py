@@ -34,7 +34,7 @@ from exact.query.normalize import normalize
 from exact.store.rowfilter import row_filter
 from sketch.answer.cases import case_lookup
 from sketch.answer.cause import why_empty
-from sketch.answer.sources import EventSource, StoreSource, needed_columns, read_types
+from sketch.answer.event_sources import EventSource, StoreSource, needed_columns, read_types
 from sketch.answer.verify import links_of, needs_links, verify
 from sketch.evaluate import (
     Approximation,

@@ -45,7 +45,7 @@ from exact.query.language import to_json
 from exact.query.normalize import normalize
 from exact.store import EventStore, Snapshot
 from sketch.answer.cases import case_lookup
-from sketch.answer.sources import StoreSource, TableSource, needed_columns, read_types
+from sketch.answer.event_sources import StoreSource, TableSource, needed_columns, read_types
 
 #: first events evaluated together (the read is this many events plus the window's reach)
 CHUNK = 1 << 16

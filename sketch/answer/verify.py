@@ -52,7 +52,7 @@ from exact.store.manifest import SeqRanges
 from exact.store.rowfilter import RowFilter, row_filter
 from sketch.answer.anchors import Anchored, anchored_ranges
 from sketch.answer.cause import Read
-from sketch.answer.sources import EventSource, StoreSource, int_column, needed_columns, read_types
+from sketch.answer.event_sources import EventSource, StoreSource, int_column, needed_columns, read_types
 from sketch.evaluate import (
     Approximation,
     Region,

@@ -1,5 +1,5 @@
 """The compact per-event columns the partition build needs, written by each Spark window task and merged
-in the driver (:mod:`sketch.partition.arrays` builds the layout and tree from them).
+in the driver (:mod:`sketch.partition.assemble` builds the layout and tree from them).
 
 A window task writes its events' partition-key values and types, each dictionary-encoded within the window,
 and their times (µs) as one Arrow IPC file — about 14 bytes an event — beside the build's staged chunks

@@ -43,7 +43,7 @@ def partition_from_columns(dataset_root: Path, store: EventStore, key: str, colu
     """Add the partition layout and tree to a store just written (by the Spark job) from its events'
     compact columns (:func:`sketch.partition.build_columns.merge_window_columns`): the same bits as
     :func:`sketch.dataset.build_index_into` makes of the same events.  The caller holds the store's writer lock."""
-    from sketch.partition.arrays import layout_from_columns, partition_tree_from_columns
+    from sketch.partition.assemble import layout_from_columns, partition_tree_from_columns
 
     snap = store.snapshot()
     group, keys, code, ts = columns

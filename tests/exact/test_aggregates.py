@@ -32,7 +32,7 @@ from exact.query.ast import (
 from exact.query.language import parse
 from exact.query.operands import aggregate
 from exact.reference import reference_matches, stream_table
-from sketch.answer.sources import TableSource
+from sketch.answer.event_sources import TableSource
 from sketch.answer.verify import verify
 from sketch.evaluate import TreeIndex, approximate
 from tests.generators import index_streams, run_queries, scaled

@@ -41,7 +41,7 @@ from exact.store import EventStore
 from exact.store.rowfilter import row_filter
 from sketch.answer import anchors
 from sketch.answer.cause import why_empty
-from sketch.answer.sources import StoreSource
+from sketch.answer.event_sources import StoreSource
 from sketch.answer.verify import verify
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset

@@ -25,7 +25,7 @@ from exact.query.ast import (
     WithinEvents,
 )
 from exact.reference import stream_table
-from sketch.answer.sources import TableSource
+from sketch.answer.event_sources import TableSource
 from sketch.answer.verify import verify
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate, whole_stream
 from tests.generators import index_queries, index_streams, scaled

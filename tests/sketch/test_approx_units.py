@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from exact.engine import evaluate
 from exact.query.ast import Between, EventSet, Query, Single, Strategy, Var, WithinEvents, WithinTime
-from sketch.answer.sources import TableSource
+from sketch.answer.event_sources import TableSource
 from sketch.answer.verify import _region_ranges, verify
 from sketch.evaluate import PerfectIndex, TreeIndex, approximate, units_at
 from sketch.tree import BloomTree, TreeConfig

@@ -28,7 +28,7 @@ from exact.query.ast import Query, Return
 from exact.query.language import parse
 from exact.reference import reference_matches, stream_table
 from sketch.answer.cases import case_lookup
-from sketch.answer.sources import TableSource
+from sketch.answer.event_sources import TableSource
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 from tests.generators import engine_queries, keyed_streams, scaled

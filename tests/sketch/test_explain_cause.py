@@ -22,8 +22,8 @@ from exact.query.language import parse
 from exact.query.normalize import normalize
 from exact.reference import stream_table
 from sketch.answer.cause import about, why_empty
+from sketch.answer.event_sources import TableSource
 from sketch.answer.modes import answer_indexed
-from sketch.answer.sources import TableSource
 from sketch.answer.verify import verify
 from sketch.build import BuildOptions, build_from_table
 from sketch.evaluate import TreeIndex, approximate

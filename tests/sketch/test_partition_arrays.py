@@ -1,5 +1,5 @@
 """The partition layout and tree a Spark build makes — each window's compact columns
-(sketch.partition.build_columns), merged in the driver and built by compiled kernels (sketch.partition.arrays) —
+(sketch.partition.build_columns), merged in the driver and built by compiled kernels (sketch.partition.assemble) —
 equal those built from the whole table in memory (sketch.dataset.build_partition_into, what the local
 build runs): every layout array, the keys, the tree's digest and the files' bytes — over keys of every
 type, keys some events lack, groups larger than a leaf, and streams cut into many windows."""
@@ -20,7 +20,7 @@ from exact.store import EventStore
 from exact.store.grouping import build_layout
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset, build_partition_into, partition_from_columns, partition_options
-from sketch.partition.arrays import layout_from_columns, partition_tree_from_columns
+from sketch.partition.assemble import layout_from_columns, partition_tree_from_columns
 from sketch.partition.build_columns import merge_window_columns, window_columns
 from tests.generators import scaled, zipf_codes
 

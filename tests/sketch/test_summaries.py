@@ -4,7 +4,7 @@ streams and random queries of the whole language, under every strategy, in the v
 through a stored dataset with an appended tail.
 
 The expected answers are made here from the reference's matches (:func:`exact.reference.reference_matches`)
-and the raw events; nothing of :mod:`exact.engine.summaries` is used to make them."""
+and the raw events; nothing of :mod:`exact.engine.summarise` is used to make them."""
 
 from __future__ import annotations
 
@@ -280,7 +280,7 @@ def test_long_funnels_and_their_neighbours_equal_their_definitions(rows: list[di
 
 @st.composite
 def chains(draw: st.DrawFn) -> Query:
-    """Funnels of typed single steps — the one-pass path (:func:`exact.engine.summaries.chains_apply`) — a
+    """Funnels of typed single steps — the one-pass path (:func:`exact.engine.summarise.chains_apply`) — a
     type often repeated, partitioned or not, with a window of time or events or none."""
     types = draw(st.lists(st.sampled_from(ENGINE_TYPES), min_size=2, max_size=5))
     pattern = tuple(Single(Var(f"v{i}", t)) for i, t in enumerate(types))
@@ -293,7 +293,7 @@ def chains(draw: st.DrawFn) -> Query:
 @scaled(40, HealthCheck.function_scoped_fixture)
 @given(rows=keyed_streams(max_events=14), query=chains(), more=keyed_streams(5))
 def test_a_funnel_in_one_pass_equals_its_definition(rows: list[dict], query: Query, more: list[dict]) -> None:
-    from exact.engine.summaries import chains_apply
+    from exact.engine.summarise import chains_apply
 
     assert chains_apply(query)
     home = Path(tempfile.mkdtemp(prefix="seqsketch-chains-"))

@@ -21,8 +21,8 @@ from exact.engine import evaluate
 from exact.ingest import ingest
 from exact.query.ast import Query, Return
 from exact.query.language import parse
+from sketch.answer.event_sources import StoreSource
 from sketch.answer.modes import answer_indexed
-from sketch.answer.sources import StoreSource
 from sketch.answer.verify import verify
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset

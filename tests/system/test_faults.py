@@ -76,9 +76,9 @@ for name in ("replace", "rename", "link"):
     arm(name)
 
 if os.environ.get("FAULT_NO_EXCHANGE"):  # as on a system that cannot swap two directories in one step
-    import exact.store.datasets
+    import exact.store.dataset_paths
 
-    exact.store.datasets._exchange = lambda a, b: False
+    exact.store.dataset_paths._exchange = lambda a, b: False
 
 from api.cli import main  # noqa: E402
 
@@ -410,7 +410,7 @@ def test_replace_without_a_directory_exchange(tmp_path: Path, base_home: Path, i
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the system cannot exchange two directories, --replace falls back to two renames and still ends
     with the new dataset and no leftovers."""
-    import exact.store.datasets as datasets
+    import exact.store.dataset_paths as datasets
 
     home = fresh_copy(base_home, tmp_path / "home")
     calls: list[tuple[Path, Path]] = []
@@ -428,7 +428,7 @@ def test_replace_without_a_directory_exchange(tmp_path: Path, base_home: Path, i
 
 
 def test_the_directory_exchange_swaps_in_one_step(tmp_path: Path) -> None:
-    from exact.store.datasets import _exchange
+    from exact.store.dataset_paths import _exchange
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Sequence
 from exact.query.ast import Condition, Query
 from exact.query.normalize import normalize
 from exact.query.operands import decidable
-from exact.reference.events import Ev
 from exact.reference.matches import (
     Binding,
     _holds,
@@ -20,6 +19,7 @@ from exact.reference.matches import (
     _window_ok,
     bound_events,
 )
+from exact.reference.reference_events import Ev
 
 
 def _ordered(binding: Binding) -> list[tuple[int, str]]:
