@@ -101,7 +101,7 @@ class BloomFilter:
     """A Bloom filter with ``m`` bits (a power of two) and ``k`` MurmurHash3 hash functions.
 
     The algebra follows the datasketch style: ``update`` adds keys, ``union``/``|`` and ``intersection``/``&``
-    combine filters of equal shape (bitwise OR / AND, §4.1: the union of two filters is the filter of the
+    combine filters of equal shape (bitwise OR / AND, Baltus 2021 §4.1: the union of two filters is the filter of the
     union of their key sets, which is how the tree's internal nodes are made), ``copy``, ``==``, ``serialize``
     / ``deserialize``.  ``key in f`` never answers False for an added key.
     """

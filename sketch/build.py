@@ -1,4 +1,4 @@
-"""The in-process builder: size the tree from the data (§4.4), then build it (Alg. 1 and 2).
+"""The in-process builder: size the tree from the data (Baltus 2021 §4.4), then build it (Alg. 1 and 2).
 
 ``build_tree(types, ts)`` is what ``seqsketch build --engine local`` runs after ingest.  Sizing measures what
 the thesis asks the user to guess (ch. 6): ``N`` is the stream's length (or ``expected_events`` when more data
@@ -27,8 +27,8 @@ DEFAULT_FANOUT = 2
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """What a user may ask of a build (``--leaf-size``, ``--fpq``, ``--memory``, ``--index-attrs``) and §4.4's
-    other inputs."""
+    """What a user may ask of a build (``--leaf-size``, ``--fpq``, ``--memory``, ``--index-attrs``) and the other
+    inputs of Baltus 2021 §4.4."""
 
     leaf_size: int = DEFAULT_LEAF_SIZE
     fpq: float = DEFAULT_FPQ

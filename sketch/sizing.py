@@ -11,7 +11,7 @@ The equations, generalised from fanout 2 to fanout ``F``:
 * (4.3)  ``fpq = 1 − (1 − fp)^q`` — a query probing ``q`` filters;
   (4.5) inverts it: ``fp = 1 − (1 − fpq)^(1/q)``.
   ``q`` is the number of top-level nodes ``t`` times the probes per node: twice per pair of consecutive query
-  elements, ``2 (s − 1)`` (end of §4.4.1), or once for a single-element query.
+  elements, ``2 (s − 1)`` (end of Baltus 2021 §4.4.1), or once for a single-element query.
 * (4.6)  ``T · m ≤ M``;  (4.7) ``T = t · d``;  (4.8) ``t = L / l``;  (4.9) ``L = N / C``;
   (4.10) ``l = F^(h−1)``;  (4.11) ``d = (F^h − 1) / (F − 1)``;  (4.12) ``T = d · L / F^(h−1)``.
   ``L`` and the per-level node counts are rounded up, so ``T`` counts the nodes of the real forest;
@@ -19,7 +19,7 @@ The equations, generalised from fanout 2 to fanout ``F``:
 * (4.13) ``m ≥ −n ln fp / (ln 2)^2`` and (4.18) ``k = ln 2 · m / n``.  Together they give
   ``k = log2(1/fp)``; we take ``k = ⌈log2(1/fp)⌉`` and round ``m`` up to a power of two ≥ ``1.2 n k / ln 2``
   (the 1.2 is headroom so that planned merges pass the density constraint, see ``MERGE_HEADROOM``).  Then
-  a filter whose density is at most 1/2 — the merge constraint of §4.1, which the tree enforces for every
+  a filter whose density is at most 1/2 — the merge constraint of Baltus 2021 §4.1, which the tree enforces for every
   merged node and every folded node — has ``fp ≤ 2^−k ≤ fp`` target whatever its key count.
 * (4.16) Heaps' law ``n = K n̂^β`` (K = 60, β = 0.5) estimates the distinct keys of a top-level node covering
   ``n̂ = F^(h−1) C`` events.  The thesis names guessing ``N`` and the vocabulary as a weakness (ch. 6); when
@@ -68,7 +68,7 @@ DEFAULT_DEPTH_SLACK = 2.0
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The equations of §4.4.1
+# The equations of Baltus 2021 §4.4.1
 # ----------------------------------------------------------------------------------------------------------
 
 def filter_false_positive_rate(m: int, k: int, n: int) -> float:
@@ -88,7 +88,8 @@ def filter_rate_for_query(fpq: float, q: int) -> float:
 
 
 def probes_per_node(query_length: int) -> int:
-    """Probes of each top-level node by a query of ``s`` elements: 2 per consecutive pair (end of §4.4.1)."""
+    """Probes of each top-level node by a query of ``s`` elements: 2 per consecutive pair (end of Baltus 2021
+    §4.4.1)."""
     return 2 * (query_length - 1) if query_length >= 2 else 1
 
 

@@ -21,7 +21,7 @@ module                 holds
 ``build_memory``       the memory an in-process build needs, refused beyond its limit
 ``watches``            watches kept in the catalog, each owned by the token that made it
 ``follower``           a standing query followed as the stream grows; one shared follower per query
-``summaries``          funnels, the events after matches, durations, counts by a field (§3.7)
+``summaries``          funnels, the events after matches, durations, counts by a field (docs/contract.md §3.7)
 ``sse``                a watch's stream as Server-Sent Events (the wire format)
 ``webhook_policy``     where a webhook may post: one parser for the check and the send
 ``webhooks``           the job runner's deliverer: each webhook watch's matches posted in order, signed

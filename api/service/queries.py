@@ -85,7 +85,7 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
                                  where="mode")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise QuerySemanticError(f"limit must be an integer ≥ 1, got {limit!r}", where="limit")
-    if _summarises(query):  # (funnel, next, durations, counts BY: made from every match, §3.7)
+    if _summarises(query):  # (funnel, next, durations, counts BY: made from every match, docs/contract.md §3.7)
         return summarised_answer(
             home, name, _checked_against(home, name, query), mode=mode, budget=budget,
             ask=lambda q, m, b: run_query(home, name, q, mode=m, columnar=True, budget=b),
@@ -103,7 +103,7 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
 
 
 def _summarises(query: QueryInput) -> bool:
-    """Does ``query`` ask for a summary of its matches (§3.7)?  Its JSON form is not parsed to tell."""
+    """Does ``query`` ask for a summary of its matches (docs/contract.md §3.7)?  Its JSON form is not parsed to tell."""
     if isinstance(query, Query):
         return query.summarised
     if isinstance(query, str):
@@ -270,7 +270,7 @@ def limited_query(home: Path, name: str, query: str | Mapping[str, Any], *, mode
     ``density`` (a number of bins) adds ``match_density``: where *all* matches lie, not only those listed —
     their first events counted over the dataset's time range cut into that many equal spans (verified and
     exact modes; it costs an evaluation that lists every match, in columns, within the same time limit; a
-    summary's answer, §3.7, has none).
+    summary's answer, docs/contract.md §3.7, has none).
     """
     effective = limit if max_matches is None else (max_matches if limit is None else min(limit, max_matches))
     if max_events and mode == "exact":

@@ -42,7 +42,7 @@ from sketch.partition.group_answers import runs_of
 _I64 = np.int64
 
 
-#: how a summary asks for every match of a query: ``(query, mode, budget)`` → a columnar answer (§3.6)
+#: how a summary asks for every match of a query: ``(query, mode, budget)`` → a columnar answer (docs/contract.md §3.6)
 Ask = Callable[[Query, str, Budget | None], dict[str, Any]]
 #: how it reads the bound events' fields of a matches table: ``rows`` → ``rows`` with ``<var>.type`` and
 #: ``<var>.attrs.<name>`` columns
@@ -51,8 +51,8 @@ Bind = Callable[[pa.Table], pa.Table]
 
 def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: Ask, bind: Bind,
                       budget: Budget | None = None) -> dict[str, Any]:
-    """The §3.7 answer of a summarising ``query`` on dataset ``name`` in ``mode`` (verified or exact), its
-    matches found by ``ask`` and their bound fields read by ``bind``."""
+    """The docs/contract.md §3.7 answer of a summarising ``query`` on dataset ``name`` in ``mode`` (verified or
+    exact), its matches found by ``ask`` and their bound fields read by ``bind``."""
     if mode == "approximate":
         raise QuerySemanticError(f"RETURN {_what(query)} summarises every match: ask it in the verified or "
                                  "exact mode", where="mode")

@@ -119,7 +119,7 @@ class Automaton:
         return self._current_element(q) == len(self.element_groups)
 
     def transitions(self, q: int) -> tuple[Transition, ...]:
-        """The transitions leaving state ``q`` (§3.2 construction with concatenation)."""
+        """The transitions leaving state ``q`` (the SES thesis §3.2 construction with concatenation)."""
         cached = self._transitions.get(q)
         if cached is not None:
             return cached

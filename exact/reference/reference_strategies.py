@@ -27,7 +27,7 @@ def _ordered(binding: Binding) -> list[tuple[int, str]]:
 
 
 def _prefix(binding: Binding, i: int) -> Binding:
-    """The prefix binding the first i events of the match (Th. §6.2: a Kleene binding may be cut)."""
+    """The prefix binding the first i events of the match (the SES thesis §6.2: a Kleene binding may be cut)."""
     out: dict[str, list[int]] = {}
     for x, name in _ordered(binding)[:i]:
         out.setdefault(name, []).append(x)
@@ -41,7 +41,7 @@ def _extend(binding: Binding, name: str, x: int) -> Binding:
 
 
 def _prefix_vars_ok(pattern: _Pattern, names: Iterable[str]) -> bool:
-    """Is ``names`` the variable set of a pattern prefix (Th. §6.2): elements 1..m-1 complete (one
+    """Is ``names`` the variable set of a pattern prefix (the SES thesis §6.2): elements 1..m-1 complete (one
     alternative per group), element m non-empty, none later."""
     names = set(names)
     bound_elems = []

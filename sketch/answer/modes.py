@@ -1,7 +1,7 @@
 """The answer modes of docs/contract.md §3: which path answers a query, and the answer bodies.
 
-:func:`answer_indexed` assembles the §3 answer body of ``approximate``, ``verified`` and ``exact`` modes from
-a tree and an event source; the service adds the dataset's name and index version.
+:func:`answer_indexed` assembles the docs/contract.md §3 answer body of ``approximate``, ``verified`` and ``exact``
+modes from a tree and an event source; the service adds the dataset's name and index version.
 
 :func:`decided_body` answers from the dataset's type counts alone, before any file is opened;
 :func:`exact_body` is the ``exact`` mode, the engine over the whole stream.
@@ -55,8 +55,8 @@ MODES = ("approximate", "verified", "exact")
 
 
 def approximate_body(approx: Approximation, *, events_total: int) -> dict[str, Any]:
-    """The §3 body of an approximate answer: ``exists``, ``intervals`` with their ``level``, the expected
-    false-positive rate, and ``explain`` when nothing can match."""
+    """The docs/contract.md §3 body of an approximate answer: ``exists``, ``intervals`` with their ``level``, the
+    expected false-positive rate, and ``explain`` when nothing can match."""
     units = approx.units
     found = approx.intervals()
     starts = units.index_of_seq(np.asarray([iv["start_seq"] for iv in found], dtype=_I64))

@@ -7,8 +7,8 @@ every exact match — the guarantee that verification builds on (docs/contract.m
 
 The evaluation, module by module: the stream is cut into units (:mod:`~sketch.evaluate.units`, Baltus
 §4.3.2); for each position of the pattern the units that may hold one of its types are found top-down on the
-tree (:mod:`~sketch.evaluate.occurrence`, §4.3); a match's elements occupy a non-decreasing chain of units
-within its window (:mod:`~sketch.evaluate.chains`, §4.3.1–4.3.4); :func:`approximate`
+tree (:mod:`~sketch.evaluate.occurrence`, Baltus 2021 §4.3); a match's elements occupy a non-decreasing chain of units
+within its window (:mod:`~sketch.evaluate.chains`, Baltus 2021 §4.3.1–4.3.4); :func:`approximate`
 (:mod:`~sketch.evaluate.candidates`) puts these together into an :class:`Approximation`
 (:mod:`~sketch.evaluate.approximation`): the candidate intervals, the units verification must read, and an
 ``explain`` text when nothing can match (:mod:`~sketch.evaluate.explain`).

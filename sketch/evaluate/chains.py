@@ -9,7 +9,7 @@ whose first event is in unit ``s``, define ``e_0 = max_p next_p(s)`` over the po
 induction the unit of element ``i``'s last event is ``≥ e_i``: the greedy earliest chain is a necessary
 condition, and it covers the thesis' three strategies at once (strict contiguity is tightened below;
 skip-till-any needs no backtracking, because the earliest chain dominates every other; conjunction needs no
-permutations, because an event set's members are placed independently).  Negation never prunes (§4.3.4 walks
+permutations, because an event set's members are placed independently).  Negation never prunes (Baltus 2021 §4.3.4 walks
 down to check it; a Bloom filter cannot prove absence of *matching* events, and the NOT's conditions are not
 visible on the tree).
 

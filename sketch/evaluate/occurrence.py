@@ -4,7 +4,7 @@
 units that may hold one of its types are found by probing the top-level nodes first and descending only into
 nodes that answered "maybe" (``nodes_probed`` counts the probes).  ``ANY`` occurs everywhere.  A position
 absent from every top-level node answers ``exists: false`` at once.  ``BETWEEN`` keeps only nodes whose ts
-interval meets it (§4.3.4, windowing via a node cover).  All positions descend in one level-by-level walk
+interval meets it (Baltus 2021 §4.3.4, windowing via a node cover).  All positions descend in one level-by-level walk
 (each level probes the union of live nodes with every key once); a level that prunes little hands over to
 the units below its survivors directly, since a dense type would survive every level in between.  When
 the units' and top-level filters fit a bit-sliced copy (the usual case), the walk is exactly that jump:

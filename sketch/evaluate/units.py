@@ -1,9 +1,9 @@
 """The units an approximate answer is made of, and where a type may occur in them (Baltus 2021, §4.3).
 
 **Units.**  At granularity ``g`` (a tree level; 0 = leaves, the default) the stream is cut into *units*: the
-top-level nodes (§4.3), each opened down to level ``g`` (a top-level node already at or below ``g`` is one
+top-level nodes (Baltus 2021 §4.3), each opened down to level ``g`` (a top-level node already at or below ``g`` is one
 unit).  Units are consecutive seq intervals in stream order; the evaluation holds for any such cut, so the
-granularity only changes how fine the answer is (§4.3.2: "the desired level … can be adjusted on a
+granularity only changes how fine the answer is (Baltus 2021 §4.3.2: "the desired level … can be adjusted on a
 per-query basis").
 
 A :class:`TypeIndex` says in which units an event type may occur: the Bloom tree

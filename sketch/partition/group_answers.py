@@ -141,7 +141,7 @@ def columns_without_key(query: Query, columns: list[str], key: str) -> list[str]
 def partition_body(query: Query, plan: Plan, pindex: PartitionIndex, source: Any, *, mode: str,
                    limit: int | None, columns: list[str], types: frozenset[str] | None,
                    budget: Budget | None = None, columnar: bool = False) -> dict[str, Any]:
-    """The §3 answer body (without dataset and index version) of ``query`` in ``approximate`` or
+    """The docs/contract.md §3 answer body (without dataset and index version) of ``query`` in ``approximate`` or
     ``verified`` mode from the partition index."""
     started = time.perf_counter()
     layout = pindex.layout

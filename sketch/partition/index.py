@@ -12,7 +12,7 @@ event, stream order within a group — and the tree is built over that order ins
   the stream tree, on the slot sequence.
 * **Candidates.** For a query whose partition includes the key, a match lies inside one group, so a group
   can hold one only if every positive position of the pattern may occur in one of its leaves: each
-  position's leaves are found top-down on the tree (§4.3), a group's leaves are a run, and a bisection per
+  position's leaves are found top-down on the tree (Baltus 2021 §4.3), a group's leaves are a run, and a bisection per
   group and position decides.  The groups left are then held to the layout's exact type sets per group:
   the candidates are exactly the groups that hold every positive type.  Events appended after the layout
   (the *tail*) are found by their key values, their groups joining the candidates when the group's types,

@@ -14,7 +14,7 @@ SparkSession is made only at the edge (:func:`main`, or a caller that passes non
    into stream order — by time, ties in input order — numbers them from its exact rank, writes them as
    event-store parts and answers its leaves' (leaf, type) pairs and time ranges.  Windows hold whole
    leaves, so no leaf straddles two tasks.
-4. **Size** (driver, builds only): §4.4 sizes ``m`` and ``k`` from the distinct-type profile of every
+4. **Size** (driver, builds only): Baltus 2021 §4.4 sizes ``m`` and ``k`` from the distinct-type profile of every
    window's pairs (:func:`sketch.sizing.measure_distinct`), exactly as the local builder measures it.
 5. **Leaves** (builds only): one task per window turns its pairs into its leaves' filters (Alg. 1).  An
    append knows its tree's configuration beforehand, and step 3 builds the bits at once.

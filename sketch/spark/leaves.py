@@ -41,7 +41,7 @@ class LeafRun:
     """Consecutive leaves ``first_leaf, first_leaf + 1, …`` of one window: unfolded bits and time ranges.
 
     ``bits`` holds ``m / 8`` little-endian bytes per leaf; ``lo_ts``/``hi_ts`` are the first and last event
-    time (UTC µs) of each leaf (§4.1); ``end_seq`` is one past the window's last event.
+    time (UTC µs) of each leaf (Baltus 2021 §4.1); ``end_seq`` is one past the window's last event.
     """
 
     first_leaf: int

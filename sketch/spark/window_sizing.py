@@ -1,5 +1,5 @@
 """A Spark build's index sized from what its windows saw — their distinct (leaf, type) pairs, as the local
-build sizes it from the events (§4.4, :func:`sketch.build.plan`) — and the built tree held to the memory
+build sizes it from the events (Baltus 2021 §4.4, :func:`sketch.build.plan`) — and the built tree held to the memory
 budget, since sizing is an estimate."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sketch.tree import BloomTree
 
 
 def size_from_windows(windows: Sequence[Mapping[str, Any]], events: int, options: BuildOptions) -> Sizing:
-    """§4.4 sizing from the windows' distinct (leaf, type) pairs, as :func:`sketch.build.plan` sizes it
+    """Baltus 2021 §4.4 sizing from the windows' distinct (leaf, type) pairs, as :func:`sketch.build.plan` sizes it
     from events."""
     codes_of: dict[str, int] = {}
     leaf_ids, codes = [], []

@@ -4,7 +4,7 @@ The stream is cut into count-based leaves of ``C`` events: leaf ``i`` covers seq
 1; the thesis counts from 1, seqs count from 0) and holds a Bloom filter of the event types in it. When a leaf
 is complete it joins the forest of top-level nodes (the children of the thesis' root), and groups of ``F``
 (the fanout) neighbouring top-level nodes are merged into a parent whose filter is their union, subject to the
-two constraints of §4.1:
+two constraints of Baltus 2021 §4.1:
 
 * **level constraint** — the ``F`` nodes are on the same level (leaves are level 0);
 * **density constraint** — the union has at most ``m/2`` bits set.
@@ -19,7 +19,7 @@ events in pieces builds exactly the tree that building at once does (same :meth:
 
 The last, partly filled leaf is queryable (a top-level node that merges only once it is complete).
 
-Each node carries its level, its seq interval, its ts interval (first and last event time, §4.1) and its
+Each node carries its level, its seq interval, its ts interval (first and last event time, Baltus 2021 §4.1) and its
 children.  Node ids are creation order, which is also seq order among top-level nodes; a complete node keeps
 its id for good, and the partial leaf has the id its complete self will get.
 

@@ -4,7 +4,7 @@ Alg. 1: the stream is cut into count-based leaves of ``C`` events, leaf ``i`` co
 ``[i·C, (i+1)·C − 1]`` (the thesis counts from 1, seqs count from 0), each holding a Bloom filter of the
 event types in it.  Alg. 2: a complete leaf joins the forest of top-level nodes, and groups of ``F``
 neighbouring top-level nodes are merged into a parent whose filter is their union while they are on one
-level and the union has at most ``m/2`` bits set (the level and density constraints of §4.1).
+level and the union has at most ``m/2`` bits set (the level and density constraints of Baltus 2021 §4.1).
 
 A group whose union was too dense stays too dense (filters never change), so only the tail of the forest,
 which a new leaf or a new parent just joined, can become mergeable: :meth:`BloomTree._add_leaf` checks the
@@ -82,7 +82,7 @@ class BloomTree(TreeNodes):
     """The Bloom-filter tree (Baltus 2021, Alg. 1 and 2) with folded node storage.
 
     Build with :meth:`update` on event types and timestamps, or via :func:`sketch.build.build_tree`, which
-    also sizes the configuration (§4.4).  Probe with :meth:`may_contain` / :meth:`probe`; walk with
+    also sizes the configuration (Baltus 2021 §4.4).  Probe with :meth:`may_contain` / :meth:`probe`; walk with
     :meth:`top_nodes`, :meth:`children`, :meth:`leaves`, :meth:`nodes_covering` (those are
     :class:`~sketch.tree.nodes.TreeNodes`').  ``==`` compares the logical content (:meth:`digest`);
     ``serialize`` / ``deserialize`` and ``save`` / ``load`` live in :mod:`sketch.persist`.
@@ -303,7 +303,7 @@ class BloomTree(TreeNodes):
         while len(opened) >= F and opened[-F].level == opened[-1].level:
             group = opened[-F:]
             union = bits_union([member.bits for member in group], self.config.m)
-            if bits_count(union) > half:  # density constraint (§4.1): this group can never merge
+            if bits_count(union) > half:  # density constraint (Baltus 2021 §4.1): this group can never merge
                 del opened[: len(opened) - F + 1]
                 break
             level = group[0].level + 1

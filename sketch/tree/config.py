@@ -20,7 +20,8 @@ class TreeConfig:
     """The shape of a tree: what every builder must agree on to produce the same bits.
 
     ``leaf_size`` C, ``fanout`` F, filter size ``m`` (a power of two) and hash count ``k``; ``fold`` enables
-    folded storage.  ``fpq``, ``filter_fp`` and ``query_length`` record the sizing targets (§4.4) for reports.
+    folded storage.  ``fpq``, ``filter_fp`` and ``query_length`` record the sizing targets (Baltus 2021 §4.4) for
+    reports.
     """
 
     leaf_size: int

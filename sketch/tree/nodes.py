@@ -1,10 +1,10 @@
 """A Bloom-filter tree's nodes as numpy columns, and everything that reads them (Baltus 2021, §4.1, §4.3).
 
-Each node carries its level, its seq interval, its ts interval (first and last event time, §4.1), its
+Each node carries its level, its seq interval, its ts interval (first and last event time, Baltus 2021 §4.1), its
 children and its filter, stored folded (:func:`sketch.bloom.fold_bits`) in one byte pool.  Node ids are
 creation order, which is also seq order among top-level nodes; the partly filled last leaf, if any, is the
 last row.  :class:`TreeNodes` walks the structure (top-level nodes, children, the node cover of a seq range,
-§4.3.4), probes the filters (:mod:`sketch.tree.probe`), measures their densities for eq. 4.3 and digests the
+Baltus 2021 §4.3.4), probes the filters (:mod:`sketch.tree.probe`), measures their densities for eq. 4.3 and digests the
 whole; building it (Alg. 1 and 2) is :class:`sketch.tree.bloomtree.BloomTree`'s.
 """
 
@@ -171,7 +171,8 @@ class TreeNodes:
         return [self.node(i) for i in range(self.rows)]
 
     def top_nodes(self) -> list[int]:
-        """The top-level nodes (the forest's roots, §4.3), in seq order; the partial leaf is the last one."""
+        """The top-level nodes (the forest's roots, Baltus 2021 §4.3), in seq order; the partial leaf is the last
+        one."""
         return np.flatnonzero(self._parents() < 0).tolist()
 
     def children(self, node: int) -> list[int]:
@@ -208,7 +209,7 @@ class TreeNodes:
         return cols
 
     def nodes_covering(self, lo_seq: int, hi_seq: int) -> list[int]:
-        """The fewest nodes whose intervals cover every leaf that meets ``[lo_seq, hi_seq]`` (§4.3.4).
+        """The fewest nodes whose intervals cover every leaf that meets ``[lo_seq, hi_seq]`` (Baltus 2021 §4.3.4).
 
         A node inside the range is taken whole; a node straddling its edge is opened, down to the boundary
         leaves, which are taken whole (a leaf cannot be split, so the cover may reach past the range).
@@ -321,7 +322,7 @@ class TreeNodes:
     def expected_fpq(self, query_length: int | None = None) -> float:
         """Eq. 4.3 over the actual top-level nodes: ``1 − Π (1 − ρ_i^k)^p``, ``p`` probes per node.
 
-        ``ρ_i^k`` is eq. 4.1 expressed with node ``i``'s measured density; ``p = 2 (s − 1)`` (§4.4.1).
+        ``ρ_i^k`` is eq. 4.1 expressed with node ``i``'s measured density; ``p = 2 (s − 1)`` (Baltus 2021 §4.4.1).
         """
         if self.rows == 0:
             return 0.0

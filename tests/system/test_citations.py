@@ -52,3 +52,21 @@ def test_every_worked_case_a_test_or_module_cites_is_defined_in_the_semantics() 
     missing = {label: where for label, where in cited.items() if label not in defined}
     assert {"T6", "T13", "T26"} <= cited.keys()  # (the test sees the labels it is about)
     assert not missing, missing
+
+
+#: the documents a section number may be cited from
+_DOCUMENTS = re.compile(r"contract|semantics|thesis|Baltus|SASE|Cadonna|query-language|operations|Kolchinsky|docs/"
+                        r"|paper|attribute-index|architecture")
+
+
+def test_every_section_cited_in_the_code_names_its_document() -> None:
+    """A bare "§3" could be the contract's, the thesis' or Baltus's: the document is named within the hundred
+    characters before the section number."""
+    bare = []
+    for folder in ("api", "exact", "sketch"):
+        for path in (REPO / folder).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            for m in re.finditer(r"§\d", text):
+                if not _DOCUMENTS.search(text[max(0, m.start() - 100):m.start()]):
+                    bare.append(f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}")
+    assert not bare, bare
