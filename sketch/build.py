@@ -103,15 +103,22 @@ def build_tree(types: pa.Array | pa.ChunkedArray | Sequence[str] | np.ndarray,
     if config.leaf_size != options.leaf_size:
         pairs = None
     tree.update_encoded(codes, vocabulary, micros, pairs)
-    if options.memory_bytes is not None:
-        size = tree.stored_bytes()
-        if size > options.memory_bytes:
-            raise SeqsketchError(
-                f"memory budget of {options.memory_bytes} bytes is too small: the index built for fpq="
-                f"{options.fpq:g} with leaf size {options.leaf_size} takes {size} bytes (m={config.m}, "
-                f"k={config.k}); allow at least {size} bytes, or loosen --fpq, or raise --leaf-size",
-                where="--memory")
+    check_budget(tree, options)
     return tree, sizing
+
+
+def check_budget(tree: BloomTree, options: BuildOptions) -> None:
+    """Refuse a built index larger than ``options.memory_bytes``: the sizing that met the budget is an
+    estimate, so every build that sized its own configuration (local or Spark) checks what it built."""
+    if options.memory_bytes is None:
+        return
+    size = tree.stored_bytes()
+    if size > options.memory_bytes:
+        raise SeqsketchError(
+            f"memory budget of {options.memory_bytes} bytes is too small: the index built for fpq="
+            f"{options.fpq:g} with leaf size {options.leaf_size} takes {size} bytes (m={tree.config.m}, "
+            f"k={tree.config.k}); allow at least {size} bytes, or loosen --fpq, or raise --leaf-size",
+            where="--memory")
 
 
 def build_from_table(table: pa.Table, options: BuildOptions = DEFAULT_OPTIONS, *,

@@ -58,7 +58,7 @@ from exact.ingest import IngestOptions
 from exact.readers.splits import DEFAULT_SPLIT_BYTES
 from exact.store import EventStore, PartInfo, Snapshot
 from exact.store.manifest import INDEX_ATTRS_KEY, check_index_attrs
-from sketch.build import BuildOptions, config_from
+from sketch.build import BuildOptions, check_budget, config_from
 from sketch.dataset import AUTO_KEY
 from sketch.partition.build_columns import Columns, merge_window_columns
 from sketch.sizing import Sizing
@@ -87,7 +87,7 @@ from sketch.spark.sample_sort import (
     window_count,
 )
 from sketch.spark.session import spark_errors, spark_session
-from sketch.spark.window_sizing import check_budget, size_from_windows
+from sketch.spark.window_sizing import size_from_windows
 from sketch.tree import BloomTree
 
 Progress = Callable[[float, str], None]
@@ -236,7 +236,8 @@ def _run_job(spark: Any, inputs: Sequence[str | Path], store: EventStore, ingest
                                       lo_ts=np.frombuffer(w["lo_ts"], dtype="<i8"),
                                       hi_ts=np.frombuffer(w["hi_ts"], dtype="<i8"), end_seq=w["end_seq"])
                               for w in windows))
-        check_budget(target, build, tree is None)
+        if tree is None:  # a dataset's own tree, sized here (an append grows one sized before)
+            check_budget(target, build)
         timings.lap("merge")
         columns = None
         if key and not (partition_key == AUTO_KEY and sum(w["keyless"] for w in windows)):

@@ -13,7 +13,6 @@ import numpy as np
 from exact.errors import SeqsketchError
 from sketch.build import BuildOptions
 from sketch.sizing import Sizing, measure_distinct, size_index
-from sketch.tree import BloomTree
 
 
 def size_from_windows(windows: Sequence[Mapping[str, Any]], events: int, options: BuildOptions) -> Sizing:
@@ -36,16 +35,3 @@ def size_from_windows(windows: Sequence[Mapping[str, Any]], events: int, options
     return size_index(fpq=options.fpq, leaf_size=options.leaf_size, events=max(expected, 1), profile=profile,
                       memory_bytes=options.memory_bytes, query_length=options.query_length,
                       fanout=options.fanout, fold=options.fold)
-
-
-def check_budget(tree: BloomTree, options: BuildOptions, sized_here: bool) -> None:
-    """As :func:`sketch.build.build_tree`: sizing is an estimate, so the built index is checked too."""
-    if not sized_here or options.memory_bytes is None:
-        return
-    size = tree.stored_bytes()
-    if size > options.memory_bytes:
-        raise SeqsketchError(
-            f"memory budget of {options.memory_bytes} bytes is too small: the index built for fpq="
-            f"{options.fpq:g} with leaf size {options.leaf_size} takes {size} bytes (m={tree.config.m}, "
-            f"k={tree.config.k}); allow at least {size} bytes, or loosen --fpq, or raise --leaf-size",
-            where="--memory")
