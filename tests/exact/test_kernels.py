@@ -14,12 +14,13 @@ from pathlib import Path
 from unittest import mock
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import exact.engine.kernels as K
 from exact.engine import evaluate_table
-from exact.engine.kernels.factory import MODULES, source_digest
+from exact.engine.kernels.factory import MODULES, SPLICED, build, source_digest
 from exact.query.ast import Query, Return, Strategy
 from exact.reference import stream_table
 from tests.generators import engine_queries, engine_streams, run_queries
@@ -56,7 +57,7 @@ def test_the_variants_are_what_they_say() -> None:
     assert all(isinstance(k, types.FunctionType) for k in K.python_kernels())
     # the plain variant's namespace holds the plain parts, with Python's integers switched on
     assert K.python_kernels().next_match.__globals__["PYTHON"] is True
-    assert isinstance(K.python_kernels().next_match.__globals__["fires"], types.FunctionType)
+    assert isinstance(K.python_kernels().next_match.__globals__["holds"], types.FunctionType)
 
 
 def test_the_cache_key_covers_every_module_of_the_kernels(tmp_path: Path) -> None:
@@ -140,3 +141,98 @@ def test_numba_s_cache_names_moved_compiles_uncached_and_says_so(tmp_path: Path)
         assert "CompileResultCacheImpl" in message and "compile uncached" in message
         assert "cache internals" in done.stderr  # (logged as well)
     assert not list(tmp_path.rglob("*.nbi"))  # nothing was cached
+
+
+_PART = '''
+import numpy as np
+
+
+def step(x, total, out, scale):
+    """A part with a stored parameter, a local, a loop and a docstring."""
+    k = 0
+    for k in range(x):
+        total += k * scale
+    out[0] = total
+    return total, k
+'''
+
+_CALLER = '''
+import numpy as np
+
+from part import step
+
+
+class Box:
+    def __init__(self, out):
+        self.out = out
+
+
+def top(x, scale):
+    out = np.zeros(1, dtype=np.int64)
+    box = Box(out)
+    total = 5
+    k = -1  # the caller's own k: the part's k must not touch it
+    total, last = step(x + 1, total, box.out, scale)
+    step(x, total, out, 2)
+    return total, last, k, int(out[0])
+
+
+def plain(x, scale):
+    out = np.zeros(1, dtype=np.int64)
+    total = 5
+    k = -1
+    total, last = _called(x + 1, total, out, scale)
+    _called(x, total, out, 2)
+    return total, last, k, int(out[0])
+
+
+def _called(x, total, out, scale):
+    k = 0
+    for k in range(x):
+        total += k * scale
+    out[0] = total
+    return total, k
+'''
+
+
+def _toy(tmp_path: Path, caller: str = _CALLER, part: str = _PART) -> tuple[types.ModuleType, types.ModuleType]:
+    import importlib
+
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "part.py").write_text(part)
+    (tmp_path / "caller.py").write_text(caller)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        for name in ("part", "caller"):
+            sys.modules.pop(name, None)
+        return importlib.import_module("part"), importlib.import_module("caller")
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+@settings(max_examples=25, deadline=None)
+@given(x=st.integers(0, 30), scale=st.integers(-3, 3))
+def test_a_spliced_part_answers_as_its_call_would(tmp_path_factory: pytest.TempPathFactory, x: int, scale: int) -> None:
+    """``step`` is spliced into ``top`` (factory.SPLICED): a stored parameter gets a local of its own, an
+    expression argument is evaluated once, the part's locals do not touch the caller's, and the value of the
+    part's return goes to the call's target — as the plain call ``_called`` does."""
+    part, caller = _toy(tmp_path_factory.mktemp("splice"))
+    made = build((part, caller), ("top", "plain"), python=True)
+    assert "step" not in made["top"].__code__.co_names  # spliced: no call of the part is left
+    assert made["top"](x, scale) == made["plain"](x, scale) == caller.plain(x, scale)
+
+
+def test_the_kernels_call_no_spliced_part() -> None:
+    for kernel in K.python_kernels():
+        assert not set(SPLICED) & set(kernel.__code__.co_names), kernel.__name__
+
+
+def test_a_part_that_cannot_be_spliced_is_refused(tmp_path: Path) -> None:
+    early = _PART.replace("    out[0] = total\n", "    if total < 0:\n        return total, 0\n    out[0] = total\n")
+    part, caller = _toy(tmp_path / "early", part=early)
+    with pytest.raises(ValueError, match="must end in its only return"):
+        build((part, caller), ("top",), python=True)
+    keyword = _CALLER.replace("step(x, total, out, 2)", "step(x, total, out, scale=2)")
+    part, caller = _toy(tmp_path / "keyword", caller=keyword)
+    with pytest.raises(ValueError, match="pass its 4 arguments by position"):
+        build((part, caller), ("top",), python=True)

@@ -12,11 +12,13 @@ module            holds
                   ``Found``), its working memory (``Nodes``, ``Step``, ``Mark``); the names of slots and codes
 ``values``        comparison by the project's rule, growing arrays, exact averages of integers
 ``runs``          Kleene runs and aggregates (SASE+): the run rows of the nodes, the run checks
-``transitions``   the automaton's step: binding an event, does a transition fire, the next event
+``transitions``   the automaton's step, shared by every strategy: a table of instances on an event, binding
+                  it, the conditions of a transition, the next event
 ``windows``       a call's windows: set-up and tear-down, reporting a match, undoing an abandoned window
 ``strategies``    the strategy loops: skip-till-next-match, its robust form, skip-till-any-match, contiguity
 ``factory``       the kernels made from these plain functions: numba-compiled (cached on disk under a digest
-                  of all their sources) or plain Python (:func:`python_kernels`, Python's integers)
+                  of all their sources) or plain Python (:func:`python_kernels`, Python's integers), the
+                  shared step spliced into each strategy
 ================  ===========================================================================================
 
 The modules hold plain Python functions; :func:`compiled` and :func:`python_kernels` are the only ways to

@@ -17,12 +17,22 @@ returns the copies of the entry points:
   namespace, so the run rows hold Python's unbounded integers — the same kernels, exact and slow, for the
   rare query whose integer sums leave int64.
 
+Some parts are *spliced* rather than called (:data:`SPLICED`, :func:`splice`): the statement that calls one
+is replaced, in the source of its caller, by the part's body.  An inlined numba call binds each of its
+parameters to a new variable, which takes a reference to every array of the named tuples passed; where
+the part holds a call numba cannot see through, those references are taken and dropped again on every
+call (atomic counts: a shared step of the strategies cost the kernels up to a third of their time).  A
+spliced part names its caller's own variables, so it costs what the same lines written in place cost, and
+the strategies still share one copy of them.
+
 numba is imported only when compiled kernels are first asked for.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
+import copy
 import functools
 import hashlib
 import inspect
@@ -44,8 +54,12 @@ from exact.engine.kernels.layout import Arrays
 MODULES = (layout, values, runs, transitions, windows, strategies)
 #: The parts a strategy loop calls for every event or node, inlined into it by numba (``inline="always"``):
 #: as calls they would be passed every array of the named tuples they take, field by field, each time.
-HOT = ("fires", "next_event", "bind", "compare", "reportable", "emit", "exists_found", "over_budget", "open_window",
-       "close_window", "call_done", "end_call", "begin_call", "new_nodes", "abandon", "flush")
+HOT = ("holds", "push", "short", "next_event", "bind", "compare",
+       "reportable", "emit", "exists_found", "over_budget", "open_window", "close_window", "call_done", "end_call",
+       "begin_call", "new_nodes", "abandon", "flush")
+#: The parts spliced into the functions that call them (:func:`splice`): the step every strategy takes for
+#: every event, and the search for the next event a table of instances can use.
+SPLICED = ("step", "earliest")
 
 
 class Kernels(NamedTuple):
@@ -80,10 +94,12 @@ def build(modules: Sequence[types.ModuleType], entries: Sequence[str], *, python
            if isinstance(f, types.FunctionType) and f.__module__ == m.__name__]
     if not python:
         from numba import njit
+    parts = {name: _definition(f) for name, f in own if name in SPLICED}
     for name, f in own:
-        copy = types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
-        copy.__module__, copy.__qualname__, copy.__doc__ = f.__module__, f.__qualname__, f.__doc__
-        namespace[name] = copy if python else njit(nogil=True, inline="always" if name in inline else "never")(copy)
+        code = _spliced_code(f, parts) or f.__code__
+        made = types.FunctionType(code, namespace, f.__name__, f.__defaults__, f.__closure__)
+        made.__module__, made.__qualname__, made.__doc__ = f.__module__, f.__qualname__, f.__doc__
+        namespace[name] = made if python else njit(nogil=True, inline="always" if name in inline else "never")(made)
     if not python:
         digest = source_digest(modules)
         for name in entries:
@@ -94,6 +110,128 @@ def build(modules: Sequence[types.ModuleType], entries: Sequence[str], *, python
                 _uncached(err)  # (the kernel keeps numba's own: no cache, compiled in each process)
                 break
     return {name: namespace[name] for name in entries}
+
+
+def _definition(f: types.FunctionType) -> ast.FunctionDef:
+    """The syntax tree of ``f``'s definition, with the line numbers of its file."""
+    lines, first = inspect.getsourcelines(f)  # (the kernels' functions are all defined at a module's top)
+    tree = ast.parse("".join(lines))
+    ast.increment_lineno(tree, first - 1)
+    definition = tree.body[0]
+    assert isinstance(definition, ast.FunctionDef)
+    return definition
+
+
+def _spliced_code(f: types.FunctionType, parts: dict[str, ast.FunctionDef]) -> types.CodeType | None:
+    """The code of ``f`` with every call of a part in ``parts`` spliced (:func:`splice`); None when ``f``
+    calls none."""
+    if f.__name__ in parts or not parts.keys() & set(f.__code__.co_names):
+        return None
+    definition = splice(_definition(f), parts)
+    module = ast.fix_missing_locations(ast.Module(body=[definition], type_ignores=[]))
+    scope: dict[str, Any] = {}
+    exec(compile(module, inspect.getfile(f), "exec"), {"__builtins__": builtins}, scope)  # noqa: S102
+    code: types.CodeType = scope[f.__name__].__code__
+    return code
+
+
+def splice(caller: ast.FunctionDef, parts: dict[str, ast.FunctionDef]) -> ast.FunctionDef:
+    """``caller`` with each statement ``target = part(args)`` (or ``part(args)``) replaced by the part's body.
+
+    A part's parameters become its arguments: a name, a constant, or an attribute of a name, when the
+    part never assigns the parameter; a local ``<part>_<parameter>`` set from the argument otherwise.
+    Every other local of the part is renamed ``<part>_<local>``.  The part must end in its one ``return``,
+    whose value becomes ``target``'s.  The caller's annotations and decorators are dropped (the kernels'
+    functions have none that run)."""
+    caller = copy.deepcopy(caller)
+    caller.decorator_list = []
+    caller.returns = None
+    for arg in caller.args.args:
+        arg.annotation = None
+    caller.body = _spliced_body(caller.body, parts)
+    return caller
+
+
+def _spliced_body(body: list[ast.stmt], parts: dict[str, ast.FunctionDef]) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for statement in body:
+        call, target = _part_call(statement, parts)
+        if call is None:
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(statement, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    setattr(statement, field, _spliced_body(inner, parts))
+            out.append(statement)
+            continue
+        assert isinstance(call.func, ast.Name)
+        out.extend(_expanded(parts[call.func.id], call, target, statement))
+    return out
+
+
+def _part_call(statement: ast.stmt, parts: dict[str, ast.FunctionDef]) -> tuple[ast.Call | None, ast.expr | None]:
+    """The call of a part that ``statement`` is, and what it assigns (None: a bare call)."""
+    value = statement.value if isinstance(statement, ast.Assign | ast.Expr) else None
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in parts:
+        if isinstance(statement, ast.Assign):
+            if len(statement.targets) != 1:
+                raise ValueError(f"line {statement.lineno}: a spliced part's value goes to one target")
+            return value, statement.targets[0]
+        return value, None
+    return None, None
+
+
+def _expanded(part: ast.FunctionDef, call: ast.Call, target: ast.expr | None, at: ast.stmt) -> list[ast.stmt]:
+    """The statements that stand for ``target = part(*call.args)``."""
+    params = [a.arg for a in part.args.args]
+    if call.keywords or len(call.args) != len(params):
+        raise ValueError(f"line {at.lineno}: {part.name}() is spliced: pass its {len(params)} arguments by position")
+    *body, last = part.body
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    if not isinstance(last, ast.Return) or any(isinstance(n, ast.Return) for s in body for n in ast.walk(s)):
+        raise ValueError(f"{part.name}() is spliced: it must end in its only return")
+    stored = {n.id for s in part.body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names: dict[str, ast.expr] = {}
+    prologue: list[ast.stmt] = []
+    for param, arg in zip(params, call.args, strict=True):
+        if param not in stored and _plain(arg):
+            names[param] = arg
+        else:
+            local = f"{part.name}_{param}"
+            names[param] = ast.Name(id=local, ctx=ast.Load())
+            prologue.append(ast.Assign(targets=[ast.Name(id=local, ctx=ast.Store())], value=copy.deepcopy(arg)))
+    for local in stored - set(params):
+        names[local] = ast.Name(id=f"{part.name}_{local}", ctx=ast.Load())
+    renamed = [_Renamer(names).visit(copy.deepcopy(s)) for s in body]
+    ending: list[ast.stmt] = []
+    if target is not None and last.value is not None:
+        ending = [ast.Assign(targets=[target], value=_Renamer(names).visit(copy.deepcopy(last.value)))]
+    statements = prologue + renamed + ending
+    for s in statements:
+        ast.copy_location(s, at)
+    return statements
+
+
+def _plain(arg: ast.expr) -> bool:
+    """Can ``arg`` stand in the part's body as it is: a name, a constant, or an attribute of a name?"""
+    return (isinstance(arg, ast.Name | ast.Constant)
+            or isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name))
+
+
+class _Renamer(ast.NodeTransformer):
+    """Replace the names of a part's parameters and locals by what stands for them at a call."""
+
+    def __init__(self, names: dict[str, ast.expr]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        stand = self.names.get(node.id)
+        if stand is None:
+            return node
+        if isinstance(node.ctx, ast.Store):
+            assert isinstance(stand, ast.Name)
+            return ast.copy_location(ast.Name(id=stand.id, ctx=ast.Store()), node)
+        return ast.copy_location(copy.deepcopy(stand), node)
 
 
 def _uncached(err: BaseException) -> None:

@@ -44,6 +44,15 @@ OUT_FIELDS = 10
 #: its parent node (-1: none), the state it was taken from, its number of children (robust strategy).
 POS, VAR, PARENT, SRC, KIDS = 0, 1, 2, 3, 4
 NODE_FIELDS = 5
+
+# ------------------------------------------------------------------------- instances of a strategy
+
+#: Columns of an instance table's row (a run alive in a window: the live instances of the next-match
+#: strategies, a stack of skip-till-any-match, the backtracking queue of the robust one): its automaton
+#: state, the last node of its run, and the event after which it goes on (the last event it bound).
+STATE, NODE, AFTER = 0, 1, 2
+INSTANCE_FIELDS = 3
+
 #: No event: later than every event of every window.
 NEVER = 1 << 62
 
@@ -141,7 +150,8 @@ class Machine(NamedTuple):
     pc_op: np.ndarray
     pc_ax: np.ndarray
     #: per transition: 1 when it has no condition at all (no relation, ``prev`` condition or run check), so
-    #: that it fires on every event its variable may bind — a kernel then skips :func:`fires`
+    #: that it fires on every event its variable may bind — a kernel then skips
+    #: :func:`exact.engine.kernels.transitions.holds`
     plain: np.ndarray
 
 

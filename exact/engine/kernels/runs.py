@@ -9,7 +9,7 @@ parent's with its own variable's run advanced by its event, or begun anew at the
 (:func:`push_run`, :func:`fold`): a run is never read again, and chains that branch keep rows of their own.
 
 The checks (:class:`~exact.engine.kernels.layout.RunProgram`) run where they are decided: on the transition
-that decides them (:func:`checks`, from :func:`exact.engine.kernels.transitions.fires`), reading the parent's
+that decides them (:func:`checks`, from :func:`exact.engine.kernels.transitions.holds`), reading the parent's
 row — for the variable being taken that is its run *before* the event, ``v[..i-1]``; those left for a final
 state when a match is reported (:func:`reportable`), after the trailing run has grown as far as it can.
 
@@ -77,16 +77,15 @@ from exact.engine.kernels.layout import (
     RunProgram,
     Step,
 )
-from exact.engine.kernels.values import compare, grow, int_avg, mixed
+from exact.engine.kernels.values import compare, int_avg, mixed
 
 
-def push_run(nodes: Nodes, n: int, parent: int, x: int, t: int, v: int, runs: RunProgram,
-             events: Events) -> tuple[np.ndarray, np.ndarray]:
-    """The run rows of ``nodes`` with node ``n``'s: it binds event ``x`` to variable ``v`` after node ``parent``
+def push_run(nodes: Nodes, n: int, parent: int, x: int, t: int, v: int, runs: RunProgram, events: Events) -> None:
+    """Node ``n``'s run rows (room made for them): it binds event ``x`` to variable ``v`` after node ``parent``
     by transition ``t`` (-1: the root of a tree), so its row is the parent's (every run of the chain as it
     was) with ``v``'s run advanced by ``x`` — begun anew when ``t`` binds its first event."""
-    ri = grow(nodes.ri, n + 1)
-    rf = grow(nodes.rf, n + 1)
+    ri = nodes.ri
+    rf = nodes.rf
     wi = ri.shape[1]
     wf = rf.shape[1]
     if parent >= 0:
@@ -100,7 +99,7 @@ def push_run(nodes: Nodes, n: int, parent: int, x: int, t: int, v: int, runs: Ru
         for c in range(wf):
             rf[n, c] = 0.0
     if t < 0:
-        return ri, rf
+        return
     begin = runs.tr_begin[t] == 1
     slots = runs.slots
     b = runs.run_base[v]
@@ -120,7 +119,6 @@ def push_run(nodes: Nodes, n: int, parent: int, x: int, t: int, v: int, runs: Ru
             rf[n, j] = 0.0
         ax = slots[j, SL_ATTR]
         fold(ri, rf, n, j, slots, events.kind[ax, x], events.value[ax, x], events.integer[ax, x])
-    return ri, rf
 
 
 def fold(ri: np.ndarray, rf: np.ndarray, n: int, j: int, slots: np.ndarray, k: int, f: float, i: int) -> None:

@@ -19,6 +19,13 @@ A match whose run checks left for its final state fail (:func:`exact.engine.kern
 reported: skip-till-next-match then reports nothing, robust skip-till-next-match backtracks as from an
 instance that is not final, the other strategies drop that match.
 
+Every strategy takes the same step (:mod:`exact.engine.kernels.transitions`, spliced into each): :func:`step`
+a table of instances on an event by every transition that takes it, after making room for what it may add
+(``width`` rows and nodes per instance, :func:`widest`); a window's first event is a step from the start
+state.  The names: ``start`` the window's first event, ``end`` its last, ``live`` the table of the runs
+alive (columns ``STATE``, ``NODE``, ``AFTER``), ``following`` the table filled for the next event, ``n``
+the next free node of the pool.
+
 Plain functions: :mod:`exact.engine.kernels.factory` compiles them (numba, or plain Python).
 """
 
@@ -27,11 +34,15 @@ from __future__ import annotations
 import numpy as np
 
 from exact.engine.kernels.layout import (
+    AFTER,
+    INSTANCE_FIELDS,
     KIDS,
     NEVER,
+    NODE,
     PARENT,
     POS,
     SRC,
+    STATE,
     VAR,
     Arrays,
     Events,
@@ -41,7 +52,16 @@ from exact.engine.kernels.layout import (
     Windows,
 )
 from exact.engine.kernels.runs import reportable
-from exact.engine.kernels.transitions import bind, fires, next_event
+from exact.engine.kernels.transitions import (
+    bind,
+    earliest,
+    make_room,
+    next_event,
+    push,
+    short,
+    step,
+    widest,
+)
 from exact.engine.kernels.values import grow
 from exact.engine.kernels.windows import (
     abandon,
@@ -57,222 +77,165 @@ from exact.engine.kernels.windows import (
 )
 
 
+def instances() -> np.ndarray:
+    """An empty instance table (grown as needed)."""
+    return np.empty((16, INSTANCE_FIELDS), dtype=np.int64)
+
+
 def next_match(events: Events, machine: Machine, runs: RunProgram, windows: Windows, found: Found) -> Arrays:
-    """Skip-till-next-match over the windows of ``windows.starts[first:]`` (see the module docstring)."""
-    m = machine
+    """Skip-till-next-match over the windows of ``windows.starts[first:]`` (see the module docstring).  A
+    window begins with one instance, the start state before its first event."""
     nodes = new_nodes(runs)
-    ist = np.empty(16, dtype=np.int64)  # the live instances: state, last node
-    ind = np.empty(16, dtype=np.int64)
-    nst = np.empty(16, dtype=np.int64)  # the next event's instances
-    nnd = np.empty(16, dtype=np.int64)
+    width = widest(machine)
+    live = instances()
+    following = instances()
     steps = 0
-    si = windows.first
-    call0 = begin_call(found)
-    while si < windows.starts.shape[0]:
-        s = windows.starts[si]
-        end = events.window_end[s]
+    window = windows.first
+    call_steps = begin_call(found)
+    while window < windows.starts.shape[0]:
+        start = windows.starts[window]
+        end = events.window_end[start]
         mark = open_window(found)
         window_steps = 0
+        push(live, 0, 0, -1, start)
+        count = 1
         n = 0
-        ninst = 0
-        for t in range(m.tr_off[0], m.tr_off[1]):
-            if (events.mask[s] >> m.tr_var[t]) & 1 and (
-                    m.plain[t] or fires(t, s, -1, nodes, m, runs, events, found.out)):
-                nodes = bind(nodes, n, s, m.tr_var[t], -1, 0, t, runs, events)
-                q = m.tr_target[t]
-                if m.final[q] and m.relevant[q] == 0:
-                    if reportable(q, n, nodes, runs, events, found.out):
-                        nodes, found = emit(s, n, nodes, events, windows, found)
+        x = start
+        keep_idle = False  # the first event is the window's: an instance that does not take it is no run
+        while True:
+            if short(nodes.pool, n, following, 0, count * width):
+                nodes, following = make_room(nodes, n, following, 0, count * width)
+            ahead, n = step(x, live, count, keep_idle, following, 0, n, nodes, machine, runs, events, found.out)
+            count = 0
+            for k in range(ahead):  # an instance in a final state with no transition left never changes again:
+                state = following[k, STATE]  # its match is reported at once and it is dropped
+                if machine.final[state] and machine.relevant[state] == 0:
+                    if reportable(state, following[k, NODE], nodes, runs, events, found.out):
+                        nodes, found = emit(start, following[k, NODE], nodes, events, windows, found)
                 else:
-                    ist = grow(ist, ninst + 1)
-                    ind = grow(ind, ninst + 1)
-                    ist[ninst] = q
-                    ind[ninst] = n
-                    ninst += 1
-                n += 1
-        i = s
-        while ninst > 0 and not exists_found(found, windows):
-            nxt = NEVER
-            for k in range(ninst):
-                p = next_event(m.relevant[ist[k]], i, end, events)
-                if p < nxt:
-                    nxt = p
-            if nxt == NEVER:
+                    push(following, count, state, following[k, NODE], following[k, AFTER])
+                    count += 1
+            live, following = following, live
+            keep_idle = True
+            if count == 0 or exists_found(found, windows):
                 break
-            window_steps += ninst
+            x = earliest(live, count, x, end, machine, events)
+            if x == NEVER:
+                break
+            window_steps += count
             if over_budget(window_steps, found, mark, windows):
                 break
-            nnew = 0
-            for k in range(ninst):
-                q = ist[k]
-                fired = False
-                if events.mask[nxt] & m.relevant[q]:
-                    for t in range(m.tr_off[q], m.tr_off[q + 1]):
-                        if (events.mask[nxt] >> m.tr_var[t]) & 1 and (
-                                m.plain[t] or fires(t, nxt, ind[k], nodes, m, runs, events, found.out)):
-                            fired = True
-                            nodes = bind(nodes, n, nxt, m.tr_var[t], ind[k], q, t, runs, events)
-                            target = m.tr_target[t]
-                            if m.final[target] and m.relevant[target] == 0:
-                                if reportable(target, n, nodes, runs, events, found.out):
-                                    nodes, found = emit(s, n, nodes, events, windows, found)
-                            else:
-                                nst = grow(nst, nnew + 1)
-                                nnd = grow(nnd, nnew + 1)
-                                nst[nnew] = target
-                                nnd[nnew] = n
-                                nnew += 1
-                            n += 1
-                if not fired:
-                    nst = grow(nst, nnew + 1)
-                    nnd = grow(nnd, nnew + 1)
-                    nst[nnew] = q
-                    nnd[nnew] = ind[k]
-                    nnew += 1
-            ist, nst = nst, ist
-            ind, nnd = nnd, ind
-            ninst = nnew
-            i = nxt
         if over_budget(window_steps, found, mark, windows):
             abandon(found, mark)
             break
         if not exists_found(found, windows):
-            for k in range(ninst):
-                if m.final[ist[k]] and reportable(ist[k], ind[k], nodes, runs, events, found.out):
-                    nodes, found = emit(s, ind[k], nodes, events, windows, found)
+            for k in range(count):
+                state = live[k, STATE]
+                if machine.final[state] and reportable(state, live[k, NODE], nodes, runs, events, found.out):
+                    nodes, found = emit(start, live[k, NODE], nodes, events, windows, found)
         steps += window_steps + 1
-        si += 1
-        found = close_window(s, nodes, windows, found)
-        if call_done(found, windows, steps, call0):
+        window += 1
+        found = close_window(start, nodes, windows, found)
+        if call_done(found, windows, steps, call_steps):
             break
-    return end_call(found, si, steps)
+    return end_call(found, window, steps)
 
 
 def any_match(events: Events, machine: Machine, runs: RunProgram, windows: Windows, found: Found) -> Arrays:
     """Skip-till-any-match over the windows of ``windows.starts[first:]``: every match starting at each first
     event, depth first by the next bound event in stream order (each match once)."""
-    m = machine
     nodes = new_nodes(runs)
-    stack = np.empty((16, 3), dtype=np.int64)  # state, node, last event
+    width = widest(machine)
+    stack = instances()
+    popped = instances()
     steps = 0
-    si = windows.first
-    call0 = begin_call(found)
-    while si < windows.starts.shape[0]:
-        s = windows.starts[si]
-        end = events.window_end[s]
+    window = windows.first
+    call_steps = begin_call(found)
+    while window < windows.starts.shape[0]:
+        start = windows.starts[window]
+        end = events.window_end[start]
         mark = open_window(found)
         window_steps = 0
-        n = 0
-        top = 0
-        for t in range(m.tr_off[0], m.tr_off[1]):
-            if (events.mask[s] >> m.tr_var[t]) & 1 and (
-                    m.plain[t] or fires(t, s, -1, nodes, m, runs, events, found.out)):
-                nodes = bind(nodes, n, s, m.tr_var[t], -1, 0, t, runs, events)
-                stack = grow(stack, top + 1)
-                stack[top, 0] = m.tr_target[t]
-                stack[top, 1] = n
-                stack[top, 2] = s
-                top += 1
-                n += 1
+        push(popped, 0, 0, -1, start)
+        if short(nodes.pool, 0, stack, 0, width):
+            nodes, stack = make_room(nodes, 0, stack, 0, width)
+        top, n = step(start, popped, 1, False, stack, 0, 0, nodes, machine, runs, events, found.out)
         while top > 0 and not exists_found(found, windows):
             top -= 1
-            q = stack[top, 0]
-            nd = stack[top, 1]
-            last = stack[top, 2]
-            if m.final[q] and reportable(q, nd, nodes, runs, events, found.out):
-                nodes, found = emit(s, nd, nodes, events, windows, found)
-            mask = m.relevant[q]
-            j = next_event(mask, last, end, events)
-            while j != NEVER:
+            state = stack[top, STATE]
+            node = stack[top, NODE]
+            if machine.final[state] and reportable(state, node, nodes, runs, events, found.out):
+                nodes, found = emit(start, node, nodes, events, windows, found)
+            relevant = machine.relevant[state]
+            push(popped, 0, state, node, stack[top, AFTER])
+            x = next_event(relevant, stack[top, AFTER], end, events)
+            while x != NEVER:
                 window_steps += 1
-                for t in range(m.tr_off[q], m.tr_off[q + 1]):
-                    if (events.mask[j] >> m.tr_var[t]) & 1 and (
-                            m.plain[t] or fires(t, j, nd, nodes, m, runs, events, found.out)):
-                        nodes = bind(nodes, n, j, m.tr_var[t], nd, q, t, runs, events)
-                        stack = grow(stack, top + 1)
-                        stack[top, 0] = m.tr_target[t]
-                        stack[top, 1] = n
-                        stack[top, 2] = j
-                        top += 1
-                        n += 1
-                j = next_event(mask, j, end, events)
+                if short(nodes.pool, n, stack, top, width):
+                    nodes, stack = make_room(nodes, n, stack, top, width)
+                top, n = step(x, popped, 1, False, stack, top, n, nodes, machine, runs, events, found.out)
+                x = next_event(relevant, x, end, events)
             if over_budget(window_steps, found, mark, windows):
                 break
         if over_budget(window_steps, found, mark, windows):
             abandon(found, mark)
             break
         steps += window_steps + 1
-        si += 1
-        found = close_window(s, nodes, windows, found)
-        if call_done(found, windows, steps, call0):
+        window += 1
+        found = close_window(start, nodes, windows, found)
+        if call_done(found, windows, steps, call_steps):
             break
-    return end_call(found, si, steps)
+    return end_call(found, window, steps)
 
 
 def contiguous(events: Events, machine: Machine, runs: RunProgram, windows: Windows, found: Found) -> Arrays:
     """Strict / partition contiguity over the windows of ``windows.starts[first:]``: the runs whose events
-    are ``s, successor[s], successor[successor[s]], …`` (``-1``: the next event cannot be bound)."""
-    m = machine
+    are ``start, successor[start], successor[successor[start]], …`` (``-1``: the next event cannot be
+    bound).  A window begins with one instance, the start state before its first event."""
     nodes = new_nodes(runs)
-    cur = np.empty((16, 2), dtype=np.int64)  # state, node
-    nxt = np.empty((16, 2), dtype=np.int64)
+    width = widest(machine)
+    live = instances()
+    following = instances()
     steps = 0
-    si = windows.first
-    call0 = begin_call(found)
-    while si < windows.starts.shape[0]:
-        s = windows.starts[si]
-        end = events.window_end[s]
+    window = windows.first
+    call_steps = begin_call(found)
+    while window < windows.starts.shape[0]:
+        start = windows.starts[window]
+        end = events.window_end[start]
         mark = open_window(found)
         window_steps = 0
+        push(live, 0, 0, -1, start)
+        count = 1
         n = 0
-        ncur = 0
-        for t in range(m.tr_off[0], m.tr_off[1]):
-            if (events.mask[s] >> m.tr_var[t]) & 1 and (
-                    m.plain[t] or fires(t, s, -1, nodes, m, runs, events, found.out)):
-                nodes = bind(nodes, n, s, m.tr_var[t], -1, 0, t, runs, events)
-                cur = grow(cur, ncur + 1)
-                cur[ncur, 0] = m.tr_target[t]
-                cur[ncur, 1] = n
-                ncur += 1
-                n += 1
-        x = s
-        while ncur > 0:
-            for k in range(ncur):
-                q = cur[k, 0]
-                if m.final[q] and reportable(q, cur[k, 1], nodes, runs, events, found.out):
-                    nodes, found = emit(s, cur[k, 1], nodes, events, windows, found)
+        x = start
+        while True:
+            if short(nodes.pool, n, following, 0, count * width):
+                nodes, following = make_room(nodes, n, following, 0, count * width)
+            count, n = step(x, live, count, False, following, 0, n, nodes, machine, runs, events, found.out)
+            live, following = following, live
+            if count == 0:
+                break
+            for k in range(count):
+                state = live[k, STATE]
+                if machine.final[state] and reportable(state, live[k, NODE], nodes, runs, events, found.out):
+                    nodes, found = emit(start, live[k, NODE], nodes, events, windows, found)
             if exists_found(found, windows):
                 break
-            y = events.successor[x]
-            if y < 0 or y > end:
+            x = events.successor[x]
+            if x < 0 or x > end:
                 break
-            window_steps += ncur
+            window_steps += count
             if over_budget(window_steps, found, mark, windows):
                 break
-            nn = 0
-            for k in range(ncur):
-                q = cur[k, 0]
-                for t in range(m.tr_off[q], m.tr_off[q + 1]):
-                    if (events.mask[y] >> m.tr_var[t]) & 1 and (
-                            m.plain[t] or fires(t, y, cur[k, 1], nodes, m, runs, events, found.out)):
-                        nodes = bind(nodes, n, y, m.tr_var[t], cur[k, 1], q, t, runs, events)
-                        nxt = grow(nxt, nn + 1)
-                        nxt[nn, 0] = m.tr_target[t]
-                        nxt[nn, 1] = n
-                        nn += 1
-                        n += 1
-            cur, nxt = nxt, cur
-            ncur = nn
-            x = y
         if over_budget(window_steps, found, mark, windows):
             abandon(found, mark)
             break
         steps += window_steps + 1
-        si += 1
-        found = close_window(s, nodes, windows, found)
-        if call_done(found, windows, steps, call0):
+        window += 1
+        found = close_window(start, nodes, windows, found)
+        if call_done(found, windows, steps, call_steps):
             break
-    return end_call(found, si, steps)
+    return end_call(found, window, steps)
 
 
 def same_chain(pool: np.ndarray, a: int, b: int) -> bool:
@@ -292,126 +255,92 @@ def same_chain(pool: np.ndarray, a: int, b: int) -> bool:
 
 def robust_next_match(events: Events, machine: Machine, runs: RunProgram, windows: Windows, found: Found) -> Arrays:
     """Robust skip-till-next-match over the windows of ``windows.starts[first:]``: Algorithm 4 (see the module
-    docstring).  Node 0 of each window's pool is the execution tree's root (variable -1)."""
-    m = machine
+    docstring).  Node 0 of each window's pool is the execution tree's root (variable -1).  ``pending`` holds
+    the instances still to run forward (the tree's frontier, Ω), ``backtracked`` those the current round
+    backtracks for the next one, each resuming after its ``AFTER`` event."""
     nodes = new_nodes(runs)
-    omega = np.empty((16, 3), dtype=np.int64)  # state, node, resume after
-    back = np.empty((16, 3), dtype=np.int64)
-    insts = np.empty((16, 2), dtype=np.int64)  # state, node
-    fresh = np.empty((16, 2), dtype=np.int64)
+    width = widest(machine)
+    pending = instances()
+    backtracked = instances()
+    live = instances()
+    following = instances()
     results = np.empty(16, dtype=np.int64)
     steps = 0
-    si = windows.first
-    call0 = begin_call(found)
-    while si < windows.starts.shape[0]:
-        s = windows.starts[si]
-        end = events.window_end[s]
+    window = windows.first
+    call_steps = begin_call(found)
+    while window < windows.starts.shape[0]:
+        start = windows.starts[window]
+        end = events.window_end[start]
         mark = open_window(found)
         window_steps = 0
-        nodes = bind(nodes, 0, s - 1, -1, -1, 0, -1, runs, events)
-        n = 1
-        nres = 0
-        nomega = 0
-        for t in range(m.tr_off[0], m.tr_off[1]):
-            if (events.mask[s] >> m.tr_var[t]) & 1 and (
-                    m.plain[t] or fires(t, s, 0, nodes, m, runs, events, found.out)):
-                nodes = bind(nodes, n, s, m.tr_var[t], 0, 0, t, runs, events)
-                nodes.pool[0, KIDS] += 1
-                omega = grow(omega, nomega + 1)
-                omega[nomega, 0] = m.tr_target[t]
-                omega[nomega, 1] = n
-                omega[nomega, 2] = s
-                nomega += 1
-                n += 1
+        bind(nodes, 0, start - 1, -1, -1, 0, -1, runs, events)
+        push(live, 0, 0, 0, start)
+        if short(nodes.pool, 1, pending, 0, width):
+            nodes, pending = make_room(nodes, 1, pending, 0, width)
+        npending, n = step(start, live, 1, False, pending, 0, 1, nodes, machine, runs, events, found.out)
+        nresults = 0
         first_round = True
-        while nomega > 0 and window_steps <= windows.abort_steps:
-            nback = 0
-            nbatches = 1 if first_round else nomega
-            for bi in range(nbatches):
+        while npending > 0 and window_steps <= windows.abort_steps:
+            nbacktracked = 0
+            nbatches = 1 if first_round else npending
+            for batch in range(nbatches):
                 if first_round:  # the root's children came from one event: one forward pass for all
-                    ninst = nomega
-                    insts = grow(insts, ninst)
-                    for k in range(nomega):
-                        insts[k, 0] = omega[k, 0]
-                        insts[k, 1] = omega[k, 1]
-                    i = s
+                    count = npending
+                    if count > live.shape[0]:
+                        live = grow(live, count)
+                    for k in range(count):
+                        push(live, k, pending[k, STATE], pending[k, NODE], pending[k, AFTER])
                 else:
-                    ninst = 1
-                    insts[0, 0] = omega[bi, 0]
-                    insts[0, 1] = omega[bi, 1]
-                    i = omega[bi, 2]
-                while ninst > 0:
-                    nxt = NEVER
-                    for k in range(ninst):
-                        p = next_event(m.relevant[insts[k, 0]], i, end, events)
-                        if p < nxt:
-                            nxt = p
-                    if nxt == NEVER:
+                    count = 1
+                    push(live, 0, pending[batch, STATE], pending[batch, NODE], pending[batch, AFTER])
+                i = live[0, AFTER]
+                while count > 0:
+                    x = earliest(live, count, i, end, machine, events)
+                    if x == NEVER:
                         break
-                    window_steps += ninst
+                    window_steps += count
                     if over_budget(window_steps, found, mark, windows):
                         break
-                    nn = 0
-                    for k in range(ninst):
-                        q = insts[k, 0]
-                        nd = insts[k, 1]
-                        fired = False
-                        if events.mask[nxt] & m.relevant[q]:
-                            for t in range(m.tr_off[q], m.tr_off[q + 1]):
-                                if (events.mask[nxt] >> m.tr_var[t]) & 1 and (
-                                        m.plain[t] or fires(t, nxt, nd, nodes, m, runs, events, found.out)):
-                                    fired = True
-                                    nodes = bind(nodes, n, nxt, m.tr_var[t], nd, q, t, runs, events)
-                                    nodes.pool[nd, KIDS] += 1
-                                    fresh = grow(fresh, nn + 1)
-                                    fresh[nn, 0] = m.tr_target[t]
-                                    fresh[nn, 1] = n
-                                    nn += 1
-                                    n += 1
-                        if not fired:
-                            fresh = grow(fresh, nn + 1)
-                            fresh[nn, 0] = q
-                            fresh[nn, 1] = nd
-                            nn += 1
-                    insts, fresh = fresh, insts
-                    ninst = nn
-                    i = nxt
+                    if short(nodes.pool, n, following, 0, count * width):
+                        nodes, following = make_room(nodes, n, following, 0, count * width)
+                    count, n = step(x, live, count, True, following, 0, n, nodes, machine, runs, events, found.out)
+                    live, following = following, live
+                    i = x
                 if over_budget(window_steps, found, mark, windows):
                     break
                 pool = nodes.pool
-                for k in range(ninst):
-                    q = insts[k, 0]
-                    nd = insts[k, 1]
-                    if m.final[q] and reportable(q, nd, nodes, runs, events, found.out):
-                        results = grow(results, nres + 1)
-                        results[nres] = nd
-                        nres += 1
+                for k in range(count):
+                    state = live[k, STATE]
+                    node = live[k, NODE]
+                    if machine.final[state] and reportable(state, node, nodes, runs, events, found.out):
+                        results = grow(results, nresults + 1)
+                        results[nresults] = node
+                        nresults += 1
                         continue
-                    parent = pool[nd, PARENT]
+                    parent = pool[node, PARENT]
                     if parent != 0 and pool[parent, KIDS] == 1:  # backtrack the last transition (Lemma 6.1)
-                        back = grow(back, nback + 1)
-                        back[nback, 0] = pool[nd, SRC]
-                        back[nback, 1] = parent
-                        back[nback, 2] = pool[nd, POS]
-                        nback += 1
+                        if nbacktracked >= backtracked.shape[0]:
+                            backtracked = grow(backtracked, nbacktracked + 1)
+                        push(backtracked, nbacktracked, pool[node, SRC], parent, pool[node, POS])
+                        nbacktracked += 1
                     pool[parent, KIDS] -= 1
             first_round = False
-            omega, back = back, omega
-            nomega = nback
+            pending, backtracked = backtracked, pending
+            npending = nbacktracked
         if over_budget(window_steps, found, mark, windows):
             abandon(found, mark)
             break
-        for a in range(nres):
+        for a in range(nresults):
             seen = False
             for b in range(a):
                 if same_chain(nodes.pool, results[a], results[b]):
                     seen = True
                     break
             if not seen:
-                nodes, found = emit(s, results[a], nodes, events, windows, found)
+                nodes, found = emit(start, results[a], nodes, events, windows, found)
         steps += window_steps + 1
-        si += 1
-        found = close_window(s, nodes, windows, found)
-        if call_done(found, windows, steps, call0):
+        window += 1
+        found = close_window(start, nodes, windows, found)
+        if call_done(found, windows, steps, call_steps):
             break
-    return end_call(found, si, steps)
+    return end_call(found, window, steps)

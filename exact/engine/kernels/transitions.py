@@ -1,11 +1,20 @@
-"""The automaton's step inside the kernels: does a transition fire, bind the event, which event comes next.
+"""The automaton's step inside the kernels, the one every strategy takes: a transition taken, the event bound.
 
 A run's bindings are a chain of nodes (event, variable, parent) in a pool that is reset per window (for the
 robust strategy the nodes are the execution tree's); :func:`bind` adds one, with its run row.  A transition
-fires (:func:`fires`, Cadonna's ``Θ_δ``) when the event has its variable's properties and its conditions
-hold: a relation between two variables for every event bound to the other one (∀, walking the chain),
-``prev`` against the variable's last event, the run checks it decides.  :func:`next_event` jumps to the next
-event that can change a run (lazily, after Kolchinsky & Schuster).
+takes an event (in :func:`step`, Cadonna's ``Θ_δ``) when the event has its variable's properties and the
+transition is plain or its conditions hold (:func:`holds`): a relation between two variables for every
+event bound to the other one (∀, walking the chain), ``prev`` against the variable's last event, the run
+checks it decides.
+:func:`next_event` jumps to the next event that can change a run (lazily, after Kolchinsky & Schuster).
+
+The runs alive in a window are rows of an instance table (columns ``STATE``, ``NODE``, ``AFTER`` of
+:mod:`exact.engine.kernels.layout`): :func:`step` takes every transition of each instance of a table on
+one event and pushes the instances they lead to, :func:`earliest` finds the next event any instance of a
+table can use.  Both are spliced into the strategies (:data:`exact.engine.kernels.factory.SPLICED`).  They
+write in place and return counts only: the caller makes room first (:func:`short`, :func:`make_room`;
+``widest`` rows and nodes for each instance), so that no array changes hands in the loops a strategy runs
+for every event.
 
 Plain functions: :mod:`exact.engine.kernels.factory` compiles them into the kernels.
 """
@@ -14,35 +23,73 @@ from __future__ import annotations
 
 import numpy as np
 
-from exact.engine.kernels.layout import KIDS, NEVER, PARENT, POS, SRC, VAR, Events, Machine, Nodes, RunProgram, Step
+from exact.engine.kernels.layout import (
+    AFTER,
+    KIDS,
+    NEVER,
+    NODE,
+    PARENT,
+    POS,
+    SRC,
+    STATE,
+    VAR,
+    Events,
+    Machine,
+    Nodes,
+    RunProgram,
+    Step,
+)
 from exact.engine.kernels.runs import checks, push_run
 from exact.engine.kernels.values import compare, grow
 
 
+def room(nodes: Nodes, need: int) -> Nodes:
+    """``nodes``, or a copy whose pool and run rows have room for ``need`` nodes."""
+    if need <= nodes.pool.shape[0]:
+        return nodes
+    return Nodes(grow(nodes.pool, need), grow(nodes.ri, need), grow(nodes.rf, need), nodes.noted)
+
+
+def short(pool: np.ndarray, n: int, table: np.ndarray, count: int, need: int) -> bool:
+    """Do ``pool`` (from node ``n``) or ``table`` (from row ``count``) lack room for ``need`` more?"""
+    return bool(n + need > pool.shape[0] or count + need > table.shape[0])
+
+
+def make_room(nodes: Nodes, n: int, table: np.ndarray, count: int, need: int) -> tuple[Nodes, np.ndarray]:
+    """``nodes`` and ``table`` with room for ``need`` more nodes from ``n`` and rows from ``count``."""
+    return room(nodes, n + need), grow(table, count + need)
+
+
+def widest(machine: Machine) -> int:
+    """The most transitions any state has: the most instances (and nodes) one instance advances to."""
+    most = 1
+    for q in range(machine.tr_off.shape[0] - 1):
+        most = max(most, machine.tr_off[q + 1] - machine.tr_off[q])
+    return most
+
+
 def bind(nodes: Nodes, n: int, x: int, var: int, parent: int, src: int, t: int, runs: RunProgram,
-         events: Events) -> Nodes:
-    """``nodes`` with node ``n``: event ``x`` bound to ``var`` after node ``parent`` by transition ``t`` from
-    state ``src`` (``t`` = -1, ``var`` = -1: a tree's root), and its run row when the query has runs."""
-    if n >= nodes.pool.shape[0]:
-        nodes = Nodes(grow(nodes.pool, n + 1), nodes.ri, nodes.rf, nodes.noted)
+         events: Events) -> None:
+    """Node ``n`` (room made for it): event ``x`` bound to ``var`` after node ``parent`` by transition ``t``
+    from state ``src`` (``t`` = -1, ``var`` = -1: a tree's root), and its run row when the query has runs;
+    the parent counts it among its children (which only the robust strategy's execution tree reads)."""
     pool = nodes.pool
     pool[n, POS] = x
     pool[n, VAR] = var
     pool[n, PARENT] = parent
     pool[n, SRC] = src
     pool[n, KIDS] = 0
-    if nodes.ri.shape[1] == 0:
-        return nodes
-    ri, rf = push_run(nodes, n, parent, x, t, var, runs, events)
-    return Nodes(pool, ri, rf, nodes.noted)
+    if parent >= 0:
+        pool[parent, KIDS] += 1
+    if nodes.ri.shape[1] > 0:
+        push_run(nodes, n, parent, x, t, var, runs, events)
 
 
-def fires(t: int, x: int, node: int, nodes: Nodes, machine: Machine, runs: RunProgram, events: Events,
+def holds(t: int, x: int, node: int, nodes: Nodes, machine: Machine, runs: RunProgram, events: Events,
           out: np.ndarray) -> bool:
-    """Does transition ``t`` fire on event ``x`` for the run whose last node is ``node``?"""
+    """Do the conditions of transition ``t`` hold for event ``x`` after node ``node`` (:func:`step` has
+    checked the variable's properties)?"""
     v = machine.tr_var[t]
-    if not (events.mask[x] >> v) & 1:
-        return False
     pool = nodes.pool
     kind = events.kind
     value = events.value
@@ -97,4 +144,49 @@ def next_event(mask: int, i: int, end: int, events: Events) -> int:
         v += 1
     if best > end:
         return NEVER
+    return best
+
+
+def push(table: np.ndarray, count: int, state: int, node: int, after: int) -> None:
+    """Row ``count`` of ``table`` (room made for it): the instance in ``state`` whose run ends at ``node`` and
+    goes on after event ``after``."""
+    table[count, STATE] = state
+    table[count, NODE] = node
+    table[count, AFTER] = after
+
+
+def step(x: int, live: np.ndarray, count: int, keep_idle: bool, table: np.ndarray, ahead: int, n: int, nodes: Nodes,
+         machine: Machine, runs: RunProgram, events: Events, out: np.ndarray) -> tuple[int, int]:
+    """The instances ``live[:count]`` meet event ``x``.  Every transition of an instance's state that takes
+    ``x`` binds ``x`` as the next new node (``n``, ``n + 1``, …) and pushes the instance it
+    leads to (its target state, its node, ``x``) onto ``table`` from row ``ahead``, in order; with
+    ``keep_idle``, an instance that takes no transition on ``x`` is pushed as it is.  Room is made by the
+    caller (``widest`` rows and nodes for each instance).  Returns ``table``'s count and the next new node."""
+    mask = events.mask[x]
+    for k in range(count):
+        state = live[k, STATE]
+        node = live[k, NODE]
+        before = ahead
+        if mask & machine.relevant[state]:
+            for t in range(machine.tr_off[state], machine.tr_off[state + 1]):
+                if (mask >> machine.tr_var[t]) & 1 and (
+                        machine.plain[t] or holds(t, x, node, nodes, machine, runs, events, out)):
+                    bind(nodes, n, x, machine.tr_var[t], node, state, t, runs, events)
+                    push(table, ahead, machine.tr_target[t], n, x)
+                    ahead += 1
+                    n += 1
+        if keep_idle and ahead == before:
+            push(table, ahead, state, node, live[k, AFTER])
+            ahead += 1
+    return ahead, n
+
+
+def earliest(live: np.ndarray, count: int, i: int, end: int, machine: Machine, events: Events) -> int:
+    """The first event after ``i`` (up to ``end``) that may take a transition of one of the instances
+    ``live[:count]`` (``NEVER``: none)."""
+    best = NEVER
+    for k in range(count):
+        p = next_event(machine.relevant[live[k, STATE]], i, end, events)
+        if p < best:
+            best = p
     return best
