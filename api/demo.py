@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from api.service import (
+    BuildRequest,
     build_from_inputs,
     dataset_exists,
     dataset_info,
@@ -71,7 +72,7 @@ def run_demo(home: Path, *, engine: str, rebuild: bool, data: str | None,
     if rebuild or not dataset_exists(home, DATASET):
         log = find_log(data)
         say(f"building {DATASET} from {log} with the {engine} engine …")
-        summary = build_from_inputs(home, DATASET, [str(log)], fmt="auto", replace=rebuild, engine=engine)
+        summary = build_from_inputs(home, DATASET, [str(log)], BuildRequest(replace=rebuild), engine=engine)
         out["build"] = summary
     else:
         summary = dataset_info(home, DATASET)

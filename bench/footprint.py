@@ -30,6 +30,7 @@ from exact.store import EventStore, dataset_dir, store_dir
 from exact.store.seek import open_seek
 from exact.store.seek_format import seek_name
 from sketch.build import BuildOptions
+from sketch.build_request import BuildRequest
 from sketch.dataset import Dataset, dataset_info
 
 BPI = Path(__file__).resolve().parents[2] / "shared" / "data" / "bpic2012.xes.gz"
@@ -67,7 +68,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         for label, footprint in (("default", None), ("tight", TIGHT)):
             home = root / f"bpi-{label}"
             out[f"bpi_{label}"] = _built(home, "bpi", lambda home=home, footprint=footprint: build_from_inputs(
-                home, "bpi", [str(BPI)], footprint=footprint))
+                home, "bpi", [str(BPI)], BuildRequest(footprint=footprint)))
         stream = generate(events)
         homes = {}
         for label, footprint in (("default", None), ("tight", TIGHT)):

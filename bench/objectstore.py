@@ -40,6 +40,7 @@ from exact.store.fetch import location_of
 from exact.store.objects import fetch_counts
 from exact.store.replica import attach
 from sketch.build import BuildOptions
+from sketch.build_request import BuildRequest
 from sketch.dataset import Dataset
 from sketch.store_info import forget_open_files
 
@@ -140,11 +141,12 @@ def _spark_builds(stream: Any, folder: Path, location: str) -> dict[str, Any]:
     pq.write_table(flat.rename_columns([c.removeprefix("attrs.") for c in flat.column_names]), source)
     spark = spark_session("local[2]")
     try:
-        build_dataset_spark(folder / "warm", "acer", [source], spark=spark, partition_key="")
+        build_dataset_spark(folder / "warm", "acer", [source], BuildRequest(partition_key=""), spark=spark)
         times = {}
         for where, store in (("local", None), ("bucket", location + "-spark")):
             started = time.perf_counter()
-            build_dataset_spark(folder / where, "acer", [source], spark=spark, partition_key="", location=store)
+            build_dataset_spark(folder / where, "acer", [source], BuildRequest(partition_key="", store=store),
+                                spark=spark)
             times[where] = round(time.perf_counter() - started, 2)
         local_digest = Dataset.open(folder / "local", "acer").snapshot().tree
         bucket_digest = Dataset.open(folder / "bucket", "acer").snapshot().tree

@@ -118,16 +118,13 @@ def _names(text: str) -> list[str]:
 
 def _build(args: argparse.Namespace) -> int:
     with _progress(args) as bar:
-        summary = service.build_from_inputs(seqsketch_home(), args.dataset, args.inputs, fmt=args.format,
-                                            type_field=args.type_field, time_field=args.time_field,
-                                            replace=args.replace, leaf_size=args.leaf_size, fpq=args.fpq,
-                                            memory=args.memory, engine=args.engine,
-                                            progress=bar.reading if bar else None,
-                                            job_progress=bar.job if bar else None,
-                                            partition_key=args.partition_key or None,
-                                            local_memory=args.local_memory, index_attrs=args.index_attrs,
-                                            footprint=args.footprint,
-                                            keep=args.keep, store=args.store)
+        request = service.BuildRequest(
+            fmt=args.format, type_field=args.type_field, time_field=args.time_field, leaf_size=args.leaf_size,
+            fpq=args.fpq, memory=args.memory, partition_key=args.partition_key, index_attrs=args.index_attrs,
+            footprint=args.footprint, keep=args.keep, store=args.store, replace=args.replace)
+        summary = service.build_from_inputs(seqsketch_home(), args.dataset, args.inputs, request, engine=args.engine,
+                                            local_memory=args.local_memory, progress=bar.reading if bar else None,
+                                            job_progress=bar.job if bar else None)
     emit(args, summary, f"built {summary['name']}: {summary['events']:,} events, "
          f"{len(summary['types'])} types, {summary['start_ts']} .. {summary['end_ts']}, "
          f"store {human_bytes(summary['store_bytes'])}, {summary['seconds']:.1f} s")

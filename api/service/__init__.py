@@ -104,9 +104,11 @@ from api.service.watches import (
     start_cursor,
 )
 from api.service.webhooks import Deliverer
+from sketch.build_request import BuildRequest
 
 __all__ = [
     "AppendResult",
+    "BuildRequest",
     "BuildSummary",
     "DatasetInfo",
     "DatasetLocks",

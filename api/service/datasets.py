@@ -37,8 +37,8 @@ from exact.store import (
     store_published,
 )
 from exact.store.retention import Retention
-from sketch.build import DEFAULT_OPTIONS, BuildOptions
-from sketch.dataset import AUTO_KEY, Dataset, build_index_into, store_extra
+from sketch.build_request import DEFAULT_BUILD, BuildRequest
+from sketch.dataset import Dataset, build_index_into, store_extra
 from sketch.dataset import dataset_info as _dataset_info
 
 #: The ``info`` object of a dataset (docs/contract.md §4): ``name``, ``events``, ``start_ts``, ``end_ts``, ``types``,
@@ -104,32 +104,23 @@ def store_events(home: Path, name: str) -> int:
     return EventStore.open(store_dir(dataset_dir(check_dataset_name(name), home))).snapshot().events
 
 
-def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fmt: str = "auto",
-                      type_field: str = "type", time_field: str = "ts", replace: bool = False,
-                      leaf_size: int | None = None, fpq: float | None = None, memory: int | None = None,
-                      progress: Progress | None = None, engine: str = "local",
-                      job_progress: JobProgress | None = None, partition_key: str | None = AUTO_KEY,
-                      local_memory: int | None = None, index_attrs: Sequence[str] | None = None,
-                      keep: str | None = None, store: str | None = None,
-                      footprint: float | None = None) -> BuildSummary:
-    """Ingest ``inputs`` into a new dataset ``name`` under ``home`` (``seqsketch build``, and the body of a
-    build job); nothing is left behind on failure.
+def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], request: BuildRequest = DEFAULT_BUILD, *,
+                      engine: str = "local", local_memory: int | None = None, progress: Progress | None = None,
+                      job_progress: JobProgress | None = None) -> BuildSummary:
+    """Ingest ``inputs`` into a new dataset ``name`` under ``home`` as ``request`` asks
+    (:class:`sketch.build_request.BuildRequest`: ``seqsketch build``, and the body of a build job); nothing
+    is left behind on failure.
 
     ``engine="spark"`` runs the Spark job (:mod:`sketch.spark.job`), which reports ``job_progress(fraction,
-    message)`` instead of per-batch reading ``progress``.
+    message)`` instead of per-batch reading ``progress`` (an :data:`exact.ingest.Progress`, told of every
+    batch read).  The in-process engine first refuses inputs it estimates to need more memory than
+    ``local_memory`` (:mod:`api.service.build_memory`).  The dataset lives where ``request.store`` says
+    (:mod:`exact.store.replica`).
 
     Returns the ``build`` summary: the ``info`` object plus ``seconds`` and ``timings`` (ingest, index).
-    ``progress`` (an :data:`exact.ingest.Progress`) hears of every batch read.  ``partition_key``: the
-    attribute events are clustered by for per-group questions (``AUTO_KEY``: ``case`` when every event has
-    it; None or ``""``: none).  The in-process engine first refuses inputs it estimates to need more memory
-    than ``local_memory`` (:mod:`api.service.build_memory`).  ``index_attrs``: the attributes served in place
-    for conditions (``[]``: none; None: the cheapest within the default budget).  ``store``: the
-    object-storage location the dataset lives at (``s3://bucket/prefix``; default ``SEQSKETCH_STORE``, else
-    the home's disk; :mod:`exact.store.replica`).  ``footprint``: the budget of the whole dataset, in times
-    its Parquet parts (None: :data:`exact.store.footprint.DEFAULT_FOOTPRINT`).
     """
     check_dataset_name(name)
-    partition_key = partition_key or None
+    footprint, keep = request.footprint, request.keep
     if footprint is not None and not 1.0 <= footprint <= 1000.0:
         raise InputError(f"footprint must lie between 1 and 1000 (times the Parquet parts), not {footprint}",
                          where="footprint")
@@ -138,27 +129,20 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
     if engine == "spark":
         from sketch.spark.job import build_dataset_spark
 
-        summary = build_dataset_spark(home, name, inputs, fmt=fmt, type_field=type_field, time_field=time_field,
-                                      leaf_size=leaf_size, fpq=fpq, memory=memory, replace_existing=replace,
-                                      partition_key=partition_key, progress=job_progress or _unheard,
-                                      index_attrs=index_attrs, location=store, footprint=footprint)
+        summary = build_dataset_spark(home, name, inputs, request, progress=job_progress or _unheard)
         return summary if keep is None else {**summary, **set_retention(home, name, keep)}
-    options = BuildOptions(leaf_size=leaf_size or DEFAULT_OPTIONS.leaf_size, fpq=fpq or DEFAULT_OPTIONS.fpq,
-                           memory_bytes=memory,
-                           index_attrs=tuple(index_attrs) if index_attrs is not None else None,
-                           footprint=footprint)
+    options = request.index_options()
     for path in inputs:
         if not source_exists(path):
             raise InputError("no such file", where=str(path))
-    check_local_build(inputs, fmt, local_memory)
+    check_local_build(inputs, request.fmt, local_memory)
     started = time.perf_counter()
-    with staged_dataset(name, home, replace=replace, store=store) as stage:
-        table = ingest(inputs, IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field),
-                       progress=progress)
+    with staged_dataset(name, home, replace=request.replace, store=request.store) as stage:
+        table = ingest(inputs, request.ingest_options(), progress=progress)
         ingested = time.perf_counter()
         # The index is built here, inside the staged directory, so that it is published with the events:
         # the store's first manifest names it.  A refused --memory budget fails the build before any write.
-        extra = build_index_into(stage, table, options, partition_key=partition_key)
+        extra = build_index_into(stage, table, options, partition_key=request.key)
         index_done = time.perf_counter()
         EventStore.create(store_dir(stage), table, extra=extra | store_extra(options, table))
         del table
@@ -169,7 +153,7 @@ def build_from_inputs(home: Path, name: str, inputs: Sequence[str | Path], *, fm
                         "index": round(index_done - ingested, 3)}}
 
 
-#: Build options of the API and the keyword of :func:`build_from_inputs` that takes each.
+#: Build options of the API and the field of :class:`BuildRequest` that takes each (``engine`` is how it runs).
 BUILD_OPTIONS = {"format": "fmt", "type_field": "type_field", "time_field": "time_field", "engine": "engine",
                  "leaf_size": "leaf_size", "fpq": "fpq", "memory": "memory", "replace": "replace",
                  "partition_key": "partition_key", "index_attrs": "index_attrs", "keep": "keep", "store": "store",
@@ -180,17 +164,20 @@ def build_dataset(home: Path, name: str, inputs: Sequence[Path], options: Mappin
                   progress: JobProgress | None = None) -> BuildSummary:
     """Run the offline build of ``seqsketch build`` for dataset ``name`` with API ``options`` (a background
     job's body).  An option the build cannot honour is an error, never silently dropped."""
-    kwargs: dict[str, Any] = {}
+    fields: dict[str, Any] = {}
     for option, value in options.items():
-        keyword = BUILD_OPTIONS.get(option)
-        if keyword is None:
+        field = BUILD_OPTIONS.get(option)
+        if field is None:
             raise InputError(f"build option {option!r} is not supported by this server", where=option)
-        kwargs[keyword] = value
+        fields[field] = value
+    engine = fields.pop("engine", "local")
+    reading = None
     if progress is not None:
         progress(0.0, "reading inputs")
-        kwargs["progress"] = _reading_progress(inputs, progress)
-        kwargs["job_progress"] = progress  # the Spark job reports its stages itself: (fraction, message)
-    return build_from_inputs(home, name, [str(p) for p in inputs], **kwargs)
+        reading = _reading_progress(inputs, progress)
+    # (the Spark job reports its stages itself: (fraction, message))
+    return build_from_inputs(home, name, [str(p) for p in inputs], BuildRequest(**fields), engine=engine,
+                             progress=reading, job_progress=progress)
 
 
 def _input_key(path: str | Path) -> str:

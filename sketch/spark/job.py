@@ -59,6 +59,7 @@ from exact.readers.splits import DEFAULT_SPLIT_BYTES
 from exact.store import EventStore, PartInfo, Snapshot
 from exact.store.manifest import INDEX_ATTRS_KEY, check_index_attrs
 from sketch.build import BuildOptions, check_budget, config_from
+from sketch.build_request import DEFAULT_BUILD, BuildRequest
 from sketch.dataset import AUTO_KEY
 from sketch.partition.build_columns import Columns, merge_window_columns
 from sketch.sizing import Sizing
@@ -312,11 +313,6 @@ def publish(store: EventStore, result: JobResult, ref: Any, *, expect_version: i
         raise
 
 
-def build_options(leaf_size: int | None, fpq: float | None, memory: int | None) -> BuildOptions:
-    base = BuildOptions()
-    return replace(base, leaf_size=leaf_size or base.leaf_size, fpq=fpq or base.fpq, memory_bytes=memory)
-
-
 def estimated_events(inputs: Sequence[str | Path], ingest: IngestOptions) -> int:
     """The inputs' events as estimated before reading them (:mod:`exact.readers.estimate`)."""
     from exact.readers.estimate import estimate_events
@@ -324,35 +320,30 @@ def estimated_events(inputs: Sequence[str | Path], ingest: IngestOptions) -> int
     return sum(estimate_events(f.path, f.fmt) for f in plan_inputs(inputs, ingest))
 
 
-def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, fmt: str = "auto",
-                        type_field: str = "type", time_field: str = "ts", leaf_size: int | None = None,
-                        fpq: float | None = None, memory: int | None = None, replace_existing: bool = False,
-                        progress: Progress = _no_progress, spark: Any = None,
-                        window_events: int | None = None, partition_key: str | None = AUTO_KEY,
-                        index_attrs: Sequence[str] | None = None, location: str | None = None,
-                        footprint: float | None = None) -> dict[str, Any]:
+def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], request: BuildRequest = DEFAULT_BUILD,
+                        *, progress: Progress = _no_progress, spark: Any = None,
+                        window_events: int | None = None) -> dict[str, Any]:
     """``seqsketch build --engine spark``: a new dataset (store + index, and with a partition key the
-    partition layout and tree) published at once, or nothing; with a store ``location``, on object storage
-    (:mod:`exact.store.replica`)."""
+    partition layout and tree) built as ``request`` asks and published at once, or nothing; with a
+    ``request.store``, on object storage (:mod:`exact.store.replica`).  (``request.keep`` is the service's to
+    set once the dataset is built.)"""
     from exact.store import check_dataset_name, dataset_dir, staged_dataset, store_dir
     from exact.store.replica import stage_location
     from sketch.dataset import partition_from_columns, store_extra, write_index
 
     check_dataset_name(name)
     started = time.perf_counter()
-    ingest = IngestOptions(fmt=fmt, type_field=type_field, time_field=time_field)
+    ingest = request.ingest_options()
     plan_inputs(inputs, ingest)  # a missing input fails before a JVM starts, and so does an existing dataset
-    if dataset_dir(name, home).exists() and not replace_existing:
+    if dataset_dir(name, home).exists() and not request.replace:
         raise Conflict(f"dataset {name!r} exists already (use --replace to rebuild it)",
                        where=str(dataset_dir(name, home)))
     if spark is None:
         progress(0.0, "starting Spark")
         spark = spark_session(events=estimated_events(inputs, ingest))
     jvm = time.perf_counter() - started
-    options = replace(build_options(leaf_size, fpq, memory),
-                      index_attrs=tuple(index_attrs) if index_attrs is not None else None,
-                      footprint=footprint)
-    with staged_dataset(name, home, replace=replace_existing, store=location) as stage:
+    options = request.index_options()
+    with staged_dataset(name, home, replace=request.replace, store=request.store) as stage:
         # the executors' parts serve the attributes the manifest names (checked once the inputs are read)
         store = EventStore.create(store_dir(stage), extra=store_extra(options))
         snap = store.snapshot()
@@ -360,7 +351,7 @@ def build_dataset_spark(home: Path, name: str, inputs: Sequence[str | Path], *, 
         upload_to = stage_location(stage) or ""
         with store.writing():
             result = run_job(spark, inputs, store, ingest=ingest, build=options, snapshot=snap,
-                             progress=progress, window_events=window_events, partition_key=partition_key,
+                             progress=progress, window_events=window_events, partition_key=request.key,
                              upload_to=upload_to)
             timings = Timings(dict(result.timings))
             progress(0.9, "publishing")
@@ -456,11 +447,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = spark_session(events=estimated_events(args.inputs, IngestOptions(
             fmt=args.format, type_field=args.type_field, time_field=args.time_field)))
         if args.action == "build":
-            summary = build_dataset_spark(home, args.dataset, args.inputs, fmt=args.format,
-                                          type_field=args.type_field, time_field=args.time_field,
-                                          leaf_size=args.leaf_size, fpq=args.fpq, memory=args.memory,
-                                          replace_existing=args.replace, progress=report, spark=spark,
-                                          partition_key=args.partition_key or None)
+            request = BuildRequest(fmt=args.format, type_field=args.type_field, time_field=args.time_field,
+                                   leaf_size=args.leaf_size, fpq=args.fpq, memory=args.memory,
+                                   partition_key=args.partition_key, replace=args.replace)
+            summary = build_dataset_spark(home, args.dataset, args.inputs, request, progress=report, spark=spark)
         else:
             summary = append_dataset_spark(home, args.dataset, args.inputs, fmt=args.format,
                                            type_field=args.type_field, time_field=args.time_field,

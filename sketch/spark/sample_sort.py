@@ -33,7 +33,7 @@ import math
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +201,7 @@ class _WindowTask:
                     if not isinstance(err, SeqsketchError):
                         err = SeqsketchError(f"writing window {window}: {type(err).__name__}: {err}",
                                              where=self.plan.store_root)
-                    row = _window_row(window, error=error_to_json(err), seconds=time.perf_counter() - started)
+                    row = WindowRow(window, error=error_to_json(err), seconds=time.perf_counter() - started).batch()
                 if row is not None:
                     yield row
 
@@ -295,11 +295,11 @@ class _WindowTask:
         if plan.partition_key:
             partition = str(Path(plan.staging) / f"partition-{window:06d}.arrow")
             keyless = window_columns(stream, plan.partition_key, Path(partition))
-        return _window_row(window, first_seq=first, events=stream.num_rows, parts=json.dumps(listed),
-                           first_leaf=leaf_start // C, leaves=count, vocabulary=json.dumps(vocabulary),
-                           pairs=pairs.astype("<i8").tobytes(), lo_ts=lo_ts.astype("<i8").tobytes(),
-                           hi_ts=hi_ts.astype("<i8").tobytes(), end_seq=first + stream.num_rows, bits=bits,
-                           partition=partition, keyless=keyless, seconds=time.perf_counter() - started)
+        return WindowRow(window, first_seq=first, events=stream.num_rows, parts=json.dumps(listed),
+                         first_leaf=leaf_start // C, leaves=count, vocabulary=json.dumps(vocabulary),
+                         pairs=pairs.astype("<i8").tobytes(), lo_ts=lo_ts.astype("<i8").tobytes(),
+                         hi_ts=hi_ts.astype("<i8").tobytes(), end_seq=first + stream.num_rows, bits=bits,
+                         partition=partition, keyless=keyless, seconds=time.perf_counter() - started).batch()
 
 
 def _map_chunk(chunk: ChunkRef) -> tuple[pa.RecordBatch, np.ndarray]:
@@ -313,16 +313,33 @@ def _map_chunk(chunk: ChunkRef) -> tuple[pa.RecordBatch, np.ndarray]:
     return batch, ts + chunk.shift if chunk.shift else ts
 
 
-def _window_row(window: int, *, first_seq: int = 0, events: int = 0, parts: str | None = None,
-                first_leaf: int = 0, leaves: int = 0, vocabulary: str = "[]", pairs: bytes = b"",
-                lo_ts: bytes = b"", hi_ts: bytes = b"", end_seq: int = 0, bits: bytes | None = None,
-                partition: str | None = None, keyless: int = 0, error: str | None = None,
-                seconds: float = 0.0) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict(
-        {"window": [window], "first_seq": [first_seq], "events": [events], "parts": [parts],
-         "first_leaf": [first_leaf], "leaves": [leaves], "vocabulary": [vocabulary], "pairs": [pairs],
-         "lo_ts": [lo_ts], "hi_ts": [hi_ts], "end_seq": [end_seq], "bits": [bits], "partition": [partition],
-         "keyless": [keyless], "error": [error], "seconds": [seconds]}, schema=_WINDOW_ARROW)
+@dataclass(frozen=True)
+class WindowRow:
+    """What a window's task answers the driver, one row of ``_WINDOW_ARROW``: where its events begin and how
+    many, the parts it wrote (JSON), its leaves (first, count, the vocabulary, the (leaf, type) pairs, each
+    leaf's time range), its bits, its partition columns' file and keyless events — or the error that failed
+    it — and how long it took."""
+
+    window: int
+    first_seq: int = 0
+    events: int = 0
+    parts: str | None = None
+    first_leaf: int = 0
+    leaves: int = 0
+    vocabulary: str = "[]"
+    pairs: bytes = b""
+    lo_ts: bytes = b""
+    hi_ts: bytes = b""
+    end_seq: int = 0
+    bits: bytes | None = None
+    partition: str | None = None
+    keyless: int = 0
+    error: str | None = None
+    seconds: float = 0.0
+
+    def batch(self) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict({f.name: [getattr(self, f.name)] for f in fields(self)},
+                                          schema=_WINDOW_ARROW)
 
 
 def parts_of(row: Mapping[str, Any]) -> list[PartInfo]:

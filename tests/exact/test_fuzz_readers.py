@@ -24,6 +24,7 @@ from api.service import build_from_inputs as build_dataset
 from exact.errors import InputError
 from exact.events import MAX_MICROS, MIN_MICROS, iso_of_micros, parse_timestamp
 from exact.ingest import IngestOptions, ingest
+from sketch.build_request import BuildRequest
 from tests.generators import scaled
 
 JSONL = "".join(json.dumps({"type": f"T{i % 3}", "ts": 1_600_000_000 + i, "x": i}) + "\n"
@@ -308,7 +309,7 @@ def test_a_failed_rebuild_keeps_the_old_dataset(home: Path, tmp_path: Path, shar
     bad = tmp_path / "bad.csv.gz"
     bad.write_bytes(gzip.compress(CSV)[:-20])
     with pytest.raises(InputError):
-        build_dataset(home, "keep", [str(bad)], replace=True)
+        build_dataset(home, "keep", [str(bad)], BuildRequest(replace=True))
     assert visible(home) == ["keep"]
     assert (home / "datasets" / "keep" / "store" / "manifest.json").read_bytes() == manifest
 

@@ -17,6 +17,7 @@ from exact.store.footprint import MIN_ALLOWANCE
 from exact.store.seek import open_seek
 from exact.store.seek_format import seek_name
 from sketch.build import BuildOptions
+from sketch.build_request import BuildRequest
 from sketch.dataset import Dataset, dataset_info
 
 QUERIES = ["PATTERN SEQ(A a, B b) WHERE a.amount > 5000 AND b.amount < a.amount WITHIN 40 EVENTS",
@@ -81,4 +82,4 @@ def test_a_budget_is_kept_by_appends_and_refused_below_one(tmp_path: Path) -> No
     source = tmp_path / "e.csv"
     source.write_text("type,ts\nA,2024-01-01T00:00:00Z\n")
     with pytest.raises(InputError, match="footprint"):
-        build_from_inputs(tmp_path, "e", [str(source)], footprint=0.5)
+        build_from_inputs(tmp_path, "e", [str(source)], BuildRequest(footprint=0.5))

@@ -29,6 +29,7 @@ from exact.store import EventStore, dataset_dir, store_dir
 from exact.store.manifest import PARTS
 from exact.store.seek import open_seek
 from exact.store.seek_format import seek_name
+from sketch.build_request import BuildRequest
 from sketch.dataset import Dataset
 from sketch.spark.job import append_dataset_spark, build_dataset_spark
 from sketch.spark.read import collect_staged, plan_inputs, plan_pieces, shifted, stage_inputs, unified_attrs
@@ -43,7 +44,7 @@ pytestmark = pytest.mark.spark
 def local_build(home: Path, name: str, inputs: list[Path], **options) -> Dataset:
     from api.service import build_from_inputs as build_dataset
 
-    build_dataset(home, name, [str(p) for p in inputs], **options)
+    build_dataset(home, name, [str(p) for p in inputs], BuildRequest(**options))
     return Dataset.open(home, name)
 
 
@@ -210,7 +211,7 @@ def test_generated_multi_file_stream_equals_local_build(spark, tmp_path: Path, h
     inputs = write_generated_inputs(tmp_path)
     local_build(home, "local", inputs, leaf_size=8)
     reports: list[tuple[float, str]] = []
-    summary = build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=8, window_events=320,
+    summary = build_dataset_spark(home, "spark", inputs, BuildRequest(leaf_size=8), spark=spark, window_events=320,
                                   progress=lambda f, m: reports.append((f, m)))
     assert_same_dataset(spark, home, "local", "spark")
     parts = EventStore.open(store_dir(dataset_dir("spark", home))).snapshot().parts
@@ -243,8 +244,8 @@ def test_malformed_input_among_good_ones_names_it_and_keeps_the_live_version(
     bad = tmp_path / "bad.csv"
     bad.write_text("ts,type\n1600000000,A\nnot a time,B\n", encoding="utf-8")
     with pytest.raises(InputError) as caught:
-        build_dataset_spark(home, "d", [*good, bad, shared_data / "running-example.xes"], spark=spark,
-                            replace_existing=True)
+        build_dataset_spark(home, "d", [*good, bad, shared_data / "running-example.xes"], BuildRequest(replace=True),
+                            spark=spark)
     assert "bad.csv" in str(caught.value) and "line 3" in str(caught.value) and "'ts'" in str(caught.value)
     assert_untouched(home, "d", before)
     assert sorted(p.name for p in (home / "datasets").iterdir()) == ["d"]  # no staging left behind
@@ -382,7 +383,7 @@ def test_inputs_already_in_time_order_equal_local(spark, tmp_path: Path, home: P
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         inputs.append(path)
     local_build(home, "local", inputs, leaf_size=8)
-    build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=8, window_events=80)
+    build_dataset_spark(home, "spark", inputs, BuildRequest(leaf_size=8), spark=spark, window_events=80)
     assert_same_dataset(spark, home, "local", "spark")
 
 
@@ -413,7 +414,8 @@ def test_large_inputs_read_in_pieces_equal_local_build(spark, tmp_path: Path, ho
     # (a footprint budget that binds nowhere: the local build's one part and Spark's windows would each give
     # up different value indexes under the default, and every seek file is checked to index its attributes)
     local_build(home, "local", inputs, leaf_size=16, footprint=100)
-    build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=16, window_events=2_000, footprint=100)
+    build_dataset_spark(home, "spark", inputs, BuildRequest(leaf_size=16, footprint=100), spark=spark,
+                        window_events=2_000)
     assert_same_dataset(spark, home, "local", "spark")
 
 
@@ -458,8 +460,9 @@ def test_a_spark_build_to_a_bucket_equals_the_local_build_and_its_tasks_upload_t
         return real_put(self, key, data)
 
     monkeypatch.setattr(objects.ObjectStore, "put_if_absent", watched)
-    build_dataset_spark(home, "spark", inputs, spark=spark, leaf_size=8, window_events=320,
-                        location=f"s3://seqsketch-test/spark-{uuid.uuid4().hex[:8]}")
+    build_dataset_spark(home, "spark", inputs,
+                        BuildRequest(leaf_size=8, store=f"s3://seqsketch-test/spark-{uuid.uuid4().hex[:8]}"),
+                        spark=spark, window_events=320)
     assert_same_dataset(spark, home, "local", "spark")
     uri = location_of(dataset_dir("spark", home))
     assert uri is not None
@@ -493,9 +496,9 @@ def test_inputs_on_a_bucket_are_read_by_the_tasks_in_pieces_and_equal_local_ones
     files = plan_inputs(remote, IngestOptions())
     assert sum(1 for p in plan_pieces(files, 4096) if p.split.pieces > 1) >= 3  # (objects cut in pieces)
     local_build(home, "local", inputs, leaf_size=8)
-    build_dataset_spark(home, "spark", remote, spark=spark, leaf_size=8, window_events=320)
+    build_dataset_spark(home, "spark", remote, BuildRequest(leaf_size=8), spark=spark, window_events=320)
     assert_same_dataset(spark, home, "local", "spark")
-    build_from_inputs(home, "inproc", remote, engine="local", leaf_size=8)
+    build_from_inputs(home, "inproc", remote, BuildRequest(leaf_size=8), engine="local")
     assert store_table(home, "inproc").equals(store_table(home, "local"))
     assert digest(home, "inproc") == digest(home, "local")
     with pytest.raises(InputError, match="no such"):

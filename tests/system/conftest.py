@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from api.service import build_from_inputs as build_dataset
+from sketch.build_request import BuildRequest
 from tests.system.faultkit import BASE_EVENTS, BATCH_EVENTS, jsonl
 
 
@@ -22,5 +23,5 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def base_home(tmp_path_factory: pytest.TempPathFactory, inputs: dict[str, Path]) -> Path:
     home = tmp_path_factory.mktemp("fault-base")
-    build_dataset(home, "ds", [str(inputs["base"])], leaf_size=64)
+    build_dataset(home, "ds", [str(inputs["base"])], BuildRequest(leaf_size=64))
     return home

@@ -37,6 +37,7 @@ from api.service import build_from_inputs as build_dataset
 from exact.store import EventStore, dataset_dir, dataset_names, staged_dataset, store_dir, sweep_abandoned
 from exact.store.manifest import REMOVED_GRACE_S
 from exact.store.retention import Retention
+from sketch.build_request import BuildRequest
 from sketch.dataset import Dataset
 from sketch.tree import BloomTree
 from tests.system.faultkit import (
@@ -118,7 +119,7 @@ def expected_tables(inputs: dict[str, Path], home: Path) -> tuple[pa.Table, pa.T
     of both inputs at once, which the append must equal)."""
     before = stream(home, "ds").select(["ts", "type"])
     both = home.parent / f"{home.name}-oracle"
-    build_dataset(both, "ds", [str(inputs["base"]), str(inputs["batch"])], leaf_size=64)
+    build_dataset(both, "ds", [str(inputs["base"]), str(inputs["batch"])], BuildRequest(leaf_size=64))
     after = stream(both, "ds").select(["ts", "type"])
     shutil.rmtree(both)
     return before, after
@@ -264,7 +265,7 @@ def test_build_killed_at_every_step(tmp_path: Path, base_home: Path, inputs: dic
     The next build leaves nothing of the killed one behind."""
     old = stream(base_home, "ds").select(["ts", "type"])
     oracle = tmp_path / "oracle"
-    build_dataset(oracle, "ds", [str(inputs["other"])], leaf_size=64)
+    build_dataset(oracle, "ds", [str(inputs["other"])], BuildRequest(leaf_size=64))
     new = stream(oracle, "ds").select(["ts", "type"])
     args = ["build", "ds", str(inputs["other"]), "--engine", "local", "--leaf-size", "64", "--json"]
     for kill_at in range(1, 40):
@@ -285,7 +286,7 @@ def test_build_killed_at_every_step(tmp_path: Path, base_home: Path, inputs: dic
         if code == 0:
             assert hidden(home) == []
             break
-        build_dataset(home, "next", [str(inputs["other"])], leaf_size=64)
+        build_dataset(home, "next", [str(inputs["other"])], BuildRequest(leaf_size=64))
         assert hidden(home) == [], "the next build should sweep what the killed one left"
         shutil.rmtree(home)
     else:
@@ -420,7 +421,7 @@ def test_replace_without_a_directory_exchange(tmp_path: Path, base_home: Path, i
         return False
 
     monkeypatch.setattr(datasets, "_exchange", unsupported)
-    build_dataset(home, "ds", [str(inputs["other"])], replace=True, leaf_size=64)
+    build_dataset(home, "ds", [str(inputs["other"])], BuildRequest(replace=True, leaf_size=64))
     assert len(calls) == 1
     assert stream(home, "ds").num_rows == 300
     assert_index_equals_rebuild(home, "ds")
@@ -449,7 +450,7 @@ def test_a_read_overtaken_by_a_replace_is_a_conflict_not_damage(tmp_path: Path, 
     home = fresh_copy(base_home, tmp_path / "home")
     store = EventStore.open(store_dir(dataset_dir("ds", home)))
     old = store.snapshot()
-    build_dataset(home, "ds", [str(inputs["other"])], replace=True, leaf_size=64)
+    build_dataset(home, "ds", [str(inputs["other"])], BuildRequest(replace=True, leaf_size=64))
     with pytest.raises(Conflict, match="replaced or deleted"):
         store.read_table(snapshot=old)
     assert store.read_table().num_rows == 300  # a retry reads the new dataset

@@ -212,8 +212,8 @@ def test_a_watch_on_a_dataset_built_anew_while_the_server_was_down_ends(built: P
         first = client.watch("running", watch_id=old["id"])
         assert next(iter(first)) is not None  # the history's matches flow
         first.close()
-    service.build_from_inputs(home, "running", [str(shared_data / "running-example.xes")], engine="local",
-                              replace=True)
+    service.build_from_inputs(home, "running", [str(shared_data / "running-example.xes")],
+                              service.BuildRequest(replace=True), engine="local")
     with serve(home, shared_data) as (url, _app):
         client = Client(url, timeout=30)
         stale = Collector(client, old["id"])
