@@ -85,8 +85,7 @@ def checked_name(name: str) -> str:
     if not NAME.fullmatch(name):
         raise sc.RequestInvalid("dataset names are 1-64 characters: a-z, 0-9, '_' and '-', starting with a "
                                 "letter or digit", where=f"dataset name {name!r}")
-    st = state()
-    service.replicate(st.catalog, st.home, name)  # (a dataset on object storage this server serves too)
+    state().service.replicate(name)  # (a dataset on object storage this server serves too)
     return name
 
 
@@ -125,8 +124,7 @@ def openapi() -> Any:
     summary="List datasets", scope="read", tag="datasets",
     responses={200: ("every dataset, by name", sc.DATASET_LIST)}))
 def list_datasets() -> Any:
-    st = state()
-    return jsonify({"datasets": service.served_datasets(st.catalog, st.home)})
+    return jsonify({"datasets": state().service.datasets()})
 
 
 @operation("/datasets/<name>", "GET", sc.Operation(
@@ -135,8 +133,7 @@ def list_datasets() -> Any:
                 "catalog state",
     responses={200: ("the dataset", sc.DATASET)}))
 def get_dataset(name: str) -> Any:
-    st = state()
-    return jsonify(service.served_dataset(st.catalog, st.home, checked_name(name)))
+    return jsonify(state().service.dataset(checked_name(name)))
 
 
 @operation("/datasets/<name>/density", "GET", sc.Operation(
@@ -145,15 +142,14 @@ def get_dataset(name: str) -> Any:
                 "console's density strip).",
     responses={200: ("events per span of time", sc.DENSITY)}))
 def dataset_density(name: str) -> Any:
-    return jsonify(service.event_density(state().home, checked_name(name)))
+    return jsonify(state().service.density(checked_name(name)))
 
 
 @operation("/datasets/<name>", "DELETE", sc.Operation(
     summary="Delete a dataset (events and index)", scope="write", tag="datasets",
     responses={200: ("deleted", sc.DELETED)}))
 def delete_dataset(name: str) -> Any:
-    st = state()
-    service.delete_served_dataset(st.catalog, st.home, st.locks, checked_name(name))
+    state().service.delete(checked_name(name))
     return jsonify({"deleted": name})
 
 
@@ -185,12 +181,10 @@ def _append_records(empty: bool) -> list[dict[str, Any]]:
     query={"watermark": "ISO 8601 time or epoch seconds: no event at or before it will be appended"},
     responses={200: ("appended", sc.APPEND_RESULT)}))
 def append_events(name: str) -> Any:
-    st = state()
     checked_name(name)
     watermark = request.args.get("watermark")
     records = _append_records(empty=watermark is not None)
-    return jsonify(service.append_to_served_dataset(st.catalog, st.home, st.locks, name, records,
-                                                    watermark=watermark))
+    return jsonify(state().service.append(name, records, watermark=watermark))
 
 
 @operation("/datasets/<name>/retention", "PUT", sc.Operation(
@@ -201,8 +195,7 @@ def append_events(name: str) -> Any:
                 "the retired history stays for approximate answers. Returns the dataset's description.",
     responses={200: ("the dataset", sc.DATASET)}))
 def set_retention(name: str, body: dict[str, Any]) -> Any:
-    st = state()
-    return jsonify(service.retain_served_dataset(st.catalog, st.home, st.locks, checked_name(name), body["keep"]))
+    return jsonify(state().service.retain(checked_name(name), body["keep"]))
 
 
 @operation("/datasets/<name>/builds", "POST", sc.Operation(
@@ -216,7 +209,7 @@ def start_build(name: str, body: dict[str, Any]) -> Any:
     checked_name(name)
     options = {k: v for k, v in body.items() if k != "inputs"}
     options.setdefault("engine", current_app.config["BUILD_ENGINE"])
-    job = service.request_build(st.catalog, st.home, name, body["inputs"], options, st.input_roots)
+    job = st.service.request_build(name, body["inputs"], options)
     if st.jobs is not None:
         st.jobs.wake()  # a runner in this process looks at once
     location = url_for("v1.get_job", job_id=job["id"])
@@ -247,10 +240,9 @@ def _principal() -> Principal | None:
                 "(docs/contract.md §5.8).",
     responses={201: ("the watch", sc.WATCH)}))
 def create_watch(name: str, body: dict[str, Any]) -> Any:
-    st = state()
-    watch = service.create_watch(st.catalog, st.home, checked_name(name), body["query"],
-                                 mode=body.get("mode") or "verified", start=body.get("from") or "now",
-                                 token=_principal_name(), webhook=body.get("webhook"))
+    watch = state().service.create_watch(checked_name(name), body["query"], mode=body.get("mode") or "verified",
+                                         start=body.get("from") or "now", token=_principal_name(),
+                                         webhook=body.get("webhook"))
     response = jsonify(_watch_view(watch))
     response.status_code = 201
     response.headers["Location"] = url_for("v1.get_watch", name=name, watch_id=watch["id"])
@@ -261,23 +253,20 @@ def create_watch(name: str, body: dict[str, Any]) -> Any:
     summary="A dataset's watches (those this token may use)", scope="read", tag="watches",
     responses={200: ("the watches", sc.WATCH_LIST)}))
 def list_watches(name: str) -> Any:
-    st = state()
-    watches = service.list_watches(st.catalog, st.home, checked_name(name), _principal())
+    watches = state().service.watches(checked_name(name), _principal())
     return jsonify({"watches": [_watch_view(w) for w in watches]})
 
 
 @operation("/datasets/<name>/watches/<watch_id>", "GET", sc.Operation(
     summary="One watch", scope="read", tag="watches", responses={200: ("the watch", sc.WATCH)}))
 def get_watch(name: str, watch_id: str) -> Any:
-    st = state()
-    return jsonify(_watch_view(service.get_watch(st.catalog, st.home, checked_name(name), watch_id, _principal())))
+    return jsonify(_watch_view(state().service.watch(checked_name(name), watch_id, _principal())))
 
 
 @operation("/datasets/<name>/watches/<watch_id>", "DELETE", sc.Operation(
     summary="Stop keeping a watch", scope="read", tag="watches", responses={200: ("deleted", sc.DELETED)}))
 def delete_watch(name: str, watch_id: str) -> Any:
-    st = state()
-    return jsonify(service.delete_watch(st.catalog, st.home, checked_name(name), watch_id, _principal()))
+    return jsonify(state().service.delete_watch(checked_name(name), watch_id, _principal()))
 
 
 @operation("/datasets/<name>/watches/<watch_id>/stream", "GET", sc.Operation(
@@ -291,11 +280,11 @@ def delete_watch(name: str, watch_id: str) -> Any:
     media_types=("text/event-stream",), responses={200: ("the event stream", None)}))
 def watch_stream(name: str, watch_id: str) -> Any:
     st = state()
-    watch = service.get_watch(st.catalog, st.home, checked_name(name), watch_id, _principal())
+    watch = st.service.watch(checked_name(name), watch_id, _principal())
     given = request.headers.get("Last-Event-ID") or request.args.get("cursor")
     cursor = Cursor.parse(given, "Last-Event-ID" if request.headers.get("Last-Event-ID") else "cursor") \
         if given else Cursor.parse(watch["cursor"])
-    service.standing_query(st.home, name, watch["query"])  # a dataset changed since: refused now, not mid-stream
+    st.service.standing_query(name, watch["query"])  # a dataset changed since: refused now, not mid-stream
     token = _principal_name()
     st.stream_slots.acquire(token)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -303,7 +292,7 @@ def watch_stream(name: str, watch_id: str) -> Any:
     if request.environ.get(STREAMS_KEY):  # the front serves it from its event loop (api.server)
         request.environ[STREAM_KEY] = StreamSpec(st.home, name, dict(watch), cursor, token, release)
         return Response(b"", mimetype="text/event-stream", headers=headers)
-    return Response(_released(service.sse_events(st.home, name, watch, cursor), release),
+    return Response(_released(st.service.sse_events(name, watch, cursor), release),
                     mimetype="text/event-stream", headers=headers)
 
 
@@ -321,14 +310,14 @@ def _released(events: Iterator[str], release: Callable[[], None]) -> Iterator[st
                 "POST /v1/datasets/{name}/builds takes them; at most 500.",
     responses={200: ("the build inputs", sc.INPUT_LIST)}))
 def list_inputs() -> Any:
-    return jsonify({"inputs": service.allowed_inputs(state().input_roots)})
+    return jsonify({"inputs": state().service.inputs()})
 
 
 @operation("/jobs/<job_id>", "GET", sc.Operation(
     summary="A build job's state and progress", scope="read", tag="builds",
     responses={200: ("the job", sc.JOB)}))
 def get_job(job_id: str) -> Any:
-    return jsonify(service.job_status(state().catalog, job_id))
+    return jsonify(state().service.job(job_id))
 
 
 # --- queries -----------------------------------------------------------------------------------------------
@@ -345,7 +334,6 @@ def get_job(job_id: str) -> Any:
     media_types=(formats.ARROW_STREAM, formats.NDJSON),
     responses={200: ("the answer (docs/contract.md §3)", sc.QUERY_ANSWER)}))
 def query(name: str, body: dict[str, Any]) -> Any:
-    st = state()
     cfg = current_app.config
     form = request.accept_mimetypes.best_match(["application/json", formats.ARROW_STREAM, formats.NDJSON],
                                                default="application/json")
@@ -353,11 +341,11 @@ def query(name: str, body: dict[str, Any]) -> Any:
     limits = service.QueryLimits(max_matches=int(most) or None,
                                  timeout_ms=int(cfg["QUERY_TIMEOUT_MS"]) or None,
                                  max_events=int(cfg["QUERY_MAX_EVENTS"]) or None)
-    answer = service.logged_query(
-        st.catalog, st.home, checked_name(name), body["query"], mode=body.get("mode") or "verified",
-        limit=body.get("limit"), granularity=body.get("granularity"),
-        include_events=bool(body.get("include_events")), timeout_ms=body.get("timeout_ms"), limits=limits,
-        token=_principal_name(), columnar=form != "application/json", density=body.get("density"))
+    asked = service.QueryRequest(
+        mode=body.get("mode") or "verified", limit=body.get("limit"), granularity=body.get("granularity"),
+        include_events=bool(body.get("include_events")), timeout_ms=body.get("timeout_ms"),
+        columnar=form != "application/json", density=body.get("density"), token=_principal_name())
+    answer = state().service.query(checked_name(name), body["query"], asked, limits)
     if form == formats.ARROW_STREAM:
         return Response(formats.arrow_stream(answer), mimetype=formats.ARROW_STREAM)
     if form == formats.NDJSON:

@@ -4,6 +4,7 @@ found by the routes through :func:`service_state` (so that the routes never impo
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from flask import Flask
 
 from api.catalog import Catalog
 from api.db import seqsketch_home
+from api.service.bound import Service
 from api.service.locks import DatasetLocks
 from api.streaming import StreamSlots
 from exact.errors import SeqsketchError
@@ -44,6 +46,11 @@ class ServiceState:
     locks: DatasetLocks = field(default_factory=DatasetLocks)
     #: the open watch streams, counted against the server's and each token's limit
     stream_slots: StreamSlots = field(default_factory=lambda: StreamSlots(2000, 500))
+
+    @functools.cached_property
+    def service(self) -> Service:
+        """The service bound to this state: what the routes call."""
+        return Service(self.home, self.catalog, self.locks, tuple(self.input_roots))
 
 
 def service_state(app: Flask) -> ServiceState:

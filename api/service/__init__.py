@@ -9,6 +9,7 @@ module                 holds
 =====================  ==========================================================================
 ``datasets``           exist, info, list, build, append, delete, compact, events over time
 ``served``             datasets as a server serves them: the disk and the catalog kept together
+``bound``              the service bound to one server's state, as the routes call it
 ``batches``            API event records as a stream table: a feed's batch by column, others by record
 ``export``             the stored events back out (parquet, jsonl, csv)
 ``queries``            the three query modes under the caller's limits; a server's, logged
@@ -75,6 +76,7 @@ from api.service.queries import (
     QUERY_MODES,
     QueryAnswer,
     QueryLimits,
+    QueryRequest,
     bound_events,
     full_scan,
     indexed_query,
@@ -124,6 +126,7 @@ __all__ = [
     "QUEUED_MESSAGE",
     "QueryAnswer",
     "QueryLimits",
+    "QueryRequest",
     "Settled",
     "allowed_inputs",
     "append_inputs",

@@ -359,6 +359,30 @@ class QueryLimits:
     max_events: int | None = None
 
 
+#: A server without limits.
+NO_LIMITS = QueryLimits()
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    """What a request asks of one query beside its text (docs/contract.md §3): the mode, how many matches and
+    at what granularity, the bound events, its own time limit, the answer as columns (Arrow, NDJSON) and a
+    density of candidate spans; and the name of the token that asks, for the query log."""
+
+    mode: str = "verified"
+    limit: int | None = None
+    granularity: int | None = None
+    include_events: bool = False
+    timeout_ms: int | None = None
+    columnar: bool = False
+    density: int | None = None
+    token: str | None = None
+
+
+#: A request that asks for nothing but the defaults.
+DEFAULT_REQUEST = QueryRequest()
+
+
 def tighter_timeout(asked_ms: int | None, server_ms: int | None) -> int | None:
     """The tighter of a request's and the server's time limits (``None`` or 0: none)."""
     limits = [t for t in (asked_ms, server_ms) if t]
@@ -370,14 +394,11 @@ def query_text(query: str | Mapping[str, Any]) -> str:
     return query if isinstance(query, str) else json.dumps(query, sort_keys=True)
 
 
-def logged_query(catalog: Catalog, home: Path, name: str, query: str | Mapping[str, Any], *,
-                 mode: str = "verified", limit: int | None = None, granularity: int | None = None,
-                 include_events: bool = False, timeout_ms: int | None = None,
-                 limits: QueryLimits = QueryLimits(), token: str | None = None,
-                 columnar: bool = False, density: int | None = None) -> QueryAnswer:
-    """:func:`limited_query` under the server's ``limits`` (and the request's ``timeout_ms`` when tighter),
-    written to the catalog's query log with its time, counts and error code — or ``internal`` for a fault —
-    and the name of the ``token`` that asked."""
+def logged_query(catalog: Catalog, home: Path, name: str, query: str | Mapping[str, Any],
+                 asked: QueryRequest = DEFAULT_REQUEST, limits: QueryLimits = NO_LIMITS) -> QueryAnswer:
+    """:func:`limited_query` as ``asked``, under the server's ``limits`` (and the request's ``timeout_ms``
+    when tighter), written to the catalog's query log with its time, counts and error code — or
+    ``internal`` for a fault — and the name of the token that asked."""
     started = time.perf_counter()
     error_code: str | None = None
     answer: QueryAnswer = {}
@@ -385,9 +406,10 @@ def logged_query(catalog: Catalog, home: Path, name: str, query: str | Mapping[s
         if not dataset_exists(home, name):
             raise NotFound(f"dataset {name!r} does not exist", where=name)
         answer = limited_query(
-            home, name, query, mode=mode, limit=limit, granularity=granularity, include_events=include_events,
-            max_matches=limits.max_matches, timeout_ms=tighter_timeout(timeout_ms, limits.timeout_ms),
-            max_events=limits.max_events, columnar=columnar, density=density)
+            home, name, query, mode=asked.mode, limit=asked.limit, granularity=asked.granularity,
+            include_events=asked.include_events, max_matches=limits.max_matches,
+            timeout_ms=tighter_timeout(asked.timeout_ms, limits.timeout_ms), max_events=limits.max_events,
+            columnar=asked.columnar, density=asked.density)
         return answer
     except SeqsketchError as err:
         error_code = err.code
@@ -398,10 +420,10 @@ def logged_query(catalog: Catalog, home: Path, name: str, query: str | Mapping[s
     finally:
         stats = answer.get("stats") or {}
         catalog.log_query(
-            dataset=name, mode=mode, query=query_text(query), ms=(time.perf_counter() - started) * 1000.0,
+            dataset=name, mode=asked.mode, query=query_text(query), ms=(time.perf_counter() - started) * 1000.0,
             count=answer.get("count"), candidate_intervals=stats.get("candidate_intervals"),
             events_scanned=stats.get("events_scanned"), truncated=bool(answer.get("truncated")),
-            error_code=error_code, token=token)
+            error_code=error_code, token=asked.token)
 
 
 #: One bound event of a match: ``seq``, ``ts`` (ISO-8601), ``type`` and ``attrs``.
