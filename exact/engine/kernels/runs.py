@@ -231,9 +231,9 @@ def operand(c: int, side: int, e: int, step: Step, nodes: Nodes, runs: RunProgra
 
 def check(c: int, e: int, step: Step, nodes: Nodes, runs: RunProgram, events: Events, out: np.ndarray) -> bool:
     """Does run check ``c`` hold with ``e`` the event under check, on ``step``?"""
-    lk, lf, li = operand(c, LEFT, e, step, nodes, runs, events, out)
-    rk, rv, rint = operand(c, RIGHT, e, step, nodes, runs, events, out)
-    return compare(lk, lf, li, runs.ck[c, CK_OP], rk, rv, rint)
+    left_kind, left_value, left_int = operand(c, LEFT, e, step, nodes, runs, events, out)
+    right_kind, right_value, right_int = operand(c, RIGHT, e, step, nodes, runs, events, out)
+    return compare(left_kind, left_value, left_int, runs.ck[c, CK_OP], right_kind, right_value, right_int)
 
 
 def checks(lo: int, hi: int, step: Step, nodes: Nodes, runs: RunProgram, events: Events, out: np.ndarray) -> bool:
@@ -246,13 +246,13 @@ def checks(lo: int, hi: int, step: Step, nodes: Nodes, runs: RunProgram, events:
             if not check(c, step.x, step, nodes, runs, events, out):
                 return False
         else:
-            u = ck[c, CK_VAR]
-            nd = step.row
-            while nd >= 0:
-                if pool[nd, VAR] == u:
-                    if not check(c, pool[nd, POS], step, nodes, runs, events, out):
+            each = ck[c, CK_VAR]
+            walked = step.row
+            while walked >= 0:
+                if pool[walked, VAR] == each:
+                    if not check(c, pool[walked, POS], step, nodes, runs, events, out):
                         return False
-                nd = pool[nd, PARENT]
+                walked = pool[walked, PARENT]
     return True
 
 

@@ -89,40 +89,41 @@ def holds(t: int, x: int, node: int, nodes: Nodes, machine: Machine, runs: RunPr
           out: np.ndarray) -> bool:
     """Do the conditions of transition ``t`` hold for event ``x`` after node ``node`` (:func:`step` has
     checked the variable's properties)?"""
-    v = machine.tr_var[t]
+    var = machine.tr_var[t]
     pool = nodes.pool
     kind = events.kind
     value = events.value
     integer = events.integer
-    for r in range(machine.rc_off[t], machine.rc_off[t + 1]):
-        ax = machine.rc_ax[r]
+    for r in range(machine.rc_off[t], machine.rc_off[t + 1]):  # relations: x against every event of `other`
+        attr = machine.rc_ax[r]
         op = machine.rc_op[r]
-        w = machine.rc_w[r]
-        ay = machine.rc_ay[r]
-        kx = kind[ax, x]
-        vx = value[ax, x]
-        ix = integer[ax, x]
-        nd = node
-        while nd >= 0:
-            if pool[nd, VAR] == w:
-                y = pool[nd, POS]
-                if not compare(kx, vx, ix, op, kind[ay, y], value[ay, y], integer[ay, y]):
+        other = machine.rc_w[r]
+        other_attr = machine.rc_ay[r]
+        x_kind = kind[attr, x]
+        x_value = value[attr, x]
+        x_int = integer[attr, x]
+        walked = node
+        while walked >= 0:
+            if pool[walked, VAR] == other:
+                y = pool[walked, POS]
+                if not compare(x_kind, x_value, x_int, op, kind[other_attr, y], value[other_attr, y],
+                               integer[other_attr, y]):
                     return False
-            nd = pool[nd, PARENT]
-    if machine.pc_off[t] < machine.pc_off[t + 1]:
-        nd = node
-        while nd >= 0 and pool[nd, VAR] != v:
-            nd = pool[nd, PARENT]
-        last = pool[nd, POS]
+            walked = pool[walked, PARENT]
+    if machine.pc_off[t] < machine.pc_off[t + 1]:  # prev: the variable's last event against x
+        walked = node
+        while walked >= 0 and pool[walked, VAR] != var:
+            walked = pool[walked, PARENT]
+        last = pool[walked, POS]
         for p in range(machine.pc_off[t], machine.pc_off[t + 1]):
-            ap = machine.pc_ap[p]
-            ax = machine.pc_ax[p]
-            if not compare(kind[ap, last], value[ap, last], integer[ap, last], machine.pc_op[p], kind[ax, x],
-                           value[ax, x], integer[ax, x]):
+            last_attr = machine.pc_ap[p]
+            attr = machine.pc_ax[p]
+            if not compare(kind[last_attr, last], value[last_attr, last], integer[last_attr, last], machine.pc_op[p],
+                           kind[attr, x], value[attr, x], integer[attr, x]):
                 return False
     ck_off = runs.ck_off
     if ck_off[t] < ck_off[t + 1]:
-        return checks(ck_off[t], ck_off[t + 1], Step(x, v, runs.tr_begin[t] == 1, node), nodes, runs, events, out)
+        return checks(ck_off[t], ck_off[t + 1], Step(x, var, runs.tr_begin[t] == 1, node), nodes, runs, events, out)
     return True
 
 

@@ -70,32 +70,33 @@ def int_float(i: Int, op: Int, f: float) -> bool:
     return order(0 if fl == f else -1, op)
 
 
-def compare(kx: Int, vx: float, ix: Int, op: Int, ky: Int, vy: float, iy: Int) -> bool:
-    """``x op y`` for values given as (kind, float, integer), by the project's rule: null → false; different
-    kinds: only ``!=`` holds; numbers compare as numbers (integers exactly); strings by rank."""
-    if kx == K_NULL or ky == K_NULL:
+def compare(left_kind: Int, left_value: float, left_int: Int, op: Int, right_kind: Int, right_value: float,
+            right_int: Int) -> bool:
+    """``left op right`` for values given as (kind, float, integer), by the project's rule: null → false;
+    different kinds: only ``!=`` holds; numbers compare as numbers (integers exactly); strings by rank."""
+    if left_kind == K_NULL or right_kind == K_NULL:
         return False
-    if kx == K_INT and ky == K_INT:
-        a = int(ix)
-        b = int(iy)
+    if left_kind == K_INT and right_kind == K_INT:
+        a = int(left_int)
+        b = int(right_int)
         return order((a > b) - (a < b), op)
-    if kx == K_INT and ky == K_FLOAT:
-        return int_float(ix, op, vy)
-    if kx == K_FLOAT and ky == K_INT:
-        return int_float(iy, FLIP[op], vx)
-    if kx != ky:
+    if left_kind == K_INT and right_kind == K_FLOAT:
+        return int_float(left_int, op, right_value)
+    if left_kind == K_FLOAT and right_kind == K_INT:
+        return int_float(right_int, FLIP[op], left_value)
+    if left_kind != right_kind:
         return op == NE
     if op == EQ:
-        return vx == vy
+        return left_value == right_value
     if op == NE:
-        return vx != vy
+        return left_value != right_value
     if op == LT:
-        return vx < vy
+        return left_value < right_value
     if op == LE:
-        return vx <= vy
+        return left_value <= right_value
     if op == GT:
-        return vx > vy
-    return vx >= vy
+        return left_value > right_value
+    return left_value >= right_value
 
 
 def grow(a: np.ndarray, need: int) -> np.ndarray:
