@@ -179,16 +179,18 @@ def section_others(records: dict[str, dict[str, Any]], limit: int = 40) -> str:
 
 
 def section_peers(record: dict[str, Any] | None) -> str:
-    """``python -m bench peers``: seqsketch's exact and verified answers beside DuckDB's, same events."""
+    """``python -m bench peers``: seqsketch's exact and verified answers beside DuckDB's and ClickHouse's, same
+    events."""
     note = missing_note(record, "peers")
     if note or record is None:
         return note or ""
     r = record["results"]
     intro = (f"`python -m bench peers` ({'quick' if record.get('quick') else 'full'} run at "
              f"{record.get('ran_at', '–')}). Each question asked of seqsketch (in process, the dataset built "
-             "with the defaults and a partition index on `case`) and of DuckDB (in memory, the same events "
-             "loaded into a table before any timing; skip-till-next-match chains as ASOF joins). The answers "
-             "are checked equal first; then the three run interleaved, "
+             "with the defaults and a partition index on `case`), of DuckDB (in memory, the same events "
+             "loaded into a table before any timing) and of ClickHouse (in process through `chdb`, a MergeTree "
+             "table; empty when chdb is not installed), skip-till-next-match chains as ASOF joins in both. The "
+             "answers are checked equal first; then all run interleaved, "
              f"{r.get('rounds')} rounds, and the table gives medians in ms. A ratio below 1 means seqsketch "
              "answered faster. *Exact* is the engine over the whole stream read from the store (only the "
              "types the query names); *verified* asks the index first and runs the engine on the candidates.")
@@ -197,12 +199,14 @@ def section_peers(record: dict[str, Any] | None) -> str:
         intro += (f" Both modes also ran on one thread (`SEQSKETCH_QUERY_THREADS=1`); *1 → {threads} threads* is "
                   "the one-thread time over the default's (the machine's cores), exact / verified.")
     rows = [(f"{x['dataset']} ({x['events']:,})", x["question"], f"`{x['query']}`", x["answer"],
-             x["exact_ms"], x["verified_ms"], x["duckdb_ms"], x["exact_over_duckdb"],
-             x["verified_over_duckdb"], x["verified_scanned"],
+             x["exact_ms"], x["verified_ms"], x["duckdb_ms"], x.get("clickhouse_ms", "–"), x["exact_over_duckdb"],
+             x["verified_over_duckdb"], x.get("verified_over_fastest_peer", "–"), x.get("verified_over_exact", "–"),
+             x["verified_scanned"],
              f"{fmt(x.get('exact_threads_speedup'))} / {fmt(x.get('verified_threads_speedup'))}")
             for x in r["rows"]]
     worst = (f"Worst ratio to DuckDB: exact {fmt(r.get('exact_worst_ratio'))}, verified "
-             f"{fmt(r.get('verified_worst_ratio'))}.")
+             f"{fmt(r.get('verified_worst_ratio'))}; verified to the faster peer "
+             f"{fmt(r.get('verified_worst_over_fastest_peer'))}, to exact {fmt(r.get('verified_worst_over_exact'))}.")
     frequent = r.get("frequent_per_case") or {}
     if frequent:
         worst += " Worst over the frequent per-case questions (the two counts and the 4-element SEQ): " + "; ".join(
@@ -210,7 +214,8 @@ def section_peers(record: dict[str, Any] | None) -> str:
             for label, x in frequent.items()) + "."
     return intro + "\n\n" + table(
         ("dataset (events)", "question", "query", "answer size", "exact ms", "verified ms", "DuckDB ms",
-         "exact / DuckDB", "verified / DuckDB", "events verified read",
+         "ClickHouse ms", "exact / DuckDB", "verified / DuckDB", "verified / faster peer", "verified / exact",
+         "events verified read",
          f"1 → {threads or '–'} threads"), rows) + "\n\n" + worst
 
 

@@ -159,8 +159,9 @@ def test_report_tables_are_well_formed(tiny_run: tuple[Path, Path, list[str]]) -
 
 
 def test_peers_benchmark_asks_duckdb_the_same_questions_and_reports_it(shared_data: Path) -> None:
-    """The DuckDB comparison on a BPI 2012 prefix: each question's SQL answers what seqsketch's exact and
-    verified modes answer (``measure`` raises otherwise), and the report's section shows every row."""
+    """The DuckDB (and, where chdb is installed, ClickHouse) comparison on a BPI 2012 prefix: each question's
+    SQL answers what seqsketch's exact and verified modes answer (``measure`` raises otherwise), and the
+    report's section shows every row."""
     pytest.importorskip("duckdb")
     from bench.corpora import Corpora
     from bench.peers import FREQUENT, QUESTIONS, measure, summary
@@ -171,6 +172,12 @@ def test_peers_benchmark_asks_duckdb_the_same_questions_and_reports_it(shared_da
     assert [r["question"] for r in rows] == [q.name for q in QUESTIONS]
     assert all(r["equal"] and r["events"] == 40_000 for r in rows)
     assert any(r["answer"] > 0 for r in rows) and any(r["answer"] == 0 for r in rows)
+    try:
+        import chdb  # noqa: F401  (the peers extra)
+    except ImportError:
+        assert all(r["clickhouse_ms"] is None for r in rows)
+    else:  # ClickHouse was asked every question, and answered as the others did
+        assert all(r["clickhouse_ms"] is not None and "ASOF JOIN" in r["clickhouse_sql"] for r in rows)
     results = summary(1, rows)
     frequent = [r for r in rows if r["question"] in FREQUENT]
     assert len(frequent) == len(FREQUENT)
