@@ -190,8 +190,9 @@ def variable_bits(frame: EventFrame, variables: Iterable[VarPlan], *, counts: bo
 
     Types are resolved per distinct type into one bit pattern, so the stream is passed once for all
     variables' types (a long pattern cost one pass per variable before); only variables with properties
-    pass it again, for their conditions.  The bits come in the narrowest unsigned integer type that holds
-    them (a smaller array to gather into and scan)."""
+    pass it again, for their conditions, once for all the variables of the same types and properties.  The
+    bits come in the narrowest unsigned integer type that holds them (a smaller array to gather into and
+    scan)."""
     variables = list(variables)
     n = len(frame)
     width = max((v.index for v in variables), default=0)
@@ -203,17 +204,25 @@ def variable_bits(frame: EventFrame, variables: Iterable[VarPlan], *, counts: bo
     by_type = _type_bits(frame, variables, dtype)
     bits = by_type[codes]
     per_type = np.bincount(codes, minlength=len(distinct)) if counts else None
-    out: list[int] = []
+    found: dict[int, int] = {}
+    # variables of the same types and properties (unnamed: a partition's ``v.key = v.key`` is one of each)
+    # bind the same events: their properties are tested once, and their bits cleared together
+    alike: dict[tuple[frozenset[str] | None, frozenset[Condition]], list[VarPlan]] = {}
     for v in variables:
-        if not v.properties:
-            if per_type is not None:
-                out.append(int(per_type[(by_type & (dtype(1) << dtype(v.index))) != 0].sum()))
-            continue
-        bit = dtype(1) << dtype(v.index)
-        mask = _with_properties(frame, (bits & bit) != 0, v)
-        bits &= ~((~mask).astype(bits.dtype) * bit)  # branch-free: an indexed update is thirty times slower
+        if v.properties:
+            alike.setdefault((v.types, frozenset(c.unnamed() for c in v.properties)), []).append(v)
+        elif per_type is not None:
+            found[v.index] = int(per_type[(by_type & (dtype(1) << dtype(v.index))) != 0].sum())
+    for group in alike.values():
+        together: np.unsignedinteger[Any] = dtype(0)
+        for v in group:
+            together |= dtype(1) << dtype(v.index)
+        mask = _with_properties(frame, (bits & (dtype(1) << dtype(group[0].index))) != 0, group[0])
+        bits &= ~((~mask).astype(bits.dtype) * together)  # branch-free: an indexed update is thirty times slower
         if counts:
-            out.append(int(mask.sum()))
+            held = int(mask.sum())
+            found.update((v.index, held) for v in group)
+    out = [found[v.index] for v in variables] if counts else []
     return bits, (out if counts else None)
 
 

@@ -380,12 +380,12 @@ def write_jsonl(path: Path, rows: int, seed: int = 2) -> Path:
 
 
 @st.composite
-def chain_queries(draw: st.DrawFn) -> Query:
+def chain_queries(draw: st.DrawFn, longest: int = 4) -> Query:
     """Skip-till-next-match over a SEQ of single variables with properties only, in one stream or per
     partition: the queries the engine answers with a chain instead of windows (``_Evaluation._chains``):
     linear passes when no variable is a Kleene one, else bisections, whose starts are searched in key order
     per partition."""
-    n = draw(st.integers(1, 4))
+    n = draw(st.integers(1, longest))
     kleene = draw(st.sampled_from((False, False, True)))
     elements = tuple(Single(Var(f"v{i}", draw(st.sampled_from(ENGINE_TYPES + (None,))),
                                 kleene and draw(st.booleans()))) for i in range(n))

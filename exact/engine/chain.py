@@ -41,11 +41,17 @@ _I64 = np.int64
 @dataclass(frozen=True)
 class ChainShape:
     """Per element: its position's mask, its members (alternatives, pattern order), its Kleene variable
-    (-1 for none)."""
+    (-1 for none), and its class: elements of one class can bind the same events (their members have the
+    same types and properties), so one pass over the events serves them all."""
 
     masks: tuple[int, ...]
     members: tuple[tuple[int, ...], ...]
     kleene: tuple[int, ...]
+    classes: tuple[int, ...] = ()
+
+    def element_classes(self) -> tuple[int, ...]:
+        """``classes``, or each element a class of its own where none were given."""
+        return self.classes or tuple(range(len(self.masks)))
 
 
 def chain_shape(plan: Plan, aut: Automaton, dropped: frozenset[str]) -> ChainShape | None:
@@ -57,7 +63,9 @@ def chain_shape(plan: Plan, aut: Automaton, dropped: frozenset[str]) -> ChainSha
         return None
     if plan.relations and any(not _partition_relation(c, dropped) for c in plan.relations):
         return None
-    masks, members, kleene = [], [], []
+    masks, members, kleene, classes = [], [], [], []
+    seen: dict[object, int] = {}
+    by_bit = {v.index: v for v in plan.positives}
     for groups in aut.element_groups:
         if len(groups) != 1:
             return None  # an event set: its members bind in any order
@@ -69,7 +77,15 @@ def chain_shape(plan: Plan, aut: Automaton, dropped: frozenset[str]) -> ChainSha
         masks.append(group)
         members.append(tuple(vs))
         kleene.append(ks[0] if ks else -1)
-    return ChainShape(tuple(masks), tuple(members), tuple(kleene))
+        events = frozenset((by_bit[v].types, _unnamed(by_bit[v].properties)) for v in vs)
+        classes.append(seen.setdefault(events, len(seen)))
+    return ChainShape(tuple(masks), tuple(members), tuple(kleene), tuple(classes))
+
+
+def _unnamed(properties: tuple[Condition, ...]) -> frozenset[Condition]:
+    """A variable's properties with its name left out: two variables whose properties are equal so bind the
+    same events (a partition's adds ``v.key = v.key`` to each)."""
+    return frozenset(c.unnamed() for c in properties)
 
 
 # (relations and prev conditions compare two fields: a run operand makes a run condition, and a literal a
@@ -165,11 +181,15 @@ def _passes(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, reach: R
     k = len(shape.masks)
     first = np.empty((k, len(starts)), dtype=_I64)
     alive = np.empty(len(starts), dtype=np.bool_)
-    after = np.empty(n, dtype=np.int32 if n < 2**31 else _I64)
+    classes = np.asarray(shape.element_classes(), dtype=_I64)
+    # one row of ``after`` per class of the elements after the first, as many as fit in _AFTER_ENTRIES
+    # (a class whose row was taken by another is passed again)
+    wanted = len(set(shape.element_classes()[1:])) or 1
+    after = np.empty((max(1, min(wanted, _AFTER_ENTRIES // max(n, 1))), n), dtype=np.int32 if n < 2**31 else _I64)
     ruler = np.zeros(1, dtype=_I64) if reach.ruler is None else np.ascontiguousarray(reach.ruler, dtype=_I64)
     m = _passes_compiled()(np.ascontiguousarray(em, dtype=_I64), key, np.asarray(shape.masks, dtype=_I64),
-                           np.ascontiguousarray(starts, dtype=_I64), ruler, reach.ruler is not None, reach.width,
-                           after, first, alive, slots)
+                           classes, np.ascontiguousarray(starts, dtype=_I64), ruler, reach.ruler is not None,
+                           reach.width, after, first, alive, slots)
     rows = [first[i, :m] for i in range(k)]
     return Chains(rows[0], rows, [None] * k, [None] * k, [], n + 1)
 
@@ -187,6 +207,10 @@ def _dense_keys(keys: np.ndarray) -> tuple[np.ndarray, int]:
     return out, len(values)
 
 
+#: the entries of the scratch table of next events (one row per class of elements) a chain pass may take
+_AFTER_ENTRIES = 1 << 24
+
+
 @functools.cache
 def _passes_compiled() -> Callable[..., int]:
     """:func:`_chain_passes` compiled (cached on disk) on first use."""
@@ -196,11 +220,13 @@ def _passes_compiled() -> Callable[..., int]:
     return compiled
 
 
-def _chain_passes(em: Any, key: Any, masks: Any, starts: Any, ruler: Any, bounded: bool, width: int, after: Any,
-                  first: Any, alive: Any, slots: int) -> int:
+def _chain_passes(em: Any, key: Any, masks: Any, classes: Any, starts: Any, ruler: Any, bounded: bool, width: int,
+                  after: Any, first: Any, alive: Any, slots: int) -> int:
     """Fills ``first[i, c]`` with the event of element ``i`` chain ``c`` binds, and returns how many chains
     matched: theirs are moved to the first columns, in order (a boolean index with a random mask would cost
-    several times more).  ``alive`` and ``after`` are scratch, one entry per start and per event."""
+    several times more).  ``alive`` and ``after`` are scratch, one entry per start and per event and row of
+    ``after``; the row of element ``i`` is its class modulo the rows, passed again only when another class
+    has taken it since (a pattern that names one activity five times passes the events once for them)."""
     n = len(em)
     m = len(starts)
     for c in range(m):
@@ -208,20 +234,25 @@ def _chain_passes(em: Any, key: Any, masks: Any, starts: Any, ruler: Any, bounde
         first[0, c] = s
         alive[c] = key[s] >= 0
     latest = np.empty(max(slots, 1), dtype=after.dtype)
+    held = np.full(after.shape[0], -1, dtype=np.int64)  # the class whose pass each row of ``after`` holds
     for i in range(1, len(masks)):
-        mask = masks[i]
-        latest[:] = -1
-        for p in range(n - 1, -1, -1):
-            kk = key[p]
-            if kk < 0:
-                after[p] = -1
-                continue
-            after[p] = latest[kk]
-            if em[p] & mask:
-                latest[kk] = p
+        row = classes[i] % after.shape[0]
+        here = after[row]
+        if held[row] != classes[i]:
+            held[row] = classes[i]
+            mask = masks[i]
+            latest[:] = -1
+            for p in range(n - 1, -1, -1):
+                kk = key[p]
+                if kk < 0:
+                    here[p] = -1
+                    continue
+                here[p] = latest[kk]
+                if em[p] & mask:
+                    latest[kk] = p
         for c in range(m):
             if alive[c]:
-                q = after[first[i - 1, c]]
+                q = here[first[i - 1, c]]
                 if q < 0 or (bounded and ruler[q] - ruler[starts[c]] > width):
                     alive[c] = False
                 else:

@@ -43,7 +43,7 @@ writes the short forms.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 #: Version of the JSON form of this AST (see ``exact.query.language``); bump on incompatible changes.
@@ -218,6 +218,15 @@ class Condition:
 
     def has_run_operand(self) -> bool:
         return is_run_operand(self.left) or is_run_operand(self.right)
+
+    def unnamed(self) -> Condition:
+        """The condition with its variables' names left out: two variables' properties (conditions on one
+        variable alone) that are equal so unnamed hold for the same events."""
+        return Condition(_unnamed(self.left), self.op, _unnamed(self.right))
+
+
+def _unnamed(operand: Operand) -> Operand:
+    return operand if isinstance(operand, Literal) else replace(operand, var="")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exact.engine import evaluate, evaluate_table, match_ts, merge_intervals, ts_lookup
+from exact.engine import chain, evaluate, evaluate_table, match_ts, merge_intervals, ts_lookup
 from exact.events import micros
 from exact.frame import EventFrame
 from exact.query.ast import (
@@ -117,6 +117,39 @@ def test_chain_queries_equal_reference(query: Query, rows: list[dict], lo: int, 
     full = evaluate(query, table)
     part = evaluate(query, table, starts=(lo, lo + width))
     assert part == [m for m in full if lo <= m.start_seq <= lo + width]
+
+
+@SETTINGS
+@given(query=chain_queries(longest=7), rows=engine_streams(), rows_of_after=st.sampled_from((1, 2, None)))
+def test_chain_passes_share_a_pass_between_elements_of_one_class(query: Query, rows: list[dict],
+                                                                 rows_of_after: int | None) -> None:
+    """Elements that bind the same events (same types, no properties) share one pass over the events; with
+    fewer rows of next events than classes (forced here), a class whose row another took is passed again.
+    Either way the chain's matches are the reference's."""
+    table = stream_table(rows)
+    expected = reference_matches(query, table)
+    saved = chain._AFTER_ENTRIES
+    try:
+        if rows_of_after is not None:
+            chain._AFTER_ENTRIES = rows_of_after * max(table.num_rows, 1)
+        assert evaluate(query, table) == expected, (rows_of_after, query)
+    finally:
+        chain._AFTER_ENTRIES = saved
+
+
+def test_elements_of_one_activity_are_one_class_and_properties_make_their_own() -> None:
+    """The classes the chain passes by: the same types and properties share one (a partition's own
+    condition on each variable included); another property, type set or any type make classes of their own."""
+    from exact.engine.automaton import automaton_for
+    from exact.query.language import parse
+    from exact.query.normalize import normalize
+
+    query = parse("PATTERN SEQ(A a, B b, A c, B d, A e, ANY f, B g, B h) WHERE e.x > 1 AND g.x > 1 AND h.x > 1 "
+                  "PARTITION BY k")
+    plan = normalize(query)
+    shape = chain.chain_shape(plan, automaton_for(query), frozenset({"k"}))
+    assert shape is not None
+    assert shape.element_classes() == (0, 1, 0, 1, 2, 3, 4, 4)
 
 
 def test_a_partitioned_chain_cut_by_a_limit_keeps_the_first_matches() -> None:
