@@ -52,6 +52,20 @@ if TYPE_CHECKING:
 
 _I64 = np.int64
 MODES = ("approximate", "verified", "exact")
+#: a pattern whose types (positive and negated) hold at most this many events of the stream is verified by
+#: reading them in place, without the tree (unpartitioned; the partition index decides by its own counts)
+FEW_EVENTS = 4096
+#: ... in a stream of at least this many events (the tree's walk grows with the stream: in a short one it
+#: costs next to nothing, and the read in place saves nothing)
+FEW_EVENTS_OF = 1 << 16
+
+
+def _events_of_types(query: Query, plan: Any, source: EventSource, counts: Mapping[str, int] | None) -> int | None:
+    """How many events of the stream a read for ``query`` keeps by type (None: every type, or not known)."""
+    if counts is None:
+        return None
+    types = read_types(query, plan, positional=source.positional)
+    return None if types is None else sum(counts.get(t, 0) for t in types)
 
 
 def approximate_body(approx: Approximation, *, events_total: int) -> dict[str, Any]:
@@ -105,7 +119,16 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
     index = TreeIndex.shared(tree, granularity)
     probed = index.probes()
     counts = source.type_counts()
-    if mode == "verified" and counts is not None and not tree_narrows(query, index, counts):
+    held = _events_of_types(query, plan, source, counts) if mode == "verified" else None
+    few = held is not None and held <= FEW_EVENTS and source.events_total >= FEW_EVENTS_OF
+    if few:
+        # So few events can bind that reading them in place (the seek files' rows by type) costs less than
+        # walking the tree to narrow them: on BPI 2012, 814 events took 1.85 ms by the tree, 1.44 ms read.
+        approx = whole_stream(query, index)
+        stats["index"] = "store"
+        stats["plan"] = (f"the pattern's types hold {held:,} events in all (at most {FEW_EVENTS:,}): reading them "
+                         "in place costs less than the tree's walk, so the store is read as in exact mode")
+    elif mode == "verified" and counts is not None and not tree_narrows(query, index, counts):
         # The pattern's types occur throughout: the tree would rule out next to nothing, so the store is
         # read as in exact mode (through its row filter and value indexes) without the tree's walk.
         approx = whole_stream(query, index)
@@ -135,7 +158,9 @@ def answer_indexed(query: Query, tree: TreeNodes | None, source: EventSource, *,
     body = answer(query, result.found, result.ts_of, limit=limit, case_of=case_lookup(query, source, partition),
                   columnar=columnar)
     if not result.found.exists:
-        where = (f"the tree rules out no part of the stream (its types occur throughout), and its "
+        where = (f"the pattern's types hold {held:,} events in all, read in place without the tree, and none "
+                 "of them makes an exact match: " if few else
+                 f"the tree rules out no part of the stream (its types occur throughout), and its "
                  f"{approx.coverage():,} events hold no exact match: " if stats["index"] == "store" else
                  f"{stats['candidate_intervals']} candidate interval(s) of {approx.coverage():,} events hold no "
                  "exact match: ")

@@ -13,6 +13,7 @@ import pytest
 from api.service import run_query
 from exact.query.language.parser import parse
 from exact.reference import stream_table
+from sketch.answer import modes
 from sketch.build import BuildOptions
 from sketch.dataset import Dataset
 from sketch.evaluate import TreeIndex
@@ -107,3 +108,40 @@ def test_the_planner_decides_alike_from_sliced_filters_and_from_a_sample(home: P
     assert [tree_narrows(parse(t), index, counts) for t in PASSED_OVER] == [False] * len(PASSED_OVER)
     assert [tree_narrows(parse(t), index, counts) for t in KEPT] == [True] * len(KEPT)
     assert index.probes() > 0
+
+
+FEW_HOME_EVENTS = modes.FEW_EVENTS_OF + 1000
+
+
+@pytest.fixture(scope="module")
+def long_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A stream long enough for the few-events rule, where R (about 300 events) and S (about 6,000) occur
+    throughout."""
+    rng = random.Random(11)
+    rows = [{"seq": i, "ts": i * 1_000_000, "type": rng.choices("ABRS", weights=(55, 36, 0.5, 8.5))[0],
+             "x": rng.randrange(100)} for i in range(FEW_HOME_EVENTS)]
+    root = tmp_path_factory.mktemp("few")
+    Dataset.build(root, "d", stream_table(rows), BuildOptions())
+    return root
+
+
+@pytest.mark.parametrize("text", [
+    "PATTERN SEQ(R r, R s) WITHIN 2000 seconds RETURN matches",
+    "PATTERN SEQ(R r, NOT(R n), R s) WHERE r.x < s.x RETURN count",
+    "PATTERN SEQ(R r, R s) WHERE r.x > 200 RETURN count",  # (empty: its explain says why)
+])
+def test_a_pattern_of_few_events_reads_them_in_place(long_home: Path, text: str) -> None:
+    """The planner reads a pattern's few events in place, without the tree's walk (modes.FEW_EVENTS): the
+    plan says so, and the answer is the exact one; an empty answer says how many events were read."""
+    verified, exact = both(long_home, text)
+    stats = verified["stats"]
+    assert stats["index"] == "store" and "in place costs less than the tree's walk" in stats["plan"], stats
+    assert stats["events_scanned"] == exact["stats"]["events_scanned"] <= modes.FEW_EVENTS
+    if not verified["exists"]:
+        assert verified["explain"].startswith("the pattern's types hold "), verified["explain"]
+
+
+def test_a_pattern_of_more_events_keeps_the_tree(long_home: Path) -> None:
+    """S holds more than modes.FEW_EVENTS events: the rule leaves the choice to the tree's planner."""
+    verified, _ = both(long_home, "PATTERN SEQ(S r, S s) WITHIN 3 seconds RETURN count")
+    assert "in place costs less than the tree's walk" not in verified["stats"].get("plan", "")
