@@ -4,8 +4,9 @@
 Each is made from the matches the verified or exact mode finds — every match, in columns, under the
 caller's time budget — by :mod:`exact.engine.summarise`; what it needs beyond them is read from the store
 here: a funnel's prefixes are answered as queries of their own, the events after each match are read by
-seq (the stream) or with their partition's values (a partitioned query), a grouping field is read from the
-bound events."""
+seq (the stream), found in the match's own group of the partition layout (a query partitioned by the layout's
+key: only their ts are read), or read with their partition's values (another partition), a grouping field is
+read from the bound events."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from exact.arrays import distinct_ints
 from exact.engine import Budget
 from exact.engine.answer_columns import python_values
 from exact.engine.summarise import (
@@ -216,7 +218,7 @@ def _next(home: Path, name: str, query: Query, rows: pa.Table) -> list[dict[str,
     gaps = np.zeros((n, k), dtype=_I64)
     held = np.zeros((n, k), dtype=bool)
     if not query.partition_by:  # the stream: the k seqs after the end
-        wanted = np.unique((ends[:, None] + np.arange(1, k + 1, dtype=_I64)[None, :]).ravel())
+        wanted = distinct_ints((ends[:, None] + np.arange(1, k + 1, dtype=_I64)[None, :]).ravel())
         wanted = wanted[wanted < snap.events]
         events, _ = store.read_ranges(runs_of(wanted), columns=["seq", "ts", "type"], snapshot=snap)
         seqs = events.column("seq").to_numpy().astype(_I64)
@@ -231,21 +233,31 @@ def _next(home: Path, name: str, query: Query, rows: pa.Table) -> list[dict[str,
             types[found, offset] = codes[at[found]]
             gaps[found, offset] = ts[at[found]] - end_ts[found]
         return next_rows(types, gaps, held & _soon(gaps, query), names)
-    # a partition: every event from the earliest end on, with its partition's values, grouped by them
-    first = int(ends.min())
     layout = layout_of(store.root, snap.extra)
     grouped = layout is not None and query.partition_by == (layout.key,) and layout.events == snap.events
-    columns = ["seq", "ts", "type"] + ([] if grouped else [f"{ATTRS}.{a}" for a in query.partition_by
-                                                           if a not in BUILTIN_FIELDS])
+    if grouped:  # the followers found in each match's own group of the layout; only their ts are read
+        assert layout is not None
+        if int(ends.max()) >= layout.events:
+            raise Conflict("the dataset changed while its matches were being followed; retry", where=name)
+        after, codes = layout.following(ends, k)
+        found = after >= 0
+        wanted = distinct_ints(after[found])
+        frame, _ = store.read_frame(runs_of(wanted), ["seq", "ts", "type"], snapshot=snap)
+        if not np.array_equal(frame.seq, wanted):
+            raise Conflict("the dataset changed while its matches were being followed; retry", where=name)
+        gaps[found] = frame.ts_at(np.searchsorted(frame.seq, after[found])) - np.broadcast_to(
+            end_ts[:, None], after.shape)[found]
+        types[found] = codes[found]
+        return next_rows(types, gaps, found & _soon(gaps, query), list(layout.types))
+    # a partition the layout does not number: every event from the earliest end on, with its partition's
+    # values, grouped by them
+    first = int(ends.min())
+    columns = ["seq", "ts", "type"] + [f"{ATTRS}.{a}" for a in query.partition_by if a not in BUILTIN_FIELDS]
     events = store.read_table(first, None, columns=columns, snapshot=snap, type_dictionary=True)
     seqs = events.column("seq").to_numpy().astype(_I64)
     codes, names = _codes(events.column("type"))
     ts = events.column("ts").cast(pa.int64()).to_numpy().astype(_I64)
-    if grouped:  # (the layout numbers each event's partition; -1 for none)
-        assert layout is not None
-        keys = np.asarray(layout.group_of, dtype=_I64)[seqs]
-    else:
-        keys = _partition_units(events, query.partition_by)
+    keys = _partition_units(events, query.partition_by)
     order = np.argsort(keys, kind="stable")  # by partition, then stream order (the read is in stream order)
     place = np.empty(len(order), dtype=_I64)
     place[order] = np.arange(len(order), dtype=_I64)

@@ -66,3 +66,22 @@ def test_packed_sections_are_smaller_and_a_damaged_one_is_refused(tmp_path: Path
     damaged.write_bytes(bytes(data))
     with pytest.raises(StoreCorrupt):
         load_layout(damaged)
+
+
+@SETTINGS
+@given(table=streams(), k=st.integers(1, 4), data=st.data())
+def test_the_events_after_an_event_in_its_group_are_found_in_its_group_alone(table: pa.Table, k: int,
+                                                                             data: st.DataObject) -> None:
+    """``Layout.following`` (what ``RETURN next k`` reads under the layout's key) equals the definition:
+    the next ``k`` events of the same case in stream order, by a walk of the whole stream."""
+    layout = build_layout(table, "case")
+    seqs = table.column("seq").to_pylist()
+    cases = [a.get("case") if a else None for a in table.column("attrs").to_pylist()]
+    kinds = table.column("type").to_pylist()
+    ends = data.draw(st.lists(st.sampled_from(seqs), min_size=1, max_size=20))
+    after, codes = layout.following(np.asarray(ends, dtype=np.int64), k)
+    for i, end in enumerate(ends):
+        at = seqs.index(end)
+        mine = [j for j in range(at + 1, len(seqs)) if cases[at] is not None and cases[j] == cases[at]][:k]
+        assert after[i].tolist() == [seqs[j] for j in mine] + [-1] * (k - len(mine)), (end, i)
+        assert [layout.types[c] for c in codes[i] if c >= 0] == [kinds[j] for j in mine]
