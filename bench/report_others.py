@@ -223,15 +223,19 @@ def section_load(r: dict[str, Any]) -> str:
 
 def section_siesta(r: dict[str, Any]) -> str:
     """``python -m bench siesta``: SIESTA-like long per-case patterns beside ClickHouse's ``sequenceMatch``."""
-    rows = [(x["steps"], x["pattern"], x["cases"], x["verified_ms"], x["exact_ms"], x["clickhouse_ms"],
-             x["verified_over_clickhouse"], x["verified_over_exact"], x["index"], "yes" if x["equal"] else "NO")
+    rows = [(x["steps"], x["pattern"], x["cases"], x["verified_ms"], x.get("json_ms", "—"), x["exact_ms"],
+             x["clickhouse_ms"], x["verified_over_clickhouse"], x.get("json_over_clickhouse", "—"),
+             x["verified_over_exact"], x["index"], "yes" if x["equal"] else "NO")
             for x in r["rows"]]
+    json_part = (f"; as the JSON answer's objects, median {fmt(r['json_median_over_clickhouse'])}, worst "
+                 f"{fmt(r['json_worst_over_clickhouse'])}" if "json_median_over_clickhouse" in r else "")
     return (f"50 per-case patterns of 2–15 frequent BPI 2012 activities, `RETURN cases`: the cases equal "
-            f"everywhere: {'yes' if r['all_equal'] else 'NO'}; seqsketch (verified) over ClickHouse, median "
-            f"{fmt(r['median_over_clickhouse'])}, worst {fmt(r['worst_over_clickhouse'])}; verified over exact, "
-            f"worst {fmt(r['worst_verified_over_exact'])}.\n\n"
-            + table(("steps", "pattern", "cases", "verified ms", "exact ms", "ClickHouse ms", "over ClickHouse",
-                     "over exact", "index", "equal"), rows))
+            f"everywhere: {'yes' if r['all_equal'] else 'NO'}; seqsketch (verified, the cases as Arrow) over "
+            f"ClickHouse, median {fmt(r['median_over_clickhouse'])}, worst {fmt(r['worst_over_clickhouse'])}"
+            f"{json_part}; verified over exact, worst {fmt(r['worst_verified_over_exact'])}.\n\n"
+            + table(("steps", "pattern", "cases", "verified ms (Arrow)", "verified ms (JSON)", "exact ms",
+                     "ClickHouse ms", "Arrow over ClickHouse", "JSON over ClickHouse", "over exact", "index",
+                     "equal"), rows))
 
 
 #: benchmark → (a key its results must hold, the section made of them)

@@ -8,7 +8,9 @@ at random, and a pattern is a subsequence of its activities restricted to the te
 (lengths 2, 3, … 15, then again from 2, to 50 patterns; a fixed seed).  Each one is asked as
 
 * seqsketch: ``PATTERN SEQ('A' v1, 'B' v2, …) PARTITION BY case RETURN cases`` (the default, verified
-  mode; and exact mode beside it) on a built dataset, in process;
+  mode; and exact mode beside it) on a built dataset, in process — the cases as an Arrow table (what the SDK's
+  ``query_arrow`` and ``query_pandas`` hand over; ``columnar``), and as the JSON answer's objects (one dict
+  per case with its first match's seqs and ISO times: a few µs a case in Python whatever the engine);
 * ClickHouse (``chdb``, a MergeTree table ordered by case and seq):
   ``SELECT cid FROM ev GROUP BY cid HAVING sequenceMatch('(?1).*(?2).*…')(seq, type = 'A', type = 'B', …)``
   — ``.*`` between the steps, as events that meet another step's condition are not skipped otherwise,
@@ -17,7 +19,8 @@ at random, and a pattern is a subsequence of its activities restricted to the te
 Without a window or conditions, a case holds a skip-till-next-match match of the sequence exactly when the
 sequence is a subsequence of the case's events, which is what ``sequenceMatch`` decides: the cases are
 checked equal before anything is timed.  Times are medians of several interleaved rounds, in milliseconds;
-the record holds each pattern's ratio to ClickHouse and their median and worst.  ClickHouse comes from the
+the record holds each pattern's ratios to ClickHouse (the Arrow answer's and the JSON answer's) and their
+median and worst.  ClickHouse comes from the
 ``peers`` extra (``pip install -e '.[peers]'``).
 """
 
@@ -79,6 +82,8 @@ def clickhouse_sql(steps: tuple[str, ...]) -> str:
 
 def ours_cases(answer: dict[str, Any]) -> set[str]:
     assert not answer.get("truncated"), "a case list cut by the limit"
+    if "rows" in answer:  # (the Arrow answer)
+        return {str(c) for c in answer["rows"].column("case").to_pylist()}
     return {str(c["case"]) for c in answer["cases"]}
 
 
@@ -102,21 +107,25 @@ def measure(stream: pa.Table, rounds: int) -> list[dict[str, Any]]:
         def theirs(steps: tuple[str, ...]) -> set[str]:
             return set(str(session.query(clickhouse_sql(steps), "TSV")).split())
 
-        def ours(steps: tuple[str, ...], mode: str) -> dict[str, Any]:
-            return run_query(home, "bpi2012", ours_text(steps), mode=mode, limit=1_000_000)
+        def ours(steps: tuple[str, ...], mode: str, columnar: bool = True) -> dict[str, Any]:
+            return run_query(home, "bpi2012", ours_text(steps), mode=mode, limit=1_000_000, columnar=columnar)
 
         for steps in patterns(stream):
             verified, exact, cases = ours(steps, "verified"), ours(steps, "exact"), theirs(steps)
-            equal = ours_cases(verified) == ours_cases(exact) == cases
-            times: dict[str, list[float]] = {"verified": [], "exact": [], "clickhouse": []}
-            for _ in range(rounds):  # interleaved: the machine's drift falls on all three alike
+            as_json = ours(steps, "verified", columnar=False)
+            equal = ours_cases(verified) == ours_cases(exact) == ours_cases(as_json) == cases
+            times: dict[str, list[float]] = {"verified": [], "json": [], "exact": [], "clickhouse": []}
+            for _ in range(rounds):  # interleaved: the machine's drift falls on all of them alike
                 times["verified"].append(median_ms(lambda s=steps: ours(s, "verified"), 1, None))
+                times["json"].append(median_ms(lambda s=steps: ours(s, "verified", False), 1, None))
                 times["exact"].append(median_ms(lambda s=steps: ours(s, "exact"), 1, None))
                 times["clickhouse"].append(median_ms(lambda s=steps: theirs(s), 1, None))
             ms = {k: round(statistics.median(v), 3) for k, v in times.items()}
             rows.append({"steps": len(steps), "pattern": " → ".join(steps), "cases": len(cases), "equal": equal,
-                         "verified_ms": ms["verified"], "exact_ms": ms["exact"], "clickhouse_ms": ms["clickhouse"],
+                         "verified_ms": ms["verified"], "json_ms": ms["json"], "exact_ms": ms["exact"],
+                         "clickhouse_ms": ms["clickhouse"],
                          "verified_over_clickhouse": round(ms["verified"] / ms["clickhouse"], 3),
+                         "json_over_clickhouse": round(ms["json"] / ms["clickhouse"], 3),
                          "verified_over_exact": round(ms["verified"] / ms["exact"], 3),
                          "index": verified["stats"]["index"], "events_scanned": verified["stats"]["events_scanned"]})
         session.close()
@@ -128,6 +137,9 @@ def run(quick: bool = False) -> dict[str, Any]:
 
     rows = measure(Corpora().bpic(), 3 if quick else 7)
     over = [r["verified_over_clickhouse"] for r in rows]
+    json_over = [r["json_over_clickhouse"] for r in rows]
     return {"rows": rows, "all_equal": all(r["equal"] for r in rows),
             "median_over_clickhouse": round(statistics.median(over), 3), "worst_over_clickhouse": max(over),
+            "json_median_over_clickhouse": round(statistics.median(json_over), 3),
+            "json_worst_over_clickhouse": max(json_over),
             "worst_verified_over_exact": max(r["verified_over_exact"] for r in rows)}
