@@ -44,7 +44,8 @@ class EventFrame:
 
     _table: pa.Table | None
     seq: NDArray[np.int64]
-    ts: NDArray[np.int64]
+    #: the events' ts (UTC µs), or None until asked for, when ``_ts_at`` gives them
+    _ts: NDArray[np.int64] | None
     _cache: dict[str, pa.Array] = field(default_factory=dict)
     _lists: dict[str, list[Any]] = field(default_factory=dict)
     #: conditions' masks over this frame, by what they compare (see :func:`condition_mask`)
@@ -63,6 +64,29 @@ class EventFrame:
     #: under ``partition_contiguity`` on a read that left events out: per event, the seq of the next event of
     #: its partition (``PARTITION BY``) in the stream read, -1 for none — whether it was read or not
     partition_next: np.ndarray | None = None
+    #: the ts of the events at some positions, for a frame whose ts are decoded only where asked for (a read
+    #: of packed seek files: a pattern without a time window needs the ts of its matches' ends only)
+    _ts_at: Callable[[np.ndarray], NDArray[np.int64]] | None = None
+
+    @property
+    def ts(self) -> NDArray[np.int64]:
+        """Every event's ts (UTC µs), decoded on first use where the frame was made without them."""
+        if self._ts is None:
+            assert self._ts_at is not None
+            self._ts = self._ts_at(np.arange(len(self.seq), dtype=np.int64))
+        return self._ts
+
+    @property
+    def ts_decoded(self) -> bool:
+        """Are every event's ts at hand (not decoded only where asked for)?"""
+        return self._ts is not None
+
+    def ts_at(self, positions: np.ndarray) -> NDArray[np.int64]:
+        """The ts of the events at ``positions`` (indices into the frame), decoding only theirs."""
+        if self._ts is None and self._ts_at is not None:
+            return self._ts_at(np.asarray(positions, dtype=np.int64))
+        out: NDArray[np.int64] = self.ts[positions]
+        return out
 
     @property
     def table(self) -> pa.Table:
@@ -72,12 +96,17 @@ class EventFrame:
         return self._table
 
     @classmethod
-    def of_columns(cls, seq: np.ndarray, ts: np.ndarray, codes: np.ndarray, distinct: pa.Array,
-                   names: Sequence[str | None], make_table: Callable[[], pa.Table]) -> EventFrame:
-        """A frame of events given as columns: seqs (increasing), ts (UTC µs, never decreasing), and type
-        codes into ``distinct`` (whose values are ``names``); ``make_table`` makes the same events as a
-        table in the stream schema, when a condition needs a column."""
+    def of_columns(cls, seq: np.ndarray, ts: np.ndarray | Callable[[np.ndarray], NDArray[np.int64]],
+                   codes: np.ndarray, distinct: pa.Array, names: Sequence[str | None],
+                   make_table: Callable[[], pa.Table]) -> EventFrame:
+        """A frame of events given as columns: seqs (increasing), ts (UTC µs, never decreasing; or what
+        gives the ts of events at positions, asked only where needed), and type codes into ``distinct``
+        (whose values are ``names``); ``make_table`` makes the same events as a table in the stream schema,
+        when a condition needs a column."""
         few = names if len(names) <= _FEW_TYPES else None
+        if callable(ts):
+            return cls(None, seq, None, _codes=(codes, distinct), _names=few, _make_table=make_table,
+                       _columns_only=True, _ts_at=ts)
         return cls(None, seq, ts, _codes=(codes, distinct), _names=few, _make_table=make_table,
                    _columns_only=True)
 
@@ -106,7 +135,9 @@ class EventFrame:
             return self
         at = np.flatnonzero(keep)
         codes = None if self._codes is None else (self._codes[0][at], self._codes[1])
-        return EventFrame(None, self.seq[at], self.ts[at], _codes=codes, _names=self._names,
+        lazy = self._ts is None and self._ts_at is not None
+        return EventFrame(None, self.seq[at], None if lazy else self.ts[at], _codes=codes, _names=self._names,
+                          _ts_at=(lambda positions: self.ts_at(at[positions])) if lazy else None,
                           _make_table=lambda: self.table.take(pa.array(at)),
                           keys={a: c[at] for a, c in self.keys.items()}, _columns_only=self._columns_only,
                           sparse=self.sparse,

@@ -437,7 +437,7 @@ def bound_events(home: Path, name: str, matches: Sequence[Mapping[str, Any]]) ->
     between a match's first and last: a per-case match can span tens of thousands of other cases' events."""
     per_match = [sorted({s for seq_list in match.get("bindings", {}).values() for s in seq_list})
                  for match in matches]
-    wanted = np.unique(np.fromiter((s for seqs in per_match for s in seqs), dtype=np.int64))
+    wanted = distinct_ints(np.fromiter((s for seqs in per_match for s in seqs), dtype=np.int64))
     by_seq: dict[int, BoundEvent] = {}
     if len(wanted):
         cut = np.flatnonzero(np.diff(wanted) != 1) + 1  # runs of consecutive seqs, as inclusive ranges

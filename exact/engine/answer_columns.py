@@ -12,7 +12,7 @@ bound events ``<var>.type`` and ``<var>.attrs.<attribute>``.  Times are ``timest
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,13 +69,17 @@ class SeqTimes(Mapping[int, int]):
                     return gathered
             bad = seqs[(at < 0) | (at >= len(table))]
             raise KeyError(int(bad[0]) if len(bad) else int(seqs[table[np.clip(at, 0, len(table) - 1)] == _UNKNOWN][0]))
+        out: np.ndarray = self.ts[self._positions(seqs)]
+        return out
+
+    def _positions(self, seqs: np.ndarray) -> np.ndarray:
+        """Where each of ``seqs`` lies among the known seqs (KeyError for one not known)."""
         at = np.searchsorted(self.seq, seqs)
         if len(seqs) and (at.max() >= len(self.seq) or not np.array_equal(self.seq[at], seqs)):
             missing = np.asarray(seqs)[(at >= len(self.seq)) | (self.seq[np.minimum(at, len(self.seq) - 1)]
                                                                 != seqs)]
             raise KeyError(int(missing[0]))
-        out: np.ndarray = self.ts[at]
-        return out
+        return at
 
     def _dense(self) -> tuple[int, np.ndarray] | None:
         """``(first seq, ts by seq − first)`` when the seqs span at most a few times their number."""
@@ -103,6 +107,32 @@ class SeqTimes(Mapping[int, int]):
 
     def __len__(self) -> int:
         return len(self.seq)
+
+
+class FrameTimes(SeqTimes):
+    """The ts of a frame's events (``seq``: theirs, sorted), decoded only for the seqs asked for, by
+    ``ts_at`` (positions → ts): the frame was read without its ts, and an answer names few of its events."""
+
+    def __init__(self, seq: np.ndarray, ts_at: Callable[[np.ndarray], np.ndarray]) -> None:
+        object.__setattr__(self, "seq", seq)
+        object.__setattr__(self, "_ts_at", ts_at)
+
+    _ts_at: Callable[[np.ndarray], np.ndarray]
+
+    @property
+    def ts(self) -> np.ndarray:
+        """Every event's ts (decoded on first use)."""
+        if "_all" not in self.__dict__:
+            object.__setattr__(self, "_all", self._ts_at(np.arange(len(self.seq), dtype=_I64)))
+        out: np.ndarray = self.__dict__["_all"]
+        return out
+
+    def many(self, seqs: np.ndarray) -> np.ndarray:
+        seqs = np.asarray(seqs, dtype=_I64)
+        return self._ts_at(self._positions(seqs)) if len(seqs) else np.zeros(0, dtype=_I64)
+
+    def __getitem__(self, seq: int) -> int:
+        return int(self.many(np.asarray([seq], dtype=_I64))[0])
 
 
 def timestamps(micros: np.ndarray) -> pa.Array:

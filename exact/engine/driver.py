@@ -165,8 +165,12 @@ class _Evaluation:
         self.every = len(self.idx) == len(frame)
         self.em = (evmask if self.every else evmask[self.idx]).astype(_I64)
         self.seq = frame.seq if self.every else frame.seq[self.idx]
-        self.ts = frame.ts if self.every else frame.ts[self.idx]
         self.names = tuple(v.name for v in plan.positives)
+
+    @functools.cached_property
+    def ts(self) -> np.ndarray:
+        """The filtered events' ts: asked only by a time window (a frame may decode them only then)."""
+        return self.frame.ts if self.every else self.frame.ts_at(self.idx)
 
     # -- partitions ---------------------------------------------------------------------------------
 

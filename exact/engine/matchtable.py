@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from exact.arrays import run_positions
-from exact.engine.answer_columns import SeqTimes, cases_of, intervals_arrow, matches_arrow, python_values
+from exact.arrays import distinct_ints, run_positions
+from exact.engine.answer_columns import FrameTimes, SeqTimes, cases_of, intervals_arrow, matches_arrow, python_values
 from exact.events import micros
 from exact.frame import EventFrame
 from exact.query.ast import Query, Return
@@ -281,7 +281,7 @@ def answer(query: Query, found: MatchTable | Sequence[Match],
             out["rows"] = intervals_arrow(spans, times)
         out["truncated"] = truncated
         return out
-    seqs = np.unique(np.concatenate([shown_ends.ravel(), spans.ravel()]))
+    seqs = distinct_ints(np.concatenate([shown_ends.ravel(), spans.ravel()]))
     text = dict(zip(seqs.tolist(), iso_ts_many(times.many(seqs)), strict=True))
     if query.returns == Return.MATCHES:
         if isinstance(table, MatchTable) and order is not None:
@@ -336,12 +336,14 @@ def _cases_answer(out: dict[str, Any], table: Any, times: Any, limit: int | None
     if columnar:
         out["rows"] = cases.arrow(times)
     else:
-        firsts = np.unique(np.concatenate([cases.start, cases.end]))
-        text = dict(zip(firsts.tolist(), iso_ts_many(times.many(firsts)), strict=True))
-        out["cases"] = [{"case": value, "matches": n, "start_seq": a, "end_seq": b, "start_ts": text[a],
-                         "end_ts": text[b]}
-                        for value, n, a, b in zip(python_values(cases.value), cases.matches.tolist(),
-                                                  cases.start.tolist(), cases.end.tolist(), strict=True)]
+        # (each case's two times formatted in place: a table of distinct seqs to look them up in cost more)
+        with without_collector():
+            out["cases"] = [{"case": value, "matches": n, "start_seq": a, "end_seq": b, "start_ts": a_ts,
+                             "end_ts": b_ts}
+                            for value, n, a, b, a_ts, b_ts in zip(
+                                python_values(cases.value), cases.matches.tolist(), cases.start.tolist(),
+                                cases.end.tolist(), iso_ts_many(times.many(cases.start)),
+                                iso_ts_many(times.many(cases.end)), strict=True)]
     out["truncated"] = not table.complete or len(cases) < len(every)
     return out
 
@@ -383,10 +385,10 @@ class _ListTable:
 def match_times(events: pa.Table | EventFrame, table: MatchTable) -> SeqTimes:
     """The ts of every event ``table`` names — its matches' first, last and bound events and its spans' ends —
     found in the seq-sorted ``events`` (for :func:`answer`): a frame's own columns, else looked up."""
-    if isinstance(events, EventFrame):
-        return SeqTimes(events.seq, events.ts)
+    if isinstance(events, EventFrame):  # (read without its ts: they are decoded for the events asked for)
+        return SeqTimes(events.seq, events.ts) if events.ts_decoded else FrameTimes(events.seq, events.ts_at)
     spans = [table.spans.ravel()] if table.spans is not None else []
-    wanted = np.unique(np.concatenate([table.start, table.end, table.seq, *spans]).astype(_I64))
+    wanted = distinct_ints(np.concatenate([table.start, table.end, table.seq, *spans]).astype(_I64))
     if not len(wanted) or len(events) == 0:
         return SeqTimes.empty()
     return SeqTimes(wanted, _table_ts(events, wanted))
@@ -400,7 +402,7 @@ def match_ts(events: pa.Table | EventFrame, matches: Sequence[Match] | MatchTabl
         wanted_list = wanted_seqs.tolist()
     elif isinstance(matches, MatchTable):
         spans = [matches.spans.ravel()] if matches.spans is not None else []
-        wanted_arr = np.unique(np.concatenate([matches.start, matches.end, *spans]))
+        wanted_arr = distinct_ints(np.concatenate([matches.start, matches.end, *spans]))
         wanted_list = wanted_arr.tolist()
     else:
         if not matches:

@@ -86,7 +86,7 @@ def value_columns(frame: EventFrame, attrs: tuple[str, ...], positions: np.ndarr
     take = pa.array(positions, pa.int64())
     for a, attr in enumerate(attrs):
         if attr in ("seq", "ts"):
-            raw = frame.seq[positions] if attr == "seq" else frame.ts[positions]
+            raw = frame.seq[positions] if attr == "seq" else frame.ts_at(positions)
             kind[a] = 4
             integer[a] = raw
             value[a] = raw

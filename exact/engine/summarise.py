@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from exact.arrays import distinct_ints
 from exact.engine.answer_columns import python_values
 from exact.query.ast import Absent, AnyOf, Element, EventSet, Query, Return, Single, Strategy, WithinEvents, WithinTime
 
@@ -251,7 +252,7 @@ def groups(values: pa.Array, units: pa.Array | None, top: int) -> tuple[list[dic
         counts = np.bincount(codes, minlength=width)
     else:
         cases = pc.dictionary_encode(units, null_encoding="encode").indices.to_numpy(zero_copy_only=False)
-        pairs = np.unique(codes * (int(cases.max()) + 1 if len(cases) else 1) + cases.astype(_I64))
+        pairs = distinct_ints(codes * (int(cases.max()) + 1 if len(cases) else 1) + cases.astype(_I64))
         counts = np.bincount(pairs // (int(cases.max()) + 1 if len(cases) else 1), minlength=width)
     ranked = np.argsort(-counts, kind="stable")
     named = python_values(encoded.dictionary.take(pa.array(ranked[:top], pa.int64())))

@@ -30,7 +30,7 @@ from exact.store.parts import PartMissing, read_part
 from exact.store.rowfilter import JoinedValues, RowFilter, SeekValues, ValueProbe
 from exact.store.seek import code_mask, open_seek, select_counted
 from exact.store.seek_format import SeekFile, SeekUnavailable, seek_name
-from exact.store.seek_tables import SeekRows, columns_table, pieces_table, seek_columns
+from exact.store.seek_tables import SeekRows, columns_table, pieces_table, seek_columns, seek_ts_at
 
 _log = logging.getLogger(__name__)
 
@@ -110,9 +110,11 @@ class StoreReader(StoreBase):
         schema = snap.read_schema(cols, True, names)
         pieces, decoded = self._range_pieces(snap, ranges, cols, names, types, True, keep)
         if len(pieces) == 1 and isinstance(pieces[0], list) and schema.names == [SEQ, TS, TYPE]:
-            seq, ts, codes, dictionary, type_names = seek_columns(pieces[0])
-            frame = EventFrame.of_columns(seq, ts, codes, dictionary, type_names,
-                                          lambda: columns_table(seq, ts, codes, dictionary, schema))
+            # (the ts are decoded where the engine asks for them: a pattern without a time window needs
+            # those of its matches' ends only)
+            seq, _, codes, dictionary, type_names = seek_columns(pieces[0], (SEQ, TYPE))
+            frame = EventFrame.of_columns(seq, seek_ts_at(pieces[0]), codes, dictionary, type_names,
+                                          lambda: columns_table(seq, frame.ts, codes, dictionary, schema))
         else:
             frame = EventFrame.build(pieces_table(pieces, schema))
         frame.sparse = True  # a part's rows are consecutive seqs: a row left out is a gap

@@ -50,6 +50,8 @@ _LOOKUP_ROWS = 8
 #: this many per range looked up: each range's two ends decode a block each (of :data:`~exact.store.packing.BLOCK`
 #: rows), and a whole run decodes in one pass
 _SEARCHED_ROWS = 2 * BLOCK
+#: a read of at most this many ranges decodes each range's rows of a type as a run; more are gathered
+_DECODED_RANGES = 4
 
 
 def ts_of(files: Sequence[SeekFile], rows: Sequence[np.ndarray]) -> np.ndarray:
@@ -174,7 +176,10 @@ def _by_type(f: SeekFile, ranges: np.ndarray, wanted: frozenset[str]
         elif isinstance(by_type, Packed):  # (found by the blocks' first rows: only the blocks asked for decode)
             first = by_type.searchsorted(a, b, ranges[:, 0], "left")
             end = by_type.searchsorted(a, b, ranges[:, 1], "right")
-            if int((end - first).sum()):
+            if len(ranges) <= _DECODED_RANGES:  # (a run decodes in one pass, without a position per row)
+                pieces.extend(by_type.decode(lo, hi) for lo, hi in zip(first.tolist(), end.tolist(), strict=True)
+                              if hi > lo)
+            elif int((end - first).sum()):
                 pieces.append(by_type.gather(run_positions(first, end - first)))
             continue
         else:

@@ -4,7 +4,7 @@ schema of them and of Parquet pieces alike (:func:`pieces_table`) — reads that
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -82,6 +82,26 @@ def seek_columns(kept: Sequence[SeekRows], names: Sequence[str] = (SEQ, TS, TYPE
             codes = np.concatenate([np.asarray([at[t] for t in seek.types], dtype=np.int32)[codes]
                                     for _, seek, _, codes in kept])
     return seq, ts, codes, dictionary, types
+
+
+def seek_ts_at(kept: Sequence[SeekRows]) -> Callable[[np.ndarray], np.ndarray]:
+    """What gives the ts (int64 µs) of the rows at some positions of ``kept`` (its files' rows one after
+    the other, as :func:`seek_columns` joins them), decoding only those rows'."""
+    files = [seek for _, seek, _, _ in kept]
+    rows = [r for _, _, r, _ in kept]
+    ends = np.cumsum([len(r) for r in rows])
+
+    def at(positions: np.ndarray) -> np.ndarray:
+        if len(files) == 1:
+            return ts_of(files, [rows[0][positions]])
+        which = np.searchsorted(ends, positions, "right")
+        out = np.empty(len(positions), dtype=np.int64)
+        for i in np.unique(which).tolist():
+            mine = which == i
+            out[mine] = ts_of([files[i]], [rows[i][positions[mine] - (ends[i] - len(rows[i]))]])
+        return out
+
+    return at
 
 
 def columns_table(seq: np.ndarray, ts: np.ndarray, codes: np.ndarray, dictionary: pa.Array,

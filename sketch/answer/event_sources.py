@@ -10,6 +10,7 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 
+from exact.arrays import distinct_ints
 from exact.events import ATTRS, micros
 from exact.frame import EventFrame
 from exact.query.ast import Query
@@ -162,7 +163,7 @@ class StoreSource:
 
     def ts_of(self, seqs: np.ndarray) -> np.ndarray:
         """The ts (UTC µs) of events ``seqs``."""
-        wanted = np.unique(seqs)
+        wanted = distinct_ints(seqs)
         frame, _ = self.read_frame(runs_of(wanted), ["seq", "ts", "type"])
         return frame.ts[np.searchsorted(frame.seq, seqs)]
 

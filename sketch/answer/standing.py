@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from exact.arrays import distinct_ints
 from exact.engine import answer, evaluate_table
 from exact.engine.certainty import AT_EVENT, Certain, Moment, certainty, greedy_query, moments, window_closed
 from exact.engine.matchtable import match_times
@@ -302,7 +303,7 @@ class Standing:
         codes = partition_codes(frame, self.partition)
         recent = frame.seq >= cursor.moment.seq
         closing = window_closed(self.query, frame.seq, frame.ts, snap.events, snap.last_ts, snap.event_time)
-        wanted = np.unique(codes[recent | closing])
+        wanted = distinct_ints(codes[recent | closing])
         keep = np.isin(codes, wanted[wanted >= 0])
         return frame.take(keep)
 

@@ -107,7 +107,7 @@ def links_of(source: EventSource, ranges: SeqRanges, plan: Plan, table: pa.Table
     seqs = frame.seq
     goes_on, follows = _run_links(plan, frame)
     horizon = np.full(len(seqs), -1, dtype=_I64)  # (below its seq: no run goes on from it)
-    horizon[goes_on] = _horizon(query, source, seqs[goes_on], frame.ts[goes_on])
+    horizon[goes_on] = _horizon(query, source, seqs[goes_on], frame.ts_at(np.flatnonzero(goes_on)))
     told = source.partition_next(ranges, query.partition_by, seqs, horizon, follows)
     if told is not None:
         return told

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from exact.arrays import run_positions
+from exact.arrays import distinct_ints, run_positions
 from exact.query.ast import Between
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def union(arrays: Sequence[np.ndarray]) -> np.ndarray:
     """The sorted union of sorted index arrays."""
     if len(arrays) == 1:
         return arrays[0]
-    return np.unique(np.concatenate(arrays))
+    return distinct_ints(np.concatenate(arrays))
 
 
 def expand_runs(first: np.ndarray, last: np.ndarray) -> np.ndarray:
@@ -174,7 +174,7 @@ class PerfectIndex:
             types = pa.array(list(types), pa.string())
         encoded = pc.dictionary_encode(types)
         codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=_I64)
-        pairs = np.unique(codes * U + unit_of)
+        pairs = distinct_ints(codes * U + unit_of)
         code_of, unit = pairs // U, pairs % U
         cuts = np.flatnonzero(np.diff(code_of)) + 1
         vocabulary = encoded.dictionary.to_pylist()

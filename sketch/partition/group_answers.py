@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from exact.arrays import sorted_ints
+from exact.arrays import distinct_ints, sorted_ints
 from exact.engine import Budget, answer, evaluate_table, iso_ts_many
 from exact.engine.answer_columns import SeqTimes
 from exact.engine.matchtable import MatchTable, combined, match_times, merge_spans
@@ -114,6 +114,9 @@ _TAIL_LOCK = threading.Lock()
 
 def group_numbers(layout: Layout, tail: Tail | None, seqs: np.ndarray) -> np.ndarray:
     """The group number of each event (``seqs``: sorted), layout and tail alike (-1: no key)."""
+    if not len(seqs) or int(seqs[-1]) < layout.events:  # (no event of the tail: one gather)
+        numbers: np.ndarray = layout.group_of[seqs].astype(_I64, copy=False)
+        return numbers
     out = np.full(len(seqs), -1, dtype=_I64)
     old = seqs < layout.events
     out[old] = layout.group_of[seqs[old]]
@@ -284,12 +287,13 @@ def _store_body(query: Query, layout: Layout, tail: Tail | None, source: Any, co
     read_at = time.monotonic()
     frame, scanned = read(keep)
     read_ms = (time.monotonic() - read_at) * 1000.0
-    table = evaluate_table(query, frame, limit=limit, budget=budget, type_counts=source.type_counts(),
+    candidates = in_groups(frame, layout.key, groups)
+    table = evaluate_table(query, candidates, limit=limit, budget=budget, type_counts=source.type_counts(),
                            spans=not columnar)
     stats["verify_ms"] = _ms(verifying)
     stats["events_scanned"] = scanned
-    body = answer(query, table, match_times(frame, table), limit=limit, case_of=case_lookup(query, source, pindex),
-                  columnar=columnar)
+    body = answer(query, table, match_times(candidates, table), limit=limit,
+                  case_of=case_lookup(query, source, pindex), columnar=columnar)
     if not body["exists"]:
         body["explain"] = explain or (
             f"{len(groups):,} {layout.key}(s) hold every type of the pattern, but none of them holds a "
@@ -298,6 +302,24 @@ def _store_body(query: Query, layout: Layout, tail: Tail | None, source: Any, co
                                   budget=budget, spent_ms=stats["verify_ms"]))
     stats["total_ms"] = _ms(started)
     return {"mode": "verified", **body, "stats": stats}
+
+
+#: the events of the candidate groups are taken out of a read of the store when they are at most this share
+#: of it (a take of every column costs about what the engine's first passes over the events it saves cost)
+TAKE_SHARE = 0.5
+
+
+def in_groups(frame: EventFrame, key: str, groups: np.ndarray) -> EventFrame:
+    """``frame`` (the store's events of the types read, with their group numbers under ``key``) with only
+    the events of ``groups`` (sorted), when they are at most :data:`TAKE_SHARE` of it: no other group holds
+    a match (a group that is not a candidate lacks a type of the pattern), so the engine need not pass them."""
+    numbers = frame.keys[key]
+    if not len(numbers) or not len(groups):
+        return frame
+    wanted = np.zeros(max(int(groups[-1]), int(numbers.max())) + 2, dtype=bool)
+    wanted[groups] = True
+    keep = wanted[numbers]  # (no key: -1, the last entry, never wanted)
+    return frame.take(keep) if np.count_nonzero(keep) <= TAKE_SHARE * len(keep) else frame
 
 
 @dataclass(frozen=True)
@@ -409,8 +431,8 @@ def _times_named(frame: EventFrame, table: MatchTable) -> SeqTimes:
     """The ts of the events ``table`` names (its matches' first, last and bound events, its spans' ends),
     from ``frame``, which holds them."""
     spans = [table.spans.ravel()] if table.spans is not None else []
-    wanted = np.unique(np.concatenate([table.start, table.end, table.seq, *spans]).astype(_I64))
-    return SeqTimes(wanted, frame.ts[np.searchsorted(frame.seq, wanted)])
+    wanted = distinct_ints(np.concatenate([table.start, table.end, table.seq, *spans]).astype(_I64))
+    return SeqTimes(wanted, frame.ts_at(np.searchsorted(frame.seq, wanted)))
 
 
 def _read_for_explain(frame: EventFrame, types: frozenset[str] | None, keep: RowFilter | None, scanned: int,

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from exact.arrays import distinct_ints
 from exact.query.normalize import Plan
 from exact.store.grouping import Layout, key_values
 from sketch.build import BuildOptions, _plan, config_from
@@ -81,7 +82,7 @@ def build_partition_tree(layout: Layout, type_codes: np.ndarray, micros: np.ndar
     last = np.maximum.accumulate(np.where(filled, np.arange(total), 0)) if total else np.zeros(0, dtype=_I64)
     ts = ts[last]
     width = max(len(layout.types), 1)
-    pairs = np.unique((slot // C) * width + codes[slot]) if total else np.zeros(0, dtype=_I64)
+    pairs = distinct_ints((slot // C) * width + codes[slot]) if total else np.zeros(0, dtype=_I64)
     tree = BloomTree(config_from(_plan(codes, len(layout.types), options, pairs), options))
     tree.update_encoded(codes, list(layout.types), ts, pairs)
     return tree
@@ -174,14 +175,14 @@ class Tail:
     def groups_with(self, type_sets: list[frozenset[str]], layout: Layout) -> np.ndarray:
         """The group numbers (layout or new) with tail events that, with the group's layout types, hold an
         event of every type set."""
-        touched = np.unique(self.group[self.group >= 0])
+        touched = distinct_ints(self.group[self.group >= 0])
         if not len(touched):
             return touched
         ok = np.ones(len(touched), dtype=bool)
         layout_index = {t: i for i, t in enumerate(layout.types)}
         for types in type_sets:
             in_tail = np.isin(self.codes, [i for i, t in enumerate(self.types) if t in types])
-            has = np.isin(touched, np.unique(self.group[in_tail & (self.group >= 0)]))
+            has = np.isin(touched, distinct_ints(self.group[in_tail & (self.group >= 0)]))
             old = touched[(touched < layout.groups) & ~has]
             if len(old):
                 wanted = {layout_index[t] for t in types if t in layout_index}
