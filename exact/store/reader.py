@@ -113,8 +113,12 @@ class StoreReader(StoreBase):
             # (the ts are decoded where the engine asks for them: a pattern without a time window needs
             # those of its matches' ends only)
             seq, _, codes, dictionary, type_names = seek_columns(pieces[0], (SEQ, TYPE))
-            frame = EventFrame.of_columns(seq, seek_ts_at(pieces[0]), codes, dictionary, type_names,
-                                          lambda: columns_table(seq, frame.ts, codes, dictionary, schema))
+            ts_at = seek_ts_at(pieces[0])
+            # (the table, made only if a condition asks for a column, decodes the ts itself: a closure that
+            # held the frame would make a cycle, and the frame's arrays would wait for the cyclic collector)
+            frame = EventFrame.of_columns(seq, ts_at, codes, dictionary, type_names,
+                                          lambda: columns_table(seq, ts_at(np.arange(len(seq), dtype=np.int64)),
+                                                                codes, dictionary, schema))
         else:
             frame = EventFrame.build(pieces_table(pieces, schema))
         frame.sparse = True  # a part's rows are consecutive seqs: a row left out is a gap

@@ -94,11 +94,25 @@ def seek_ts_at(kept: Sequence[SeekRows]) -> Callable[[np.ndarray], np.ndarray]:
     def at(positions: np.ndarray) -> np.ndarray:
         if len(files) == 1:
             return ts_of(files, [rows[0][positions]])
-        which = np.searchsorted(ends, positions, "right")
-        out = np.empty(len(positions), dtype=np.int64)
-        for i in np.unique(which).tolist():
-            mine = which == i
-            out[mine] = ts_of([files[i]], [rows[i][positions[mine] - (ends[i] - len(rows[i]))]])
+        # each file's positions are a slice of the sorted positions: all files' rows decoded in one call
+        order = None
+        if len(positions) > 1 and bool(np.any(positions[1:] < positions[:-1])):
+            order = np.argsort(positions, kind="stable")
+            positions = positions[order]
+        cuts = np.searchsorted(positions, ends).tolist()
+        chosen: list[SeekFile] = []
+        their: list[np.ndarray] = []
+        begin = 0
+        for i, cut in enumerate(cuts):
+            if cut > begin:
+                chosen.append(files[i])
+                their.append(rows[i][positions[begin:cut] - (int(ends[i]) - len(rows[i]))])
+            begin = cut
+        found = ts_of(chosen, their) if chosen else np.zeros(0, dtype=np.int64)
+        if order is None:
+            return found
+        out = np.empty(len(found), dtype=np.int64)
+        out[order] = found
         return out
 
     return at
