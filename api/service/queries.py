@@ -29,7 +29,7 @@ from exact.engine import Budget, answer, evaluate_table, warm_up
 from exact.engine.answer_columns import bound_columns_of
 from exact.engine.matchtable import match_times
 from exact.errors import NotFound, QueryLimitError, QuerySemanticError, QuerySyntaxError, SeqsketchError
-from exact.events import iso_of_micros, to_records
+from exact.events import ATTRS, iso_of_micros, to_records
 from exact.query.ast import Query
 from exact.query.language import attribute_kinds, check_kinds, load, parse, to_json
 from exact.store import EventStore, check_dataset_name, dataset_dir, store_dir
@@ -89,7 +89,7 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
         return summarised_answer(
             home, name, _checked_against(home, name, query), mode=mode, budget=budget,
             ask=lambda q, m, b: run_query(home, name, q, mode=m, columnar=True, budget=b),
-            bind=lambda rows: bound_columns(home, name, rows))
+            bind=lambda rows, var, attr: bound_columns(home, name, rows, [var], [] if attr == "type" else [attr]))
     if location_of(dataset_dir(check_dataset_name(name), home)) is None:
         return _run_query(home, name, query, mode=mode, limit=limit, granularity=granularity, budget=budget,
                           columnar=columnar)
@@ -452,10 +452,14 @@ def bound_events(home: Path, name: str, matches: Sequence[Mapping[str, Any]]) ->
     return [[by_seq[s] for s in seqs if s in by_seq] for seqs in per_match]
 
 
-def bound_columns(home: Path, name: str, rows: pa.Table) -> pa.Table:
+def bound_columns(home: Path, name: str, rows: pa.Table, variables: Sequence[str] | None = None,
+                  attributes: Sequence[str] | None = None) -> pa.Table:
     """A matches table with its bound events' ``<var>.type`` and ``<var>.attrs.<attribute>`` columns (docs/contract.md
-    §3.6): every bound event of every match read together, in one pass over the store."""
-    variables = [c[:-len(".seq")] for c in rows.column_names if c.endswith(".seq")]
+    §3.6): every bound event of every match read together, in one pass over the store — of ``variables``
+    only, and only ``attributes``, where given (a grouping field reads one variable's one attribute: from the
+    seek files, where they hold its values)."""
+    if variables is None:
+        variables = [c[:-len(".seq")] for c in rows.column_names if c.endswith(".seq")]
     seqs = [rows.column(f"{v}.seq").combine_chunks() for v in variables]
     flat = [s.flatten() if pa.types.is_list(s.type) else s for s in seqs]
     wanted = distinct_ints(np.concatenate([f.drop_null().to_numpy(zero_copy_only=False) for f in flat] or
@@ -465,5 +469,8 @@ def bound_columns(home: Path, name: str, rows: pa.Table) -> pa.Table:
     from sketch.partition.group_answers import runs_of
 
     store = EventStore.open(store_dir(dataset_dir(name, home)))
-    events, _ = store.read_ranges(runs_of(wanted), snapshot=store.snapshot())
+    snap = store.snapshot()
+    columns = None if attributes is None else ["seq", "type"] + [f"{ATTRS}.{a}" for a in attributes
+                                                                  if a in snap.attrs]
+    events, _ = store.read_ranges(runs_of(wanted), columns=columns, snapshot=snap)
     return bound_columns_of(rows, variables, events)

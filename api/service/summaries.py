@@ -46,9 +46,9 @@ _I64 = np.int64
 
 #: how a summary asks for every match of a query: ``(query, mode, budget)`` → a columnar answer (docs/contract.md §3.6)
 Ask = Callable[[Query, str, Budget | None], dict[str, Any]]
-#: how it reads the bound events' fields of a matches table: ``rows`` → ``rows`` with ``<var>.type`` and
-#: ``<var>.attrs.<name>`` columns
-Bind = Callable[[pa.Table], pa.Table]
+#: how it reads a bound event's field for each match of a matches table: ``(rows, var, attribute)`` → ``rows``
+#: with ``<var>.type`` and (an attribute of the events) ``<var>.attrs.<attribute>`` columns
+Bind = Callable[[pa.Table, str, str], pa.Table]
 
 
 def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: Ask, bind: Bind,
@@ -151,13 +151,23 @@ def _chained(home: Path, name: str, query: Query) -> tuple[list[dict[str, Any]],
     # the partition layout numbers each event's partition when it covers them all and is by the same key
     layout = layout_of(store.root, snap.extra) if query.partition_by else None
     grouped = layout is not None and query.partition_by == (layout.key,) and layout.events == snap.events
+    whole = np.array([[snap.retained_from, snap.events - 1]], dtype=_I64)
+    if snap.events > snap.retained_from and (grouped or not query.partition_by):
+        # (the step types' events as the engine's frame: numpy columns from the seek files, no Arrow table)
+        frame, _ = store.read_frame(whole, ["seq", "ts", "type"], types=names, snapshot=snap)
+        codes, distinct = frame.type_codes()
+        names_of = frame.type_names()
+        units = (np.zeros(len(frame.seq), _I64) if not query.partition_by else
+                 np.asarray(layout.group_of, dtype=_I64)[frame.seq] if layout is not None else None)
+        assert units is not None
+        return chained_funnel(query, frame.seq.astype(_I64), frame.ts, list(names_of) if names_of is not None
+                              else [str(t) for t in distinct.to_pylist()], codes.astype(_I64), units)
     if snap.events <= snap.retained_from:
         events = pa.table({"seq": pa.array([], pa.int64()), "ts": pa.array([], pa.int64()),
                            "type": pa.array([], pa.string())})
     else:
         columns = ["seq", "ts", "type"] + ([] if grouped else [f"{ATTRS}.{a}" for a in keyed])
-        events, _ = store.read_ranges(np.array([[snap.retained_from, snap.events - 1]], dtype=_I64),
-                                      columns=columns, types=names, snapshot=snap, type_dictionary=True)
+        events, _ = store.read_ranges(whole, columns=columns, types=names, snapshot=snap, type_dictionary=True)
     seqs = events.column("seq").to_numpy().astype(_I64)
     ts = events.column("ts").cast(pa.int64()).to_numpy().astype(_I64)
     codes, types = _codes(events.column("type"))
@@ -304,7 +314,7 @@ def _group_values(query: Query, rows: pa.Table, bind: Bind) -> pa.Array:
     if by.attr in ("seq", "ts"):
         column = rows.column(f"{by.var}.{by.attr}")
     else:
-        bound = bind(rows)
+        bound = bind(rows, by.var, by.attr)
         wanted = f"{by.var}.type" if by.attr == "type" else f"{by.var}.{ATTRS}.{by.attr}"
         if wanted not in bound.column_names:  # (no bound event has it)
             return pa.nulls(rows.num_rows)

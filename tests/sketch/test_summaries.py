@@ -204,6 +204,7 @@ def check(home: Path, base: Query, rows: list[dict], k: int, by_attr: str, top: 
             assert [(s["step"], s["label"], s["reached"], s["stopped"], s["median_ms"], s["p90_ms"])
                     for s in got["funnel"]] == steps, (mode, to_text(query))
             assert got["unit_count"] == units
+            assert got["count"] == len(matches_of(query, rows)), (mode, to_text(query))
 
             for within in (None, 2):
                 asked = dataclasses.replace(query, returns=Return.NEXT, following=k, following_within=within)
