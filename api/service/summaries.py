@@ -151,34 +151,26 @@ def _chained(home: Path, name: str, query: Query) -> tuple[list[dict[str, Any]],
     # the partition layout numbers each event's partition when it covers them all and is by the same key
     layout = layout_of(store.root, snap.extra) if query.partition_by else None
     grouped = layout is not None and query.partition_by == (layout.key,) and layout.events == snap.events
+    if snap.events <= snap.retained_from:  # (nothing left to read)
+        empty = np.zeros(0, dtype=_I64)
+        return chained_funnel(query, empty, empty, [], empty, empty)
     whole = np.array([[snap.retained_from, snap.events - 1]], dtype=_I64)
-    if snap.events > snap.retained_from and (grouped or not query.partition_by):
+    if grouped or not query.partition_by:
         # (the step types' events as the engine's frame: numpy columns from the seek files, no Arrow table)
         frame, _ = store.read_frame(whole, ["seq", "ts", "type"], types=names, snapshot=snap)
         codes, distinct = frame.type_codes()
         names_of = frame.type_names()
-        units = (np.zeros(len(frame.seq), _I64) if not query.partition_by else
-                 np.asarray(layout.group_of, dtype=_I64)[frame.seq] if layout is not None else None)
-        assert units is not None
+        units = (np.asarray(layout.group_of, dtype=_I64)[frame.seq] if layout is not None and grouped else
+                 np.zeros(len(frame.seq), _I64))
         return chained_funnel(query, frame.seq.astype(_I64), frame.ts, list(names_of) if names_of is not None
                               else [str(t) for t in distinct.to_pylist()], codes.astype(_I64), units)
-    if snap.events <= snap.retained_from:
-        events = pa.table({"seq": pa.array([], pa.int64()), "ts": pa.array([], pa.int64()),
-                           "type": pa.array([], pa.string())})
-    else:
-        columns = ["seq", "ts", "type"] + ([] if grouped else [f"{ATTRS}.{a}" for a in keyed])
-        events, _ = store.read_ranges(whole, columns=columns, types=names, snapshot=snap, type_dictionary=True)
-    seqs = events.column("seq").to_numpy().astype(_I64)
-    ts = events.column("ts").cast(pa.int64()).to_numpy().astype(_I64)
+    # another partition: its values read with the events
+    events, _ = store.read_ranges(whole, columns=["seq", "ts", "type"] + [f"{ATTRS}.{a}" for a in keyed],
+                                  types=names, snapshot=snap, type_dictionary=True)
     codes, types = _codes(events.column("type"))
-    if not query.partition_by:
-        units = np.zeros(len(seqs), _I64)
-    elif grouped:
-        assert layout is not None
-        units = np.asarray(layout.group_of, dtype=_I64)[seqs]
-    else:
-        units = _partition_units(events, query.partition_by)
-    return chained_funnel(query, seqs, ts, types, codes, units)
+    return chained_funnel(query, events.column("seq").to_numpy().astype(_I64),
+                          events.column("ts").cast(pa.int64()).to_numpy().astype(_I64), types, codes,
+                          _partition_units(events, query.partition_by))
 
 
 def _partition_units(events: pa.Table, attributes: tuple[str, ...]) -> np.ndarray:

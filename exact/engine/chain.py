@@ -47,11 +47,7 @@ class ChainShape:
     masks: tuple[int, ...]
     members: tuple[tuple[int, ...], ...]
     kleene: tuple[int, ...]
-    classes: tuple[int, ...] = ()
-
-    def element_classes(self) -> tuple[int, ...]:
-        """``classes``, or each element a class of its own where none were given."""
-        return self.classes or tuple(range(len(self.masks)))
+    classes: tuple[int, ...]
 
 
 def chain_shape(plan: Plan, aut: Automaton, dropped: frozenset[str]) -> ChainShape | None:
@@ -181,10 +177,10 @@ def _passes(shape: ChainShape, em: np.ndarray, keys: np.ndarray | None, reach: R
     k = len(shape.masks)
     first = np.empty((k, len(starts)), dtype=_I64)
     alive = np.empty(len(starts), dtype=np.bool_)
-    classes = np.asarray(shape.element_classes(), dtype=_I64)
+    classes = np.asarray(shape.classes, dtype=_I64)
     # one row of ``after`` per class of the elements after the first, as many as fit in _AFTER_ENTRIES
     # (a class whose row was taken by another is passed again)
-    wanted = len(set(shape.element_classes()[1:])) or 1
+    wanted = len(set(shape.classes[1:])) or 1
     after = np.empty((max(1, min(wanted, _AFTER_ENTRIES // max(n, 1))), n), dtype=np.int32 if n < 2**31 else _I64)
     ruler = np.zeros(1, dtype=_I64) if reach.ruler is None else np.ascontiguousarray(reach.ruler, dtype=_I64)
     m = _passes_compiled()(np.ascontiguousarray(em, dtype=_I64), key, np.asarray(shape.masks, dtype=_I64),

@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 
 from exact.errors import InputError, StoreCorrupt
 from exact.events import ATTRS, TYPE
+from exact.store.followers import following_compiled
 from exact.store.packing import PackedFormatError, from_buffer, pack
 from exact.store.packing import to_bytes as packed_bytes
 
@@ -245,7 +246,7 @@ class Layout:
         seqs = np.full((len(ends), k), -1, dtype=np.int64)
         codes = np.full((len(ends), k), -1, dtype=np.int64)
         if len(ends) and k > 0:
-            _following_compiled()(ends, self.group_of, self.order, self.type_off, self._type_rows,
+            following_compiled()(ends, self.group_of, self.order, self.type_off, self._type_rows,
                                   self.type_codes, seqs, codes)
         return seqs, codes
 
@@ -345,47 +346,6 @@ def build_layout(table: pa.Table, key: str) -> Layout:
         group_of = np.concatenate([np.full(base, -1, dtype=np.int32), group_of])
     return Layout(key, base + n, group_of, order, group_off, type_off, (pairs % width).astype(code_dtype),
                   counts.astype(np.uint32), tuple(sorted(vocabulary)), encoded.dictionary)
-
-
-@functools.cache
-def _following_compiled() -> Any:
-    """:func:`_following` compiled (cached on disk) on first use: importing this module loads no numba."""
-    import numba
-
-    return numba.njit(cache=True, nogil=True)(_following)
-
-
-def _following(ends: Any, group_of: Any, order: Any, type_off: Any, type_rows: Any, type_codes: Any,
-               seqs: Any, codes: Any) -> None:
-    """Fills row ``i`` of ``seqs`` and ``codes`` with the events after ``ends[i]`` in its group, in stream
-    order: each step takes, over the group's (group, type) entries, the first event of the entry's run of
-    ``order`` (ascending seqs) after the one before, and the least of them."""
-    k = seqs.shape[1]
-    for i in range(len(ends)):
-        g = group_of[ends[i]]
-        if g < 0:
-            continue
-        after = ends[i]
-        for step in range(k):
-            best = -1
-            best_code = -1
-            for entry in range(type_off[g], type_off[g + 1]):
-                lo = type_rows[entry]
-                hi = type_rows[entry + 1]
-                while lo < hi:  # the first of the run after ``after``
-                    mid = (lo + hi) >> 1
-                    if order[mid] <= after:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if lo < type_rows[entry + 1] and (best < 0 or order[lo] < best):
-                    best = order[lo]
-                    best_code = type_codes[entry]
-            if best < 0:
-                break
-            seqs[i, step] = best
-            codes[i, step] = best_code
-            after = best
 
 
 def group_numbers(events: int, order: np.ndarray, group_off: np.ndarray) -> np.ndarray:

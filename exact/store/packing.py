@@ -336,20 +336,12 @@ def _gather(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool,
             out: Any) -> int:
     """``out[k]``: the value at ``pos[k]`` (negative: from the end); returns -1, or the first ``k`` whose
     position lies outside the column (the rest then left unwritten)."""
-    if not delta and block & (block - 1) == 0:
-        # a frame-of-reference column, blocks of a power of two: a value's block by a shift, not a division
+    # blocks of a power of two (as written): a value's block by a shift, not a division
+    shift = -1
+    if block & (block - 1) == 0:
         shift = 0
         while (1 << shift) < block:
             shift += 1
-        for k in range(len(pos)):
-            p = pos[k]
-            if p < 0:
-                p += n
-            if p < 0 or p >= n:
-                return k
-            b = p >> shift
-            out[k] = ref[b] + _bits(words, start[b], np.int64(width[b]), p & (block - 1))
-        return -1
     cached = -1
     scratch = np.empty(block if delta else 1, dtype=np.uint64)  # a delta block's values decoded so far
     filled = 0
@@ -359,8 +351,12 @@ def _gather(ref: Any, low: Any, width: Any, start: Any, words: Any, delta: bool,
             p += n
         if p < 0 or p >= n:
             return k
-        b = p // block
-        i = p - b * block
+        if shift >= 0:
+            b = p >> shift
+            i = p & (block - 1)
+        else:
+            b = p // block
+            i = p - b * block
         w = np.int64(width[b])
         if not delta:
             out[k] = ref[b] + _bits(words, start[b], w, i)

@@ -30,7 +30,7 @@ from exact.engine.parallel import query_threads
 from exact.events import ATTRS
 from exact.frame import EventFrame
 from exact.query.ast import Query, Return
-from exact.query.normalize import normalize
+from exact.query.normalize import Plan, normalize
 from exact.store.rowfilter import row_filter
 from sketch.answer.cases import case_lookup
 from sketch.answer.cause import why_empty
@@ -60,7 +60,7 @@ FEW_EVENTS = 4096
 FEW_EVENTS_OF = 1 << 16
 
 
-def _events_of_types(query: Query, plan: Any, source: EventSource, counts: Mapping[str, int] | None) -> int | None:
+def _events_of_types(query: Query, plan: Plan, source: EventSource, counts: Mapping[str, int] | None) -> int | None:
     """How many events of the stream a read for ``query`` keeps by type (None: every type, or not known)."""
     if counts is None:
         return None

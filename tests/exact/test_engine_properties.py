@@ -149,7 +149,7 @@ def test_elements_of_one_activity_are_one_class_and_properties_make_their_own() 
     plan = normalize(query)
     shape = chain.chain_shape(plan, automaton_for(query), frozenset({"k"}))
     assert shape is not None
-    assert shape.element_classes() == (0, 1, 0, 1, 2, 3, 4, 4)
+    assert shape.classes == (0, 1, 0, 1, 2, 3, 4, 4)
 
 
 def test_a_partitioned_chain_cut_by_a_limit_keeps_the_first_matches() -> None:
