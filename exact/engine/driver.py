@@ -272,7 +272,8 @@ class _Evaluation:
         end = self.seq[chains.last]
         if self.plan.negatives:
             off, var, pos = chain_rows(shape, chains, self.em, np.arange(m))
-            table = MatchTable(self.names, start, end, off, var, self.seq[pos], count=None)
+            table = MatchTable(self.names, start, end, off, var, self.seq[pos], count=None,
+                               rows_at=pos if self.every else self.idx[pos], rows_in=self.frame.seq)
             table = table.take(self.negation(table))
             table.count = len(table)
             table.spans = merge_spans(table.start, table.end)
@@ -288,6 +289,7 @@ class _Evaluation:
             off, var, pos = chain_rows(shape, chains, self.em, keep)
             table.start, table.end = start[keep], end[keep]
             table.off, table.var, table.seq = off, var, self.seq[pos]
+            table.rows_at, table.rows_in = (pos if self.every else self.idx[pos]), self.frame.seq
         else:
             table.start, table.end = start[:0], end[:0]
         return table

@@ -66,6 +66,10 @@ class MatchTable:
     complete: bool = True
     #: a match was found (set when the search stopped at the first one, keeping nothing)
     found_one: bool = False
+    #: per row, where its event lies in ``rows_in`` (the seq column of the frame the evaluation read), so
+    #: that an answer finds the events' ts without searching for their seqs; None where not known
+    rows_at: np.ndarray | None = field(default=None, compare=False)
+    rows_in: np.ndarray | None = field(default=None, compare=False)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -172,7 +176,8 @@ class MatchTable:
         off = np.zeros(len(idx) + 1, dtype=_I64)
         off[1:] = np.cumsum(lengths)
         return MatchTable(self.names, self.start[idx], self.end[idx], off, self.var[rows], self.seq[rows],
-                          count=None, spans=None, complete=self.complete)
+                          count=None, spans=None, complete=self.complete,
+                          rows_at=None if self.rows_at is None else self.rows_at[rows], rows_in=self.rows_in)
 
 
 @contextlib.contextmanager

@@ -4,6 +4,8 @@ streams and random patterns, for every strategy, with and without two-phase eval
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -177,6 +179,41 @@ def test_match_times_are_the_events_times(query: Query, rows: list[dict], cuts: 
     times = ts_lookup(table)
     assert match_ts(chunked, matches) == {s: times[s] for m in matches for s in (m.start_seq, m.end_seq)}
     assert match_ts(frame_of(table), matches) == match_ts(chunked, matches)
+
+
+@SETTINGS
+@given(query=st.one_of(chain_queries(), engine_queries()), rows=engine_streams(),
+       sort_from=st.sampled_from((1, 2, 4096)), whole_from=st.sampled_from((0, 1, 4)))
+def test_a_columnar_answer_times_every_bound_event(query: Query, rows: list[dict], sort_from: int,
+                                                  whole_from: int) -> None:
+    """The matches table of a frame read without its ts (decoded where asked): every ``<var>.ts``,
+    ``start_ts`` and ``end_ts`` is its event's ts — looked up through the positions the evaluation kept, or
+    by seq, sorted first or not, one by one or the frame's all decoded at once."""
+    from exact.engine import answer_columns
+    from exact.engine.matchtable import answer, match_times
+
+    table = stream_table(rows)
+    eager = frame_of(table)
+    lazy = EventFrame.of_columns(eager.seq, lambda at: micros(table.column("ts"))[at], *eager._codes,
+                                 eager._codes[1].to_pylist(), lambda: table)
+    ts = dict(zip(table.column("seq").to_pylist(), micros(table.column("ts")).tolist(), strict=True))
+    query = dataclasses.replace(query, returns=Return.MATCHES)
+    found = evaluate_table(query, lazy, spans=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(answer_columns, "_SORT_FROM", sort_from)
+        patch.setattr(answer_columns, "_WHOLE_FROM", whole_from)
+        rows_out = answer(query, found, match_times(lazy, found), columnar=True)["rows"]
+    micros_of = {c: rows_out.column(c).cast(pa.int64()).to_pylist() if not pa.types.is_list(rows_out.column(c).type)
+                 else [None if v is None else [int(x.timestamp() * 1_000_000) for x in v]
+                       for v in rows_out.column(c).to_pylist()]
+                 for c in rows_out.column_names if c.endswith("ts")}
+    seqs = {c: rows_out.column(c).to_pylist() for c in rows_out.column_names if c.endswith("seq")}
+    for name, stamps in micros_of.items():
+        for seq, stamp in zip(seqs[name[:-2] + "seq"], stamps, strict=True):
+            if isinstance(seq, list):
+                assert stamp == [ts[s] for s in seq], (name, query)
+            else:
+                assert stamp == (None if seq is None else ts[seq]), (name, query)
 
 
 @pytest.mark.slow
