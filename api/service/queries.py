@@ -39,7 +39,7 @@ from exact.store.packing import warm_up as warm_up_packing
 from sketch.answer.cases import case_lookup
 from sketch.answer.event_sources import StoreSource, TableSource, needed_columns
 from sketch.answer.modes import answer_indexed, decided_body, exact_body
-from sketch.answer.retired import with_history
+from sketch.answer.retired import history_from, with_history
 from sketch.dataset import INDEX_KEY, Dataset, require_index
 
 if TYPE_CHECKING:
@@ -89,6 +89,7 @@ def run_query(home: Path, name: str, query: QueryInput, *, mode: str = "verified
         return summarised_answer(
             home, name, _checked_against(home, name, query), mode=mode, budget=budget,
             ask=lambda q, m, b: run_query(home, name, q, mode=m, columnar=True, budget=b),
+            describe=lambda m: answer_head(home, name, m),
             bind=lambda rows, var, attr: bound_columns(home, name, rows, [var], [] if attr == "type" else [attr]))
     if location_of(dataset_dir(check_dataset_name(name), home)) is None:
         return _run_query(home, name, query, mode=mode, limit=limit, granularity=granularity, budget=budget,
@@ -145,6 +146,26 @@ def _run_query(home: Path, name: str, query: QueryInput, *, mode: str, limit: in
     body = exact_body(parsed, StoreSource(dataset.store, snap), limit=limit, partition=partition,
                       budget=budget, columnar=columnar)
     return {"dataset": name, "index_version": None, **with_history(body, parsed, snap, None, "exact")}
+
+
+def answer_head(home: Path, name: str, mode: str) -> dict[str, Any]:
+    """What an answer of dataset ``name`` in ``mode`` (verified or exact) says of the dataset — ``dataset``,
+    ``index_version``, ``mode`` and ``stats`` with ``events_total`` (and ``history_from`` once trimmed) —
+    from the snapshot the answer reads, refused as the answer would be (no dataset; verified, no index)."""
+    if not dataset_exists(home, check_dataset_name(name)):
+        raise NotFound(f"dataset {name!r} does not exist", where=name)
+    dataset = Dataset.open(home, name)
+    if mode == "exact":
+        snap, version = dataset.store.snapshot(), None
+    else:
+        whole = dataset.snapshot()
+        require_index(whole, name)
+        snap, version = whole.store, whole.index_version
+    stats: dict[str, Any] = {"events_total": int(snap.events)}
+    start = history_from(snap)
+    if start is not None:
+        stats["history_from"] = start
+    return {"dataset": name, "index_version": version, "mode": mode, "stats": stats}
 
 
 def full_scan(home: Path, name: str, query: QueryInput,

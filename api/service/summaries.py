@@ -36,7 +36,7 @@ from exact.engine.summarise import (
 )
 from exact.errors import Conflict, QuerySemanticError
 from exact.events import ATTRS, iso_of_micros
-from exact.query.ast import BUILTIN_FIELDS, DEFAULT_TOP, Query, Return
+from exact.query.ast import BUILTIN_FIELDS, DEFAULT_TOP, Query, Return, Strategy
 from exact.store import EventStore, dataset_dir, store_dir
 from exact.store.grouping import layout_of
 from sketch.partition.group_answers import runs_of
@@ -49,12 +49,16 @@ Ask = Callable[[Query, str, Budget | None], dict[str, Any]]
 #: how it reads a bound event's field for each match of a matches table: ``(rows, var, attribute)`` → ``rows``
 #: with ``<var>.type`` and (an attribute of the events) ``<var>.attrs.<attribute>`` columns
 Bind = Callable[[pa.Table, str, str], pa.Table]
+#: what an answer in a mode says of the dataset, without a question: ``mode`` → ``dataset``,
+#: ``index_version``, ``mode`` and ``stats`` (``events_total``, ``history_from``)
+Describe = Callable[[str], dict[str, Any]]
 
 
 def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: Ask, bind: Bind,
-                      budget: Budget | None = None) -> dict[str, Any]:
+                      describe: Describe, budget: Budget | None = None) -> dict[str, Any]:
     """The docs/contract.md §3.7 answer of a summarising ``query`` on dataset ``name`` in ``mode`` (verified or
-    exact), its matches found by ``ask`` and their bound fields read by ``bind``."""
+    exact), its matches found by ``ask`` and their bound fields read by ``bind``; ``describe`` says what an
+    answer says of the dataset where no question is asked."""
     if mode == "approximate":
         raise QuerySemanticError(f"RETURN {_what(query)} summarises every match: ask it in the verified or "
                                  "exact mode", where="mode")
@@ -81,15 +85,19 @@ def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: As
     body: dict[str, Any] = {"strategy": query.strategy.value}
     chained = _chained(home, name, query) if query.returns is Return.FUNNEL else None
     if chained is not None:  # (steps of one typed event each: one pass over their events)
-        body["funnel"], units = chained
+        body["funnel"], units, complete, scanned = chained
         body.update(units="partitions" if query.partition_by else "windows", unit_count=units)
-        whole = ask(dataclasses.replace(everything, returns=Return.COUNT), mode, budget)
+        # under skip-till-next-match the pass counted the matches (one per start whose chain is whole): the
+        # pattern is asked again only for why it has none (explain)
+        counted = query.strategy is Strategy.SKIP_TILL_NEXT_MATCH
+        whole = describe(mode) if counted and complete else \
+            ask(dataclasses.replace(everything, returns=Return.COUNT), mode, budget)
         stats["queries"] += 1
-        stats["events_scanned"] += int((whole.get("stats") or {}).get("events_scanned") or 0)
+        stats["events_scanned"] += scanned + int((whole.get("stats") or {}).get("events_scanned") or 0)
         head.update({k: whole[k] for k in ("dataset", "index_version", "mode", "explain") if k in whole})
         head["events_total"] = (whole.get("stats") or {}).get("events_total")
         _keep_history(whole, stats)
-        rows = pa.table({"n": pa.nulls(int(whole.get("count") or 0), pa.int8())})
+        rows = pa.table({"n": pa.nulls(complete if counted else int(whole.get("count") or 0), pa.int8())})
     elif query.returns is Return.FUNNEL:
         count = len(steps(query))
         tables = [matches_of(prefix(query, j)) for j in range(1, count + 1)]
@@ -136,9 +144,10 @@ def _what(query: Query) -> str:
 # --------------------------------------------------------------------------------------------- funnel
 
 
-def _chained(home: Path, name: str, query: Query) -> tuple[list[dict[str, Any]], int] | None:
+def _chained(home: Path, name: str, query: Query) -> tuple[list[dict[str, Any]], int, int, int] | None:
     """The funnel of a query of typed single steps (:func:`chains_apply`), from one read of its step types'
-    events; None when it does not apply (the prefixes are then asked as queries of their own)."""
+    events (:func:`chained_funnel`: its steps, units and whole chains), and the events read; None when it
+    does not apply (the prefixes are then asked as queries of their own)."""
     if not chains_apply(query):
         return None
     store = EventStore.open(store_dir(dataset_dir(name, home)))
@@ -153,24 +162,25 @@ def _chained(home: Path, name: str, query: Query) -> tuple[list[dict[str, Any]],
     grouped = layout is not None and query.partition_by == (layout.key,) and layout.events == snap.events
     if snap.events <= snap.retained_from:  # (nothing left to read)
         empty = np.zeros(0, dtype=_I64)
-        return chained_funnel(query, empty, empty, [], empty, empty)
+        return (*chained_funnel(query, empty, empty, [], empty, empty), 0)
     whole = np.array([[snap.retained_from, snap.events - 1]], dtype=_I64)
     if grouped or not query.partition_by:
         # (the step types' events as the engine's frame: numpy columns from the seek files, no Arrow table)
         frame, _ = store.read_frame(whole, ["seq", "ts", "type"], types=names, snapshot=snap)
         codes, distinct = frame.type_codes()
         names_of = frame.type_names()
-        units = (np.asarray(layout.group_of, dtype=_I64)[frame.seq] if layout is not None and grouped else
+        units = (layout.group_of[frame.seq].astype(_I64) if layout is not None and grouped else
                  np.zeros(len(frame.seq), _I64))
-        return chained_funnel(query, frame.seq.astype(_I64), frame.ts, list(names_of) if names_of is not None
-                              else [str(t) for t in distinct.to_pylist()], codes.astype(_I64), units)
+        return (*chained_funnel(query, frame.seq.astype(_I64), frame.ts, list(names_of) if names_of is not None
+                                else [str(t) for t in distinct.to_pylist()], codes.astype(_I64), units),
+                len(frame.seq))
     # another partition: its values read with the events
     events, _ = store.read_ranges(whole, columns=["seq", "ts", "type"] + [f"{ATTRS}.{a}" for a in keyed],
                                   types=names, snapshot=snap, type_dictionary=True)
     codes, types = _codes(events.column("type"))
-    return chained_funnel(query, events.column("seq").to_numpy().astype(_I64),
-                          events.column("ts").cast(pa.int64()).to_numpy().astype(_I64), types, codes,
-                          _partition_units(events, query.partition_by))
+    return (*chained_funnel(query, events.column("seq").to_numpy().astype(_I64),
+                            events.column("ts").cast(pa.int64()).to_numpy().astype(_I64), types, codes,
+                            _partition_units(events, query.partition_by)), events.num_rows)
 
 
 def _partition_units(events: pa.Table, attributes: tuple[str, ...]) -> np.ndarray:

@@ -308,69 +308,35 @@ def chains_apply(query: Query) -> bool:
 
 
 def chained_funnel(query: Query, seq: np.ndarray, ts: np.ndarray, types: Sequence[str | None],
-                   codes: np.ndarray, units: np.ndarray) -> tuple[list[dict[str, Any]], int]:
+                   codes: np.ndarray, units: np.ndarray) -> tuple[list[dict[str, Any]], int, int]:
     """``RETURN funnel`` (as :func:`funnel` gives it) of a query :func:`chains_apply` to, in one pass over its
     step types' events: ``seq``, ``ts`` (µs), type ``codes`` into ``types``, and each event's partition
     (``units``: an integer per partition, -1 for an event without one; unpartitioned, all 0), in stream
     order.  From every event of the first step, each next step is the first event of its type after the last
-    one in the same partition, within the window."""
+    one in the same partition, within the window.  Also the number of starts whose chain takes every step
+    (under ``skip_till_next_match``, the pattern's matches)."""
+    from exact.engine.funnel_pass import EVENT_WINDOW, NO_WINDOW, TIME_WINDOW, funnel_times
+
     elements = steps(query)
     n = len(elements)
     keyed = bool(query.partition_by)
     usable = units >= 0
-    seq, ts, codes, units = seq[usable], ts[usable], codes[usable], units[usable]
-    span = int(seq.max()) + 1 if len(seq) else 1
-    key = units.astype(_I64) * span + seq  # (partition, then stream order)
     code_of = {t: i for i, t in enumerate(types)}
-
-    def events_of(element: Element) -> tuple[np.ndarray, np.ndarray]:
-        assert isinstance(element, Single)
-        mine = np.flatnonzero(codes == code_of.get(element.var.type, -1))
-        at = mine[np.argsort(key[mine], kind="stable")]
-        return at, key[at]
-
-    start_rows, _ = events_of(elements[0])
-    start_rows = np.sort(start_rows)
-    t0, s0 = ts[start_rows], seq[start_rows]
-    current = key[start_rows]
-    alive = np.ones(len(start_rows), dtype=bool)
-    reached = np.ones(len(start_rows), dtype=_I64)
-    ends = [(s0, t0)]  # per step: each start's end seq and ts (valid where reached ≥ step)
-    for element in elements[1:]:
-        rows, keys = events_of(element)
-        at = np.searchsorted(keys, current, side="right")
-        ok = alive & (at < len(keys))
-        nxt = rows[np.minimum(at, max(len(rows) - 1, 0))] if len(rows) else np.zeros(len(at), dtype=_I64)
-        if len(rows):
-            ok &= units[nxt] == units[start_rows]
-            window = query.within
-            if isinstance(window, WithinTime):
-                ok &= ts[nxt] - t0 <= window.micros
-            elif isinstance(window, WithinEvents):
-                ok &= seq[nxt] - s0 < window.count
-        else:
-            ok &= False
-        reached[ok] += 1
-        current = np.where(ok, key[nxt], current)
-        alive = ok
-        ends.append((np.where(ok, seq[nxt], 0), np.where(ok, ts[nxt], 0)))
-    # the units: partitions (their codes are small integers) or, unpartitioned, each start on its own
-    unit = units[start_rows] if keyed else np.arange(len(start_rows), dtype=_I64)
-    room = int(unit.max()) + 1 if len(unit) else 0
-    everyone = np.arange(len(start_rows), dtype=_I64)
-    none = len(start_rows)
+    step_codes = np.asarray([code_of.get(e.var.type, -1) for e in elements if isinstance(e, Single)],
+                            dtype=_I64)
+    window = query.within
+    kind, bound = ((TIME_WINDOW, window.micros) if isinstance(window, WithinTime) else
+                   (EVENT_WINDOW, window.count) if isinstance(window, WithinEvents) else (NO_WINDOW, 0))
+    if not usable.all():
+        seq, ts, codes, units = seq[usable], ts[usable], codes[usable], units[usable]
+    took, complete = funnel_times(seq, ts, codes, units, step_codes, kind, bound, keyed)
     out = []
     reached_units = []
     for j, element in enumerate(elements, start=1):
-        # a unit's earliest-ending chain of j steps is its earliest start's that reaches step j (a later
-        # start's next events are never earlier), which is also the earliest start among equal ends
-        first = np.full(room, none, dtype=_I64)
-        mine = everyone[reached >= j]
-        np.minimum.at(first, unit[mine], mine)  # (each unit's earliest start that reaches step j)
-        picked = first[first < none]
-        reached_units.append(len(picked))
-        took = ends[j - 1][1][picked] - t0[picked]
-        spread = distribution(took, histogram=False)
+        times = took[j - 1]
+        times = times[times >= 0]
+        reached_units.append(len(times))
+        spread = distribution(times, histogram=False)
         out.append({"step": j, "label": step_label(element), "converted": spread["count"],
                     "median_ms": spread["p50_ms"], "p90_ms": spread["p90_ms"]})
     for j, entry in enumerate(out, start=1):
@@ -378,4 +344,4 @@ def chained_funnel(query: Query, seq: np.ndarray, ts: np.ndarray, types: Sequenc
         entry["stopped"] = reached_units[j - 1] - (reached_units[j] if j < n else 0)
         order = ("step", "label", "reached", "stopped", "converted", "median_ms", "p90_ms")
         out[j - 1] = {k: entry[k] for k in order}
-    return out, reached_units[0] if reached_units else 0
+    return out, reached_units[0] if reached_units else 0, complete
