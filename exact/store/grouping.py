@@ -371,7 +371,9 @@ def write_layout(folder: Path, layout: Layout, version: int, *, file_version: in
         raise ValueError(f"layout files are written in version {', '.join(map(str, READABLE))}")
     folder.mkdir(parents=True, exist_ok=True)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, pa.schema([("key", layout.keys.type)])) as writer:
+    # (the key values compressed: an IPC reader decompresses them as it reads, so version 3 reads them alike)
+    with pa.ipc.new_stream(sink, pa.schema([("key", layout.keys.type)]),
+                           options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
         writer.write_table(pa.table({"key": layout.keys}))
     blobs: list[tuple[str, np.ndarray, Any]] = []
     for name in _ARRAYS:
@@ -398,9 +400,10 @@ def write_layout(folder: Path, layout: Layout, version: int, *, file_version: in
         f.write(_PREFIX.pack(MAGIC, file_version, len(header)))
         f.write(header)
         f.write(b"\0" * (start - _PREFIX.size - len(header)))
-        for _, _, data in blobs:
+        for i, (_, _, data) in enumerate(blobs):
             f.write(data)
-            f.write(b"\0" * (-len(data) % _ALIGN))
+            if i + 1 < len(blobs):  # (no padding after the last: every byte past the header is checked)
+                f.write(b"\0" * (-len(data) % _ALIGN))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
