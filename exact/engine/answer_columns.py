@@ -187,8 +187,9 @@ def _search(known: np.ndarray, seqs: np.ndarray) -> np.ndarray:
 
 
 def timestamps(micros: np.ndarray) -> pa.Array:
-    """UTC microseconds as an Arrow ``timestamp[us, UTC]`` array."""
-    return pa.array(np.asarray(micros, dtype=_I64), type=pa.int64()).cast(TS_TYPE)
+    """UTC microseconds as an Arrow ``timestamp[us, UTC]`` array (the array's own buffer, not copied)."""
+    values = np.ascontiguousarray(micros, dtype=_I64)
+    return pa.Array.from_buffers(TS_TYPE, len(values), [None, pa.py_buffer(values)])
 
 
 def matches_arrow(table: Any, order: np.ndarray, times: SeqTimes, kleene: frozenset[str],
@@ -217,6 +218,15 @@ def matches_arrow(table: Any, order: np.ndarray, times: SeqTimes, kleene: frozen
         "start_ts": timestamps(start_ts), "end_ts": timestamps(end_ts)}
     if case is not None:
         columns["case"] = plain(case)
+    k = len(table.names)
+    if n and not kleene and len(var) == n * k and bool((lengths == k).all()) \
+            and bool((var.reshape(n, k) == np.arange(k)).all()):
+        # (each match binds every variable once, in pattern order: its rows are a row of an n × k grid)
+        grid_seq, grid_ts = seq.reshape(n, k), stamp.reshape(n, k)
+        for v, name in enumerate(table.names):
+            columns[f"{name}.seq"] = pa.array(np.ascontiguousarray(grid_seq[:, v]), type=pa.int64())
+            columns[f"{name}.ts"] = timestamps(grid_ts[:, v])
+        return pa.table(columns)
     for v, name in enumerate(table.names):
         mine = var == v
         who, seqs, their_ts = owner[mine], seq[mine], stamp[mine]
