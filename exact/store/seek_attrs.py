@@ -200,7 +200,7 @@ def _narrow(span: int) -> np.dtype | None:
 
 def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chosen: Sequence[str] | None = None,
                  budget: float = DEFAULT_BUDGET, type_codes: np.ndarray | None = None, n_types: int = 0,
-                 *, packed: bool = False, allowance: int | None = None
+                 *, packed: bool = False, allowance: int | None = None, compressed: bool = False
                  ) -> tuple[list[dict[str, Any]], list[str], dict[str, bytes], list[str]]:
     """A part's attribute struct as seek-file columns: the header entry of each served attribute, the names
     of those not served, the sections (name → bytes) to write, and which of them are bit-packed
@@ -212,7 +212,8 @@ def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chos
     row (:data:`DEFAULT_BUDGET`), and then — with an ``allowance``, the bytes the attribute sections may take
     in all (the footprint budget, :func:`exact.store.footprint.seek_allowance`) — the cheapest columns as
     written while they fit, then the value indexes of those served, cheapest first, while they fit too.
-    Attributes named are served with their value indexes whatever the allowance."""
+    Attributes named are served with their value indexes whatever the allowance.  ``compressed`` (version 8):
+    a string dictionary's values are kept compressed and its offsets packed (:func:`_compress_dictionary`)."""
     unserved: list[str] = []
     costed: list[tuple[float, str, int, dict[str, Any], dict[str, bytes], dict[str, bytes]]] = []
     for i, (name, column) in enumerate(_fields(attrs)):
@@ -224,6 +225,8 @@ def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chos
             unserved.append(name)
             continue
         data = dict(raw)
+        if compressed and entry["kind"] == "string":
+            _compress_dictionary(entry, data)
         if packed:
             _pack_sections(entry, data)
         # (costed at its plain width: packing's fixed bytes would price a column of a short part out)
@@ -271,12 +274,30 @@ def encode_attrs(attrs: pa.StructArray | pa.ChunkedArray | None, rows: int, chos
 #: the codes (a narrow width's range, or a raw int64's, or a scaled double's) and the null flags by frame of
 #: reference, the value index's rows as steps (keyed by cell: one increasing run) and where its cells start
 #: (decoded whole when the file is opened: a cell's bounds are looked up per condition and part).
-PACKED_SECTIONS = {"codes": False, "valid": False, "vrows": True, "vstart": True}
+PACKED_SECTIONS = {"codes": False, "valid": False, "vrows": True, "vstart": True, "offsets": True}
 
 
 def _packs(entry: dict[str, Any], key: str) -> bool:
-    """Does version 7 pack section ``key`` of the attribute ``entry`` describes?"""
+    """Does version 7 pack section ``key`` of the attribute ``entry`` describes?  (A string dictionary's
+    offsets, as steps, from version 8: beside its compressed values.)"""
+    if key == "offsets":
+        return "zsize" in entry
     return key in PACKED_SECTIONS and not (key == "codes" and entry["kind"] == "double" and entry.get("scale") is None)
+
+
+#: the codec of a string dictionary's values from version 8 (zstd: what the Parquet parts use)
+DICTIONARY_CODEC = "zstd"
+
+
+def _compress_dictionary(entry: dict[str, Any], data: dict[str, bytes]) -> None:
+    """Version 8: a string attribute's dictionary values (``data``: the sorted distinct strings one after the
+    other, read once when the column is opened) kept compressed as ``zdata``, their length before and after
+    in the entry (``zsize``, ``zlen``).  Sorted values share their prefixes: a dictionary of dates or ids
+    takes a fraction of its bytes."""
+    raw = data.pop("data")
+    packed = pa.compress(raw, codec=DICTIONARY_CODEC, asbytes=True) if raw else b""
+    data["zdata"] = packed
+    entry.update(zsize=len(raw), zlen=len(packed))
 
 
 def _pack_sections(entry: dict[str, Any], data: dict[str, bytes]) -> list[str]:
@@ -289,7 +310,8 @@ def _pack_sections(entry: dict[str, Any], data: dict[str, bytes]) -> list[str]:
         if key not in data or not _packs(entry, key):
             continue
         dtype = {"vrows": np.dtype(np.int64) if entry.get("vkeyed") else np.dtype(np.uint32),
-                 "vstart": np.dtype(np.int64), "valid": np.dtype(np.uint8)}.get(key, np.dtype(entry["dtype"]))
+                 "vstart": np.dtype(np.int64), "valid": np.dtype(np.uint8),
+                 "offsets": np.dtype(np.int32)}.get(key, np.dtype(entry["dtype"]))
         data[key] = to_bytes(pack(np.frombuffer(data[key], dtype=dtype), delta=delta))
         done.append(key)
     return done
@@ -431,9 +453,18 @@ def decode_attrs(entries: list[dict[str, Any]], section: Any, rows: int, n_types
         if kind == "string":
             n = int(entry["n"])
             offsets = section(f"{key}.offsets", np.dtype(np.int32), n + 1)
+            if isinstance(offsets, Packed):
+                offsets = offsets.decode(0, len(offsets))
             size = int(offsets[-1]) if n >= 0 else 0
-            data = section(f"{key}.data", np.dtype(np.uint8), size)
-            dictionary = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
+            if "zsize" in entry:  # (version 8: the values compressed, undone once as the column opens)
+                if int(entry["zsize"]) != size or bool((np.diff(offsets) < 0).any()) or int(offsets[0]) != 0:
+                    raise ValueError(f"attribute {name!r}: its dictionary's offsets disagree with its values")
+                zipped = section(f"{key}.zdata", np.dtype(np.uint8), int(entry["zlen"]))
+                data = pa.decompress(bytes(zipped), decompressed_size=size, codec=DICTIONARY_CODEC) if size \
+                    else pa.py_buffer(b"")
+            else:
+                data = pa.py_buffer(section(f"{key}.data", np.dtype(np.uint8), size))
+            dictionary = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), data)
             top = int(codes.max()) if rows else 0
             if top >= n and top != null:
                 raise ValueError(f"attribute {name!r}: a code beyond its dictionary")

@@ -36,7 +36,8 @@ well: codes and null flags by frame of reference (a code takes the bits of its p
 rows as steps, and a double whose values are decimals of a few places as integers at that scale
 (:mod:`exact.store.seek_attrs`); and its header carries each section's CRC-32 (``crc32s``), so that a
 replica reads a file it does not hold by ranges, section by section, each checked on its own
-(:func:`open_seek`).
+(:func:`open_seek`).  Version 8 keeps a string attribute's dictionary compressed (zstd: its sorted values share
+long prefixes — dates, case ids) and its offsets packed as steps, undone once when the column is opened.
 
 Version 3 adds the part's attributes, one fixed-width code per row each (:mod:`exact.store.seek_attrs`), so
 that a condition's values are read in place too; the header lists the attributes served (``attrs``) and
@@ -68,13 +69,13 @@ from exact.store.packing import to_bytes as packed_bytes
 from exact.store.seek_attrs import AttrColumn, decode_attrs, encode_attrs
 
 MAGIC = b"SQSKSEEK"
-VERSION = 7  # 6: attribute columns and value indexes not packed, no CRC-32 per section; 5: ts steps and rows
-#             by type not packed; 4: no value indexes; 3: nor rows by type; 2: nor attribute columns; 1: 256-row
-#             ts blocks
+VERSION = 8  # 7: string dictionaries plain; 6: nor attribute columns and value indexes packed, no CRC-32 per
+#             section; 5: nor ts steps and rows by type packed; 4: no value indexes; 3: nor rows by type; 2: nor
+#             attribute columns; 1: 256-row ts blocks
 #: Versions a reader takes: a version-2 file serves reads that ask for no attribute; versions 2 and 3 find
 #: the rows of a type by testing every row's code; before version 5 a condition is tested on every row of
 #: its variable's types.
-READABLE = (2, 3, 4, 5, 6, 7)
+READABLE = (2, 3, 4, 5, 6, 7, 8)
 #: the sections version 6 writes bit-packed (:mod:`exact.store.packing`): the ts steps by frame of reference
 #: (a block's steps take the bits of their range), the rows by type as steps (sorted runs of row numbers);
 #: version 7 packs the attribute columns too (:data:`exact.store.seek_attrs.PACKED_SECTIONS`)
@@ -113,8 +114,8 @@ def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedAr
     the part's ``attrs`` struct (None: it has no attributes) — the attributes ``chosen``, or those within the
     default budget (:func:`exact.store.seek_attrs.encode_attrs`).  ``version`` 5 writes the sections version 6
     packs plain (the layout a store written before holds)."""
-    if version not in (5, 6, VERSION):
-        raise ValueError(f"seek files are written in version 5, 6 or {VERSION}, not {version}")
+    if version not in (5, 6, 7, VERSION):
+        raise ValueError(f"seek files are written in version 5, 6, 7 or {VERSION}, not {version}")
     packed = PACKED if version >= 6 else {}
     ts = np.ascontiguousarray(ts, dtype=np.int64)
     rows = len(ts)
@@ -148,7 +149,8 @@ def encode(ts: np.ndarray, types: pa.Array, attrs: pa.StructArray | pa.ChunkedAr
     allowance = None if footprint is None else seek_allowance(
         footprint[0], footprint[1], sum(len(d) + _pad(len(d)) for d in sections.values()), footprint[2])
     served, unserved, attr_sections, attrs_packed = encode_attrs(
-        attrs, rows, chosen, type_codes=codes, n_types=len(names), packed=version >= 7, allowance=allowance)
+        attrs, rows, chosen, type_codes=codes, n_types=len(names), packed=version >= 7, allowance=allowance,
+        compressed=version >= 8)
     sections.update(attr_sections)
     layout, payload, at = {}, bytearray(), 0
     for name, data in sections.items():

@@ -153,13 +153,13 @@ def test_files_deleted_or_replaced_leave_the_open_maps(tmp_path: Path) -> None:
     assert any(k[0] == str(other) for k in seek_module._OPEN)
 
 
-@pytest.mark.parametrize("older", [5, 6])
+@pytest.mark.parametrize("older", [5, 6, 7])
 def test_a_store_whose_seek_files_are_of_an_older_version_answers_alike_and_compact_upgrades_it(
         tmp_path: Path, older: int) -> None:
     """The same dataset with every seek file written in the plain layout of version 5, or the layout of
-    version 6 (its attributes not packed) — as a store written before keeps them — answers every mode of
-    every question as with the files of this version; ``compact`` rewrites those parts in this version, and
-    the answers stay."""
+    version 6 (its attributes not packed) or 7 (its dictionaries plain) — as a store written before keeps
+    them — answers every mode of every question as with the files of this version; ``compact`` rewrites
+    those parts in this version, and the answers stay."""
     from api.service.queries import run_query
     from exact.reference import stream_table
     from exact.store import EventStore, dataset_dir, store_dir
@@ -202,7 +202,7 @@ def test_a_store_whose_seek_files_are_of_an_older_version_answers_alike_and_comp
 
 
 @scaled(25, HealthCheck.function_scoped_fixture, HealthCheck.too_slow, deadline=None)
-@given(query=index_queries(), rows=index_streams(max_events=40), older=st.sampled_from([5, 6]), data=st.data())
+@given(query=index_queries(), rows=index_streams(max_events=40), older=st.sampled_from([5, 6, 7]), data=st.data())
 def test_random_streams_answer_alike_from_seek_files_of_every_version(
         tmp_path_factory: pytest.TempPathFactory, query, rows: list[dict], older: int, data: st.DataObject) -> None:
     """On random streams (nulls; decimals, raw doubles and int64 extremes beside ``x``), every mode of a random

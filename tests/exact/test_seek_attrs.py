@@ -82,7 +82,8 @@ def test_every_value_comes_back_exactly(tmp_path_factory: pytest.TempPathFactory
     columns = {f"c{i}": column_values(data.draw, n) for i in range(data.draw(st.integers(1, 4)))}
     struct = pa.StructArray.from_arrays([pa.array(v, t) for t, v in columns.values()], names=list(columns))
     path = tmp_path_factory.mktemp("seek") / "p.seek"
-    version = data.draw(st.sampled_from([5, 6, seek_format.VERSION]))  # (plain, ts packed, attributes packed)
+    version = data.draw(st.sampled_from([5, 6, 7, seek_format.VERSION]))  # (plain, ts packed, attributes
+    # packed, dictionaries compressed)
     write_bytes(path, encode(np.arange(n, dtype=np.int64), pa.array(["A"] * n), struct, chosen=list(columns),
                              version=version))
     seek = open_seek(path, n)
