@@ -3,9 +3,10 @@ runs): the step types' events put in (partition, stream) order by counting, then
 chain followed with one forward-moving cursor per step.
 
 From each start, step *j* takes the first event of its type after step *j − 1*'s in the same partition,
-within the window; that next event never moves back as the start moves forward (within a partition, and
-partitions are taken in turn), so each step's cursor passes over its type's events once: the pass costs the
-events times the steps, with no search and no sort.
+within the window.  That event never moves back as the start moves forward within a partition, so each
+step's cursor passes over the partition's events once: the pass costs the events times the steps, with no
+search and no sort.  A step's types are a bit per step on each event, so a type that several steps share
+(``SEQ(A, B, A)``) is one pass of each of those steps' cursors.
 """
 
 from __future__ import annotations
@@ -49,15 +50,15 @@ def _funnel(seq: Any, ts: Any, codes: Any, units: Any, n_units: int, steps: Any,
             keyed: bool, took: Any, whole: Any) -> None:
     n = len(seq)
     k = len(steps)
-    # the events in (unit, stream) order: counted per unit, then placed in stream order (stable), each
-    # event's step (the first step of its type; -1: none), ts and seq copied to its place
+    # the events in (unit, stream) order: counted per unit, then placed in stream order (stable), with a bit
+    # per step whose type the event has, its ts and its seq copied to its place
     off = np.zeros(n_units + 1, dtype=np.int64)
     for i in range(n):
         off[units[i] + 1] += 1
     for u in range(n_units):
         off[u + 1] += off[u]
     fill = off[:-1].copy()
-    kind = np.full(n, -1, dtype=np.int64)  # a bit per step whose type the event has
+    kind = np.empty(n, dtype=np.int64)
     t_of = np.empty(n, dtype=np.int64)
     s_of = np.empty(n, dtype=np.int64)
     for i in range(n):
@@ -70,7 +71,7 @@ def _funnel(seq: Any, ts: Any, codes: Any, units: Any, n_units: int, steps: Any,
         kind[at] = bits
         t_of[at] = ts[i]
         s_of[at] = seq[i]
-    cursor = np.zeros(k, dtype=np.int64)  # per step, the place of the last event it took (or passed)
+    cursor = np.zeros(k, dtype=np.int64)  # per step, the place before the last event it found
     start = 0  # the starts seen (an unkeyed funnel's units)
     for u in range(n_units):
         lo, hi = off[u], off[u + 1]
