@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import statistics
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,11 +116,13 @@ def measure(stream: pa.Table, rounds: int) -> list[dict[str, Any]]:
             as_json = ours(steps, "verified", columnar=False)
             equal = ours_cases(verified) == ours_cases(exact) == ours_cases(as_json) == cases
             times: dict[str, list[float]] = {"verified": [], "json": [], "exact": [], "clickhouse": []}
-            for _ in range(rounds):  # interleaved: the machine's drift falls on all of them alike
-                times["verified"].append(median_ms(lambda s=steps: ours(s, "verified"), 1, None))
-                times["json"].append(median_ms(lambda s=steps: ours(s, "verified", False), 1, None))
-                times["exact"].append(median_ms(lambda s=steps: ours(s, "exact"), 1, None))
-                times["clickhouse"].append(median_ms(lambda s=steps: theirs(s), 1, None))
+            runs: list[tuple[str, Callable[[], Any]]] = [
+                ("verified", lambda s=steps: ours(s, "verified")), ("json", lambda s=steps: ours(s, "verified", False)),
+                ("exact", lambda s=steps: ours(s, "exact")), ("clickhouse", lambda s=steps: theirs(s))]
+            for k in range(rounds):  # interleaved, the first of a round turning: drift and a peer's leftovers in
+                # the caches fall on all alike
+                for name, call in runs[k % len(runs):] + runs[:k % len(runs)]:
+                    times[name].append(median_ms(call, 1, None))
             ms = {k: round(statistics.median(v), 3) for k, v in times.items()}
             rows.append({"steps": len(steps), "pattern": " → ".join(steps), "cases": len(cases), "equal": equal,
                          "verified_ms": ms["verified"], "json_ms": ms["json"], "exact_ms": ms["exact"],
