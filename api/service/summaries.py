@@ -10,6 +10,7 @@ read from the bound events."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ import pyarrow.compute as pc
 
 from exact.arrays import distinct_ints
 from exact.engine import Budget
-from exact.engine.answer_columns import python_values
+from exact.engine.answer_columns import python_values, without_times
 from exact.engine.summarise import (
     chained_funnel,
     chains_apply,
@@ -105,7 +106,9 @@ def summarised_answer(home: Path, name: str, query: Query, *, mode: str, ask: As
         body["funnel"], units = funnel(query, tables)
         body.update(units="partitions" if query.partition_by else "windows", unit_count=units)
     else:
-        rows = matches_of(everything)
+        untimed = query.group_by is not None and query.group_by.attr != "ts"  # (seqs and a field: no ts)
+        with without_times() if untimed else contextlib.nullcontext():
+            rows = matches_of(everything)
         if query.returns is Return.DURATIONS:
             body["durations"] = durations(query, rows) if rows.num_rows else durations(query, empty_rows(query))
         elif query.returns is Return.NEXT:

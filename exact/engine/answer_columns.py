@@ -12,7 +12,9 @@ bound events ``<var>.type`` and ``<var>.attrs.<attribute>``.  Times are ``timest
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,6 +188,21 @@ def _search(known: np.ndarray, seqs: np.ndarray) -> np.ndarray:
     return at
 
 
+#: set inside :func:`without_times`
+_UNTIMED: ContextVar[bool] = ContextVar("untimed", default=False)
+
+
+@contextlib.contextmanager
+def without_times() -> Iterator[None]:
+    """Matches tables made inside (in this thread) leave out their ts columns: for a summary that reads only
+    seqs and bound fields (``count BY v.attr``), whose matches' ts would be decoded for nothing."""
+    token = _UNTIMED.set(True)
+    try:
+        yield
+    finally:
+        _UNTIMED.reset(token)
+
+
 def timestamps(micros: np.ndarray) -> pa.Array:
     """UTC microseconds as an Arrow ``timestamp[us, UTC]`` array (the array's own buffer, not copied)."""
     values = np.ascontiguousarray(micros, dtype=_I64)
@@ -195,41 +212,47 @@ def timestamps(micros: np.ndarray) -> pa.Array:
 def matches_arrow(table: Any, order: np.ndarray, times: SeqTimes, kleene: frozenset[str],
                   case: pa.Array | None = None) -> pa.Table:
     """The matches ``order`` of ``table`` (a :class:`~exact.engine.matchtable.MatchTable`) as the matches
-    table (see the module docstring); ``kleene``: the variables that bind one or more events; ``case``: each
-    match's case (in ``order``), or None without ``PARTITION BY``."""
+    table (see the module docstring; inside :func:`without_times`, no ts column); ``kleene``: the variables
+    that bind one or more events; ``case``: each match's case (in ``order``), or None without
+    ``PARTITION BY``."""
     n = len(order)
     starts, ends = table.start[order], table.end[order]
     lengths = np.diff(table.off)[order]
     rows = run_positions(table.off[:-1][order], lengths)
     owner = np.repeat(np.arange(n, dtype=_I64), lengths)
     var, seq = table.var[rows], table.seq[rows]  # rows of a match in stream order
-    if table.rows_at is not None and table.rows_in is times.seq:  # (where the evaluation found them)
+    timed = not _UNTIMED.get()
+    columns: dict[str, pa.Array] = {
+        "start_seq": pa.array(starts, type=pa.int64()), "end_seq": pa.array(ends, type=pa.int64())}
+    if not timed:
+        stamp = np.zeros(0, dtype=_I64)
+    elif table.rows_at is not None and table.rows_in is times.seq:  # (where the evaluation found them)
         stamp = times.at(table.rows_at[rows])
     else:
         stamp = times.many(seq)  # every bound event's ts, looked up once
     last = np.cumsum(lengths) - 1
-    if n and bool((lengths > 0).all()) and np.array_equal(seq[last - lengths + 1], starts) \
+    if not timed:
+        pass
+    elif n and bool((lengths > 0).all()) and np.array_equal(seq[last - lengths + 1], starts) \
             and np.array_equal(seq[last], ends):  # (a match's first and last events are its first and last rows)
-        start_ts, end_ts = stamp[last - lengths + 1], stamp[last]
+        columns.update(start_ts=timestamps(stamp[last - lengths + 1]), end_ts=timestamps(stamp[last]))
     else:
-        start_ts, end_ts = times.many(starts), times.many(ends)
-    columns: dict[str, pa.Array] = {
-        "start_seq": pa.array(starts, type=pa.int64()), "end_seq": pa.array(ends, type=pa.int64()),
-        "start_ts": timestamps(start_ts), "end_ts": timestamps(end_ts)}
+        columns.update(start_ts=timestamps(times.many(starts)), end_ts=timestamps(times.many(ends)))
     if case is not None:
         columns["case"] = plain(case)
     k = len(table.names)
     if n and not kleene and len(var) == n * k and bool((lengths == k).all()) \
             and bool((var.reshape(n, k) == np.arange(k)).all()):
         # (each match binds every variable once, in pattern order: its rows are a row of an n × k grid)
-        grid_seq, grid_ts = seq.reshape(n, k), stamp.reshape(n, k)
+        grid_seq = seq.reshape(n, k)
         for v, name in enumerate(table.names):
             columns[f"{name}.seq"] = pa.array(np.ascontiguousarray(grid_seq[:, v]), type=pa.int64())
-            columns[f"{name}.ts"] = timestamps(grid_ts[:, v])
+            if timed:
+                columns[f"{name}.ts"] = timestamps(stamp.reshape(n, k)[:, v])
         return pa.table(columns)
     for v, name in enumerate(table.names):
         mine = var == v
-        who, seqs, their_ts = owner[mine], seq[mine], stamp[mine]
+        who, seqs, their_ts = owner[mine], seq[mine], stamp[mine] if timed else stamp
         if name in kleene:
             per = np.bincount(who, minlength=n).astype(np.int32)
             offsets = np.zeros(n + 1, dtype=np.int32)
@@ -237,8 +260,9 @@ def matches_arrow(table: Any, order: np.ndarray, times: SeqTimes, kleene: frozen
             missing = pa.array(per == 0) if (per == 0).any() else None
             columns[f"{name}.seq"] = pa.ListArray.from_arrays(pa.array(offsets), pa.array(seqs, pa.int64()),
                                                               mask=missing)
-            columns[f"{name}.ts"] = pa.ListArray.from_arrays(pa.array(offsets), timestamps(their_ts),
-                                                             mask=missing)
+            if timed:
+                columns[f"{name}.ts"] = pa.ListArray.from_arrays(pa.array(offsets), timestamps(their_ts),
+                                                                 mask=missing)
         else:
             full = np.zeros(n, dtype=_I64)
             full[who] = seqs
@@ -248,9 +272,10 @@ def matches_arrow(table: Any, order: np.ndarray, times: SeqTimes, kleene: frozen
                 present[who] = True
                 absent = ~present
             columns[f"{name}.seq"] = pa.array(full, type=pa.int64(), mask=absent)
-            stamps = np.zeros(n, dtype=_I64)
-            stamps[who] = their_ts
-            columns[f"{name}.ts"] = pa.array(stamps, type=pa.int64(), mask=absent).cast(TS_TYPE)
+            if timed:
+                stamps = np.zeros(n, dtype=_I64)
+                stamps[who] = their_ts
+                columns[f"{name}.ts"] = pa.array(stamps, type=pa.int64(), mask=absent).cast(TS_TYPE)
     return pa.table(columns)
 
 

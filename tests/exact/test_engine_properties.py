@@ -188,7 +188,8 @@ def test_a_columnar_answer_times_every_bound_event(query: Query, rows: list[dict
                                                   whole_from: int) -> None:
     """The matches table of a frame read without its ts (decoded where asked): every ``<var>.ts``,
     ``start_ts`` and ``end_ts`` is its event's ts — looked up through the positions the evaluation kept, or
-    by seq, sorted first or not, one by one or the frame's all decoded at once."""
+    by seq, sorted first or not, one by one or the frame's all decoded at once; inside ``without_times``,
+    the same table without its ts columns."""
     from exact.engine import answer_columns
     from exact.engine.matchtable import answer, match_times
 
@@ -203,6 +204,10 @@ def test_a_columnar_answer_times_every_bound_event(query: Query, rows: list[dict
         patch.setattr(answer_columns, "_SORT_FROM", sort_from)
         patch.setattr(answer_columns, "_WHOLE_FROM", whole_from)
         rows_out = answer(query, found, match_times(lazy, found), columnar=True)["rows"]
+        with answer_columns.without_times():  # (a summary that reads seqs only: the same table, no ts)
+            bare = answer(query, found, match_times(lazy, found), columnar=True)["rows"]
+    assert bare.column_names == [c for c in rows_out.column_names if not c.endswith("ts")]
+    assert bare.equals(rows_out.select(bare.column_names))
     micros_of = {c: rows_out.column(c).cast(pa.int64()).to_pylist() if not pa.types.is_list(rows_out.column(c).type)
                  else [None if v is None else [int(x.timestamp() * 1_000_000) for x in v]
                        for v in rows_out.column(c).to_pylist()]
