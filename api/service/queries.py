@@ -477,8 +477,8 @@ def bound_columns(home: Path, name: str, rows: pa.Table, variables: Sequence[str
                   attributes: Sequence[str] | None = None) -> pa.Table:
     """A matches table with its bound events' ``<var>.type`` and ``<var>.attrs.<attribute>`` columns (docs/contract.md
     §3.6): every bound event of every match read together, in one pass over the store — of ``variables``
-    only, and only ``attributes``, where given (a grouping field reads one variable's one attribute: from the
-    seek files, where they hold its values)."""
+    only, and only ``attributes``, where given (a grouping field reads one variable's one attribute, without
+    the type, from the seek files where they hold its values; an empty list: the type alone)."""
     if variables is None:
         variables = [c[:-len(".seq")] for c in rows.column_names if c.endswith(".seq")]
     seqs = [rows.column(f"{v}.seq").combine_chunks() for v in variables]
@@ -491,7 +491,8 @@ def bound_columns(home: Path, name: str, rows: pa.Table, variables: Sequence[str
 
     store = EventStore.open(store_dir(dataset_dir(name, home)))
     snap = store.snapshot()
-    columns = None if attributes is None else ["seq", "type"] + [f"{ATTRS}.{a}" for a in attributes
-                                                                  if a in snap.attrs]
+    columns = None if attributes is None else ["seq"] + ([] if attributes else ["type"]) + [
+        f"{ATTRS}.{a}" for a in attributes if a in snap.attrs]
     events, _ = store.read_ranges(runs_of(wanted), columns=columns, snapshot=snap)
-    return bound_columns_of(rows, variables, events)
+    # (a field asked for by name: the events' types are not taken)
+    return bound_columns_of(rows, variables, events, types=not attributes)

@@ -447,13 +447,16 @@ def _bound_events_json(rows: pa.Table, out: list[dict[str, Any]], variables: lis
         row["events"] = [events[s] for s in sorted(events)]
 
 
-def bound_columns_of(rows: pa.Table, variables: Sequence[str], events: pa.Table) -> pa.Table:
-    """``rows`` (a matches table) with ``<var>.type`` and ``<var>.attrs.<attribute>`` columns taken from
-    ``events`` (seq-sorted, holding every bound event; ``attrs`` a struct column)."""
+def bound_columns_of(rows: pa.Table, variables: Sequence[str], events: pa.Table, *, types: bool = True
+                     ) -> pa.Table:
+    """``rows`` (a matches table) with ``<var>.type`` (unless not ``types``) and ``<var>.attrs.<attribute>``
+    columns taken from ``events`` (seq-sorted, holding every bound event; ``attrs`` a struct column)."""
     event_seq = events.column("seq").to_numpy()
-    fields: dict[str, pa.Array] = {"type": events.column("type").combine_chunks()}
-    if pa.types.is_dictionary(fields["type"].type):
-        fields["type"] = fields["type"].cast(pa.string())
+    fields: dict[str, pa.Array] = {}
+    if types:
+        fields["type"] = events.column("type").combine_chunks()
+        if pa.types.is_dictionary(fields["type"].type):
+            fields["type"] = fields["type"].cast(pa.string())
     if "attrs" in events.column_names:
         attrs = events.column("attrs").combine_chunks()
         for i in range(attrs.type.num_fields):
