@@ -26,8 +26,8 @@ disk) and touches only the blocks asked for.
 
 from __future__ import annotations
 
-import functools
 import struct
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -447,26 +447,40 @@ def _fill(raw: Any, delta: bool, block: int, ref: Any, low: Any, width: Any, sta
                 words[word + 1] |= v >> (np.uint64(64) - shift)
 
 
-@functools.cache
+#: held while the helpers are compiled: ``functools.cache`` does not keep two threads from calling a function
+#: at once, and a helper compiled twice would be a compiled function handed to the compiler
+_JIT_LOCK = threading.Lock()
+
+
 def jitted() -> None:
     """Compile the helpers the kernels call (:func:`_bits`, :func:`search_one`) and put
     them in this module's namespace in place of the Python functions, where a kernel compiled afterwards
-    finds them; call it before compiling such a kernel."""
+    finds them; call it before compiling such a kernel (any thread, any number of times: once done, done)."""
     import numba
+    from numba.core.registry import CPUDispatcher
 
-    names = globals()
-    for name in ("_bits", "search_one"):
-        names[name] = numba.njit(cache=True, nogil=True, inline="always")(names[name])
+    with _JIT_LOCK:
+        names = globals()
+        for name in ("_bits", "search_one"):
+            if not isinstance(names[name], CPUDispatcher):
+                names[name] = numba.njit(cache=True, nogil=True, inline="always")(names[name])
 
 
-@functools.cache
 def _kernels() -> tuple[Callable[..., Any], ...]:
     """The kernels compiled (cached on disk) on first use: importing this module loads no numba."""
+    if _KERNELS:
+        return _KERNELS[0]
     import numba
 
     jitted()
-    return tuple(numba.njit(cache=True, nogil=True)(f) for f in (_decode_range, _gather, _measure, _fill,
-                                                                  _unkey, _search))
+    with _JIT_LOCK:  # (one set of kernels, whichever thread asks first)
+        if not _KERNELS:
+            _KERNELS.append(tuple(numba.njit(cache=True, nogil=True)(f) for f in (
+                _decode_range, _gather, _measure, _fill, _unkey, _search)))
+    return _KERNELS[0]
+
+
+_KERNELS: list[tuple[Callable[..., Any], ...]] = []
 
 
 def warm_up() -> None:

@@ -107,3 +107,36 @@ def test_a_damaged_or_foreign_section_is_refused() -> None:
     with pytest.raises(IndexError):
         pack(np.arange(5, dtype=np.int64))[np.asarray([5])]
 
+
+
+def test_the_helpers_and_kernels_are_compiled_once_whichever_threads_ask() -> None:
+    """The first reads of a server's threads (a query and an append) may ask for the kernels at once: the
+    helpers they call are wrapped once (a compiled helper handed to the compiler again fails), and every
+    thread gets the same kernels."""
+    import threading
+
+    from numba.core.registry import CPUDispatcher
+
+    from exact.store import packing
+
+    got: list[object] = []
+    failed: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def ask() -> None:
+        try:
+            start.wait()
+            packing.jitted()
+            got.append(packing._kernels())
+        except BaseException as err:  # (reported below, not lost in the thread)
+            failed.append(err)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    packing.jitted()  # (and again, once done)
+    assert not failed, failed
+    assert isinstance(packing.search_one, CPUDispatcher) and isinstance(packing._bits, CPUDispatcher)
+    assert all(k is got[0] for k in got) and len(got) == 8
