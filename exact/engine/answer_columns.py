@@ -138,25 +138,15 @@ class FrameTimes(SeqTimes):
         seqs = np.asarray(seqs, dtype=_I64)
         if not len(seqs):
             return np.zeros(0, dtype=_I64)
-        order = _sorting(seqs)
-        if order is None:
-            return self._ts_at(self._positions(seqs))
-        # the rows decoded in stream order: a gather of sorted positions reads each block once
-        out = np.empty(len(seqs), dtype=_I64)
-        out[order] = self._ts_at(self._positions(seqs[order]))
-        return out
+        # (the rows decoded in stream order: a gather of sorted positions reads each block once)
+        return _in_order(seqs, lambda keys: self._ts_at(self._positions(keys)))
 
     def at(self, positions: np.ndarray) -> np.ndarray:
         positions = np.asarray(positions, dtype=_I64)
         if "_all" in self.__dict__ or len(positions) * _WHOLE_FROM >= len(self.seq):
             out: np.ndarray = self.ts[positions]  # (most of the events: decoded in order, once)
             return out
-        order = _sorting(positions)
-        if order is None:
-            return self._ts_at(positions)
-        out = np.empty(len(positions), dtype=_I64)
-        out[order] = self._ts_at(positions[order])
-        return out
+        return _in_order(positions, self._ts_at)
 
     def __getitem__(self, seq: int) -> int:
         return int(self.many(np.asarray([seq], dtype=_I64))[0])
@@ -171,21 +161,21 @@ _SORT_FROM = 4096
 _WHOLE_FROM = 4
 
 
-def _sorting(seqs: np.ndarray) -> np.ndarray | None:
-    """The order that sorts ``seqs``, when they are many and not sorted already; else None."""
-    if len(seqs) < _SORT_FROM or not bool(np.any(seqs[1:] < seqs[:-1])):
-        return None
-    return np.argsort(seqs, kind="stable")
+def _in_order(keys: np.ndarray, look_up: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``look_up(keys)`` (one value per key), asked with the keys sorted where they are many and out of
+    order, and given back in the keys' own order."""
+    if len(keys) < _SORT_FROM or not bool(np.any(keys[1:] < keys[:-1])):
+        return look_up(keys)
+    order = np.argsort(keys, kind="stable")
+    found = look_up(keys[order])
+    out = np.empty(len(keys), dtype=found.dtype)
+    out[order] = found
+    return out
 
 
 def _search(known: np.ndarray, seqs: np.ndarray) -> np.ndarray:
     """``np.searchsorted(known, seqs)``, the keys sorted first where they are many and out of order."""
-    order = _sorting(seqs)
-    if order is None:
-        return np.searchsorted(known, seqs)
-    at = np.empty(len(seqs), dtype=np.intp)
-    at[order] = np.searchsorted(known, seqs[order])
-    return at
+    return _in_order(seqs, lambda keys: np.searchsorted(known, keys))
 
 
 #: set inside :func:`without_times`
